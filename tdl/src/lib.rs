@@ -1,0 +1,31 @@
+//! TDL, tofu's tensor description language (Tofu §3.1).
+//!
+//! Takes `.tdl` source text; gives checked, name-resolved operator specs
+//! ([`OpSpec`]), shape inference ([`OpSpec::bind`]) and a reference
+//! interpreter ([`interp::evaluate`]) that is the semantic ground truth for
+//! the rest of tofu (interval analysis, planner, runner).
+//!
+//! Pipeline: [`lower::parse_file`] (pest grammar → typed AST, every mistake as
+//! a [`Diagnostic`] with file, line, column, caret and hint) →
+//! [`Library`] (cross-file checks: unique names, gradient declarations) →
+//! [`OpSpec::expand_ellipsis`] / [`OpSpec::bind`] (concrete rank and shapes) →
+//! [`interp`].
+//!
+//! The language reference is `docs/tdl.md`.
+#![warn(missing_docs)]
+
+pub mod ast;
+pub mod bind;
+pub mod diagnostic;
+mod expand;
+pub mod interp;
+pub mod library;
+pub mod lower;
+pub mod opaque;
+
+pub use ast::*;
+pub use bind::{Attrs, Binding, ShapeError};
+pub use diagnostic::{Diagnostic, Diagnostics};
+pub use interp::{evaluate, evaluate_traced, EvalError, Tensor};
+pub use library::{Library, LibraryError};
+pub use lower::parse_file;

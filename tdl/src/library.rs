@@ -1,0 +1,180 @@
+//! The operator library: every op of a set of `.tdl` files, by name.
+//!
+//! Takes files or directories of `.tdl` files; gives a [`Library`] in which
+//! every op name is unique and every gradient declaration names an op that
+//! exists and fits (one argument per input of the gradient op, one result per
+//! declared input, known attribute names). Errors: every mistake of every file
+//! as [`Diagnostics`], or an I/O error naming the path.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::ast::OpSpec;
+use crate::diagnostic::{Diagnostic, Diagnostics};
+use crate::lower::parse_file;
+
+/// Errors loading a library.
+#[derive(Debug, thiserror::Error, miette::Diagnostic)]
+pub enum LibraryError {
+    /// A file or directory could not be read.
+    #[error("cannot read `{path}`: {source}")]
+    Io {
+        /// The path.
+        path: PathBuf,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// The specs have mistakes.
+    #[error(transparent)]
+    #[diagnostic(transparent)]
+    Invalid(#[from] Diagnostics),
+}
+
+/// A set of checked operator specs, by name.
+#[derive(Debug, Clone, Default)]
+pub struct Library {
+    ops: BTreeMap<String, OpSpec>,
+    /// Source text per file, for diagnostics of later passes.
+    sources: BTreeMap<String, Arc<String>>,
+    /// Op names per file, in definition order.
+    files: BTreeMap<String, Vec<String>>,
+}
+
+impl Library {
+    /// Load every `.tdl` file under the given paths (files or directories, recursively, sorted).
+    pub fn load(paths: &[PathBuf]) -> Result<Library, LibraryError> {
+        let mut files = Vec::new();
+        for p in paths {
+            collect(p, &mut files)?;
+        }
+        let mut texts = Vec::new();
+        for f in files {
+            let text = std::fs::read_to_string(&f).map_err(|source| LibraryError::Io { path: f.clone(), source })?;
+            texts.push((f.display().to_string(), text));
+        }
+        Ok(Library::from_sources(&texts)?)
+    }
+
+    /// The library shipped in the repository's `specs/` directory.
+    pub fn shipped() -> Result<Library, LibraryError> {
+        Library::load(&[Self::shipped_dir()])
+    }
+
+    /// Path of the shipped `specs/` directory (from this crate's manifest, or `TOFU_SPECS`).
+    pub fn shipped_dir() -> PathBuf {
+        std::env::var_os("TOFU_SPECS")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join("specs"))
+    }
+
+    /// Build from in-memory `(file name, text)` pairs.
+    pub fn from_sources(files: &[(String, String)]) -> Result<Library, Diagnostics> {
+        let mut lib = Library::default();
+        let mut errors = Vec::new();
+        let mut origin: BTreeMap<String, String> = BTreeMap::new();
+        for (name, text) in files {
+            let src = Arc::new(text.clone());
+            lib.sources.insert(name.clone(), src.clone());
+            match parse_file(name, text) {
+                Ok(ops) => {
+                    let mut names = Vec::new();
+                    for op in ops {
+                        if let Some(first) = origin.get(&op.name) {
+                            errors.push(Diagnostic::new(name, &src, op.span, format!("operator `{}` is already defined in `{first}`", op.name), "duplicate operator", Some("operator names are global across the library; rename one".into())));
+                            continue;
+                        }
+                        origin.insert(op.name.clone(), name.clone());
+                        names.push(op.name.clone());
+                        lib.ops.insert(op.name.clone(), op);
+                    }
+                    lib.files.insert(name.clone(), names);
+                }
+                Err(d) => errors.extend(d.errors),
+            }
+        }
+        errors.extend(lib.check_grads());
+        if errors.is_empty() {
+            Ok(lib)
+        } else {
+            Err(Diagnostics { errors })
+        }
+    }
+
+    fn check_grads(&self) -> Vec<Diagnostic> {
+        let mut errors = Vec::new();
+        for op in self.ops.values() {
+            let src = self.sources.get(&op.file).cloned().unwrap_or_default();
+            let mut err = |span, msg: String, help: String| {
+                errors.push(Diagnostic::new(&op.file, &src, span, msg, "in this gradient declaration", Some(help)));
+            };
+            for g in &op.grads {
+                let Some(gop) = self.ops.get(&g.op) else {
+                    err(g.span, format!("gradient op `{}` of `{}` is not defined", g.op, op.name), format!("define `op {}` in a .tdl file of the library", g.op));
+                    continue;
+                };
+                if gop.inputs.len() != g.args.len() {
+                    err(g.span, format!("wrong arity: `{}` takes {} input(s) but {} are passed", g.op, gop.inputs.len(), g.args.len()), format!("`{}` expects ({})", g.op, gop.inputs.iter().map(|t| t.name.as_str()).collect::<Vec<_>>().join(", ")));
+                }
+                if gop.outputs.len() != g.wrt.len() {
+                    err(g.span, format!("`{}` has {} output(s) but {} gradient(s) are bound to it", g.op, gop.outputs.len(), g.wrt.len()), "bind one input per output of the gradient op, in order".into());
+                }
+                for (a, _) in &g.attrs {
+                    if gop.attr(a).is_none() {
+                        err(g.span, format!("unknown attribute `{a}` passed to `{}`", g.op), format!("`{}` has attributes: {}", g.op, gop.attrs.iter().map(|x| x.name.as_str()).collect::<Vec<_>>().join(", ")));
+                    }
+                }
+            }
+        }
+        errors
+    }
+
+    /// Look an op up by name.
+    pub fn get(&self, name: &str) -> Option<&OpSpec> {
+        self.ops.get(name)
+    }
+
+    /// Every op, sorted by name.
+    pub fn ops(&self) -> impl Iterator<Item = &OpSpec> {
+        self.ops.values()
+    }
+
+    /// Number of ops.
+    pub fn len(&self) -> usize {
+        self.ops.len()
+    }
+
+    /// Whether the library is empty.
+    pub fn is_empty(&self) -> bool {
+        self.ops.is_empty()
+    }
+
+    /// Files and the ops each defines, sorted by file name.
+    pub fn files(&self) -> impl Iterator<Item = (&str, &[String])> {
+        self.files.iter().map(|(f, o)| (f.as_str(), o.as_slice()))
+    }
+
+    /// Source text of a file, for rendering diagnostics of later passes.
+    pub fn source(&self, file: &str) -> Option<&Arc<String>> {
+        self.sources.get(file)
+    }
+}
+
+fn collect(p: &Path, out: &mut Vec<PathBuf>) -> Result<(), LibraryError> {
+    let meta = std::fs::metadata(p).map_err(|source| LibraryError::Io { path: p.to_path_buf(), source })?;
+    if meta.is_dir() {
+        let mut entries: Vec<PathBuf> = std::fs::read_dir(p)
+            .map_err(|source| LibraryError::Io { path: p.to_path_buf(), source })?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .collect();
+        entries.sort();
+        for e in entries {
+            if e.is_dir() || e.extension().is_some_and(|x| x == "tdl") {
+                collect(&e, out)?;
+            }
+        }
+    } else {
+        out.push(p.to_path_buf());
+    }
+    Ok(())
+}

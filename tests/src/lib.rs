@@ -1,0 +1,1 @@
+//! End-to-end tests of the `tofu` binary live in `tests/tests/`.
