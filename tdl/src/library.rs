@@ -65,7 +65,10 @@ impl Library {
     pub fn shipped_dir() -> PathBuf {
         std::env::var_os("TOFU_SPECS")
             .map(PathBuf::from)
-            .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join("specs"))
+            .unwrap_or_else(|| {
+                let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+                root.parent().unwrap_or(root).join("specs")
+            })
     }
 
     /// Build from in-memory `(file name, text)` pairs.
