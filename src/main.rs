@@ -22,12 +22,24 @@ struct Cli {
 enum Command {
     /// Validate TDL operator specs (default: the shipped `specs/`).
     Check(cmd::check::Args),
+    /// Build a zoo model's training graph, or import an ONNX file, and summarise it (operators, parameters, memory).
+    Graph(cmd::graph::Args),
+    /// Partition strategies of an operator, from interval analysis of its spec.
+    Strategies(cmd::strategies::Args),
+    /// Find a partition plan for k workers (Tofu §4) and explain it.
+    Plan(cmd::plan::Args),
+    /// Run a plan's training steps on k CPU threads; `--verify` compares with the unpartitioned graph.
+    Run(cmd::run::Args),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Check(a) => cmd::check::run(a),
+        Command::Graph(a) => cmd::graph::run(a),
+        Command::Strategies(a) => cmd::strategies::run(a),
+        Command::Plan(a) => cmd::plan::run(a),
+        Command::Run(a) => cmd::run::run(a),
     };
     match result {
         Ok(code) => code,

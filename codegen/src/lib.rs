@@ -1,1 +1,35 @@
-//! placeholder
+//! Codegen: from a graph and a partition plan to one [`Program`] per worker
+//! (Tofu §4.3, §5).
+//!
+//! Takes a training [`planner::graph::Graph`], its [`planner::plan::model::Model`],
+//! the level factors and the plan's [`planner::plan::Decisions`]; gives, per
+//! rank, plain serde data: the buffers it holds (a tensor's region in global
+//! coordinates) and the instructions of one training step in program order —
+//! allocation (synthetic fill of leaf tiles, reducer identities), one grouped
+//! send/recv per (operator, phase) carrying exactly the planner's
+//! [`planner::plan::transfers`], the local compute of the worker's share,
+//! copies and reductions of partial results into tiles, and frees after last
+//! use.
+//!
+//! * [`program`]: the program data types.
+//! * [`generate`]: building the programs.
+//! * [`local`]: when a share may run a kernel on local shapes.
+//! * [`validate`]: the checks run before anything executes.
+//! * [`error`]: what goes wrong, named.
+//!
+//! Keeps true: programs are deterministic for a given plan; the bytes a
+//! program sends are the planner's predicted bytes exactly (every message is
+//! one transfer); [`validate::validate`] accepts every program
+//! [`generate::generate`] builds from a consistent plan.
+#![warn(missing_docs)]
+
+pub mod error;
+pub mod generate;
+pub mod local;
+pub mod program;
+pub mod validate;
+
+pub use error::CodegenError;
+pub use generate::{generate, generate_unpartitioned, Programs};
+pub use program::{BufId, Buffer, Init, Instr, KernelMode, Msg, Program};
+pub use validate::validate;

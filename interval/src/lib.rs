@@ -1,1 +1,41 @@
-//! placeholder
+//! Symbolic interval analysis: every partition strategy of a TDL operator
+//! (Tofu §3.2).
+//!
+//! Takes checked operator specs ([`tdl::OpSpec`]); gives, per op type and
+//! ellipsis rank, its exact partition strategies ([`OpStrategies`]): split an
+//! output dim (case 1) or a reduction variable with its reducer (case 2), the
+//! symbolic region of every input each part reads, the rejected candidates
+//! with reasons, and whether the op is elementwise. Results are shape-free,
+//! cached ([`StrategyCache`]) and instantiated on concrete shapes cheaply
+//! ([`OpStrategies::instantiate`], per-part regions in elements).
+//!
+//! Pipeline, one concept per module, in data-flow order:
+//! [`rules`] (egg rewrite rules) → [`canon`] (index expression → affine
+//! normal form [`affine::Poly`]) → [`analysis`] (symbolic execution,
+//! candidates) using [`interval`] (per-dim symbolic regions and their join) →
+//! [`strategy`] (results) → [`cache`] → [`instantiate`] → [`report`] (the
+//! `tofu strategies` table and JSON).
+//!
+//! Invariant: an accepted strategy's regions are exact; the soundness proptest
+//! (`tests/soundness.rs`) checks every shipped op against the interpreter.
+#![warn(missing_docs)]
+
+pub mod affine;
+pub mod analysis;
+pub mod cache;
+pub mod canon;
+pub mod error;
+pub mod instantiate;
+pub mod interval;
+pub mod report;
+pub mod rules;
+pub mod strategy;
+
+pub use analysis::analyse;
+pub use cache::StrategyCache;
+pub use error::{AnalysisError, InstantiateError};
+pub use instantiate::{part_range, ConcreteStrategy, Instance, PartRegions, Region};
+pub use interval::{DimRegion, WholeReason};
+pub use strategy::{
+    InputLayout, InputRegion, OpStrategies, OutputLayout, Rejected, SplitKind, SplitVar, Strategy,
+};

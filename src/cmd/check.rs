@@ -40,7 +40,11 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
                 }
                 return Ok(ExitCode::FAILURE);
             }
-            println!("{} operators in {} file(s), no errors", lib.len(), lib.files().count());
+            println!(
+                "{} operators in {} file(s), no errors",
+                lib.len(),
+                lib.files().count()
+            );
             Ok(ExitCode::SUCCESS)
         }
         Err(LibraryError::Invalid(d)) => {

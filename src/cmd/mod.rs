@@ -1,3 +1,8 @@
 //! One module per `tofu` subcommand: each has an `Args` (clap) and a `run`.
 
 pub mod check;
+pub mod graph;
+pub mod graph_onnx;
+pub mod plan;
+pub mod run;
+pub mod strategies;

@@ -517,7 +517,11 @@ impl OpSpec {
     pub fn has_ellipsis(&self) -> bool {
         let ell = |d: &[DimEntry]| d.iter().any(|d| matches!(d, DimEntry::Ellipsis));
         self.inputs.iter().any(|t| ell(&t.dims))
-            || self.outputs.iter().chain(&self.locals).any(|t| ell(&t.dims))
+            || self
+                .outputs
+                .iter()
+                .chain(&self.locals)
+                .any(|t| ell(&t.dims))
     }
 
     /// Name of a tensor.

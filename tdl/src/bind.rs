@@ -19,19 +19,51 @@ pub type Attrs = BTreeMap<String, AttrValue>;
 #[allow(missing_docs)]
 pub enum ShapeError {
     #[error("`{op}` takes {expected} input(s), got {got}")]
-    InputCount { op: String, expected: usize, got: usize },
+    InputCount {
+        op: String,
+        expected: usize,
+        got: usize,
+    },
     #[error("`{op}`: input `{input}` has rank {got}, expected {expected}")]
-    Rank { op: String, input: String, expected: String, got: usize },
+    Rank {
+        op: String,
+        input: String,
+        expected: String,
+        got: usize,
+    },
     #[error("`{op}`: dim `{dim}` is {a} in `{first}` but {b} in `{second}`")]
-    DimMismatch { op: String, dim: String, first: String, a: usize, second: String, b: usize },
+    DimMismatch {
+        op: String,
+        dim: String,
+        first: String,
+        a: usize,
+        second: String,
+        b: usize,
+    },
     #[error("`{op}` has no attribute `{attr}` (it has: {known})")]
-    UnknownAttr { op: String, attr: String, known: String },
+    UnknownAttr {
+        op: String,
+        attr: String,
+        known: String,
+    },
     #[error("`{op}`: attribute `{attr}` is required")]
     MissingAttr { op: String, attr: String },
     #[error("`{op}`: attribute `{attr}` is an int, got {value}")]
-    AttrType { op: String, attr: String, value: f64 },
-    #[error("`{op}`: `{tensor}` dim {axis} = {expr} evaluates to {value}, which is not a valid size")]
-    BadDim { op: String, tensor: String, axis: usize, expr: String, value: i64 },
+    AttrType {
+        op: String,
+        attr: String,
+        value: f64,
+    },
+    #[error(
+        "`{op}`: `{tensor}` dim {axis} = {expr} evaluates to {value}, which is not a valid size"
+    )]
+    BadDim {
+        op: String,
+        tensor: String,
+        axis: usize,
+        expr: String,
+        value: i64,
+    },
     #[error("`{op}`: division by zero in `{expr}`")]
     DivByZero { op: String, expr: String },
 }
@@ -111,23 +143,32 @@ impl OpSpec {
                 return Err(ShapeError::UnknownAttr {
                     op: self.name.clone(),
                     attr: k.clone(),
-                    known: self.attrs.iter().map(|a| a.name.clone()).collect::<Vec<_>>().join(", "),
+                    known: self
+                        .attrs
+                        .iter()
+                        .map(|a| a.name.clone())
+                        .collect::<Vec<_>>()
+                        .join(", "),
                 });
             }
         }
         self.attrs
             .iter()
             .map(|a| {
-                let v = given.get(&a.name).copied().or(a.default).ok_or_else(|| ShapeError::MissingAttr {
-                    op: self.name.clone(),
-                    attr: a.name.clone(),
-                })?;
-                match (a.ty, v) {
-                    (AttrType::Int, AttrValue::Float(f)) if f.fract() != 0.0 => Err(ShapeError::AttrType {
+                let v = given.get(&a.name).copied().or(a.default).ok_or_else(|| {
+                    ShapeError::MissingAttr {
                         op: self.name.clone(),
                         attr: a.name.clone(),
-                        value: f,
-                    }),
+                    }
+                })?;
+                match (a.ty, v) {
+                    (AttrType::Int, AttrValue::Float(f)) if f.fract() != 0.0 => {
+                        Err(ShapeError::AttrType {
+                            op: self.name.clone(),
+                            attr: a.name.clone(),
+                            value: f,
+                        })
+                    }
                     (AttrType::Int, v) => Ok(AttrValue::Int(v.as_f64() as i64)),
                     (AttrType::Float, v) => Ok(AttrValue::Float(v.as_f64())),
                 }
@@ -192,7 +233,10 @@ impl OpSpec {
                 }
             }
         }
-        let dims: Vec<i64> = dims.into_iter().map(|d| d.map_or(0, |(n, _)| n as i64)).collect();
+        let dims: Vec<i64> = dims
+            .into_iter()
+            .map(|d| d.map_or(0, |(n, _)| n as i64))
+            .collect();
         let shapes = |decls: &[OutputDecl]| -> Result<Vec<Vec<usize>>, ShapeError> {
             decls
                 .iter()
@@ -201,10 +245,15 @@ impl OpSpec {
                         .iter()
                         .enumerate()
                         .map(|(axis, d)| {
-                            let DimEntry::Dim(e) = d else { unreachable!("expanded") };
+                            let DimEntry::Dim(e) = d else {
+                                unreachable!("expanded")
+                            };
                             let shown = spec.show_dim(e).to_string();
                             match eval_dim(e, &dims, &attrs) {
-                                None => Err(ShapeError::DivByZero { op: spec.name.clone(), expr: shown }),
+                                None => Err(ShapeError::DivByZero {
+                                    op: spec.name.clone(),
+                                    expr: shown,
+                                }),
                                 Some(v) if v < 0 => Err(ShapeError::BadDim {
                                     op: spec.name.clone(),
                                     tensor: o.name.clone(),
@@ -221,6 +270,13 @@ impl OpSpec {
         };
         let output_shapes = shapes(&spec.outputs)?;
         let local_shapes = shapes(&spec.locals)?;
-        Ok(Binding { dims, attrs, input_shapes: input_shapes.to_vec(), output_shapes, local_shapes, spec })
+        Ok(Binding {
+            dims,
+            attrs,
+            input_shapes: input_shapes.to_vec(),
+            output_shapes,
+            local_shapes,
+            spec,
+        })
     }
 }

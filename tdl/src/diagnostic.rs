@@ -84,7 +84,15 @@ impl Diagnostic {
             .with_context_lines(1);
         let mut body = String::new();
         if handler.render_report(&mut body, self).is_ok() {
-            out.push_str(&body);
+            // miette repeats the code and the message above the snippet; the
+            // header above already says both, so start at the snippet frame.
+            match body.find("╭─[") {
+                Some(frame) => {
+                    let line_start = body[..frame].rfind('\n').map_or(0, |i| i + 1);
+                    out.push_str(&body[line_start..]);
+                }
+                None => out.push_str(&body),
+            }
         }
         out
     }
@@ -108,4 +116,67 @@ impl Diagnostics {
             .collect::<Vec<_>>()
             .join("\n")
     }
+}
+
+/// The span of an op's name inside the op's span (which starts at its doc
+/// comment); the whole span if not found.
+pub(crate) fn op_name_span(text: &str, span: Span, name: &str) -> Span {
+    let Some(s) = text.get(span.start..span.end.min(text.len())) else {
+        return span;
+    };
+    let mut off = 0;
+    for line in s.split_inclusive('\n') {
+        if !line.trim_start().starts_with("///") {
+            break;
+        }
+        off += line.len();
+    }
+    match s[off..]
+        .find("op")
+        .and_then(|k| s[off + k..].find(name).map(|i| off + k + i))
+    {
+        Some(i) => Span::new(span.start + i, span.start + i + name.len()),
+        None => span,
+    }
+}
+
+/// 1-based line of byte offset `pos` in `text`.
+pub(crate) fn line_of(text: &str, pos: usize) -> usize {
+    text.as_bytes()
+        .iter()
+        .take(pos)
+        .filter(|b| **b == b'\n')
+        .count()
+        + 1
+}
+
+/// The candidate closest to `name` (edit distance at most a third of its
+/// length, rounded up), for "did you mean" hints.
+pub(crate) fn closest<'a>(
+    name: &str,
+    candidates: impl IntoIterator<Item = &'a str>,
+) -> Option<&'a str> {
+    let limit = (name.chars().count() + 1) / 3;
+    candidates
+        .into_iter()
+        .filter(|c| *c != name)
+        .map(|c| (edit_distance(name, c), c))
+        .filter(|(d, _)| *d <= limit)
+        .min()
+        .map(|(_, c)| c)
+}
+
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut prev = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let cur = row[j + 1];
+            row[j + 1] = (prev + usize::from(ca != *cb)).min(row[j] + 1).min(cur + 1);
+            prev = cur;
+        }
+    }
+    row[b.len()]
 }

@@ -21,7 +21,12 @@ impl OpSpec {
             .inputs
             .iter()
             .enumerate()
-            .find_map(|(i, t)| t.dims.iter().position(|d| matches!(d, DimEntry::Ellipsis)).map(|p| (i, p)))
+            .find_map(|(i, t)| {
+                t.dims
+                    .iter()
+                    .position(|d| matches!(d, DimEntry::Ellipsis))
+                    .map(|p| (i, p))
+            })
             .unwrap_or((0, 0));
         let base = op.dims.len() as u32;
         for i in 0..rank {
@@ -40,7 +45,9 @@ impl OpSpec {
                 }
             }
         }
-        let ell_dims: Vec<DimEntry> = (0..rank).map(|i| DimEntry::Dim(DimExpr::Dim(DimId(base + i as u32)))).collect();
+        let ell_dims: Vec<DimEntry> = (0..rank)
+            .map(|i| DimEntry::Dim(DimExpr::Dim(DimId(base + i as u32))))
+            .collect();
         let expand_entries = |dims: &mut Vec<DimEntry>| {
             let mut out = Vec::new();
             for d in dims.drain(..) {
@@ -84,7 +91,11 @@ impl OpSpec {
             }
         }
         op.vars = vars;
-        let remap = |vs: &[VarId]| -> Vec<VarId> { vs.iter().flat_map(|v| map[v.0 as usize].iter().copied()).collect() };
+        let remap = |vs: &[VarId]| -> Vec<VarId> {
+            vs.iter()
+                .flat_map(|v| map[v.0 as usize].iter().copied())
+                .collect()
+        };
         for s in op.stmts.iter_mut() {
             s.vars = remap(&s.vars);
             rewrite(&mut s.body, &map);
@@ -103,7 +114,11 @@ fn rewrite(e: &mut Expr, map: &[Vec<VarId>]) {
             for ix in indices.drain(..) {
                 match ix {
                     Index::Ellipsis(p) => out.extend(map[p.0 as usize].iter().map(|v| {
-                        Index::Expr(Expr { kind: ExprKind::Var(*v), span, ty: Type::Int })
+                        Index::Expr(Expr {
+                            kind: ExprKind::Var(*v),
+                            span,
+                            ty: Type::Int,
+                        })
                     })),
                     Index::Expr(mut x) => {
                         rewrite(&mut x, map);
@@ -121,11 +136,16 @@ fn rewrite(e: &mut Expr, map: &[Vec<VarId>]) {
         }
         ExprKind::Call(_, args) => args.iter_mut().for_each(|a| rewrite(a, map)),
         ExprKind::Reduce { vars, body, .. } => {
-            *vars = vars.iter().flat_map(|v| map[v.0 as usize].iter().copied()).collect();
+            *vars = vars
+                .iter()
+                .flat_map(|v| map[v.0 as usize].iter().copied())
+                .collect();
             rewrite(body, map);
         }
         ExprKind::Opaque { args, index, .. } => {
-            args.iter_mut().chain(index.iter_mut()).for_each(|a| rewrite(a, map));
+            args.iter_mut()
+                .chain(index.iter_mut())
+                .for_each(|a| rewrite(a, map));
         }
         _ => {}
     }

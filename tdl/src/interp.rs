@@ -30,21 +30,33 @@ pub struct Tensor {
 impl Tensor {
     /// A tensor of zeros.
     pub fn zeros(shape: &[usize]) -> Self {
-        Tensor { shape: shape.to_vec(), data: vec![0.0; shape.iter().product()] }
+        Tensor {
+            shape: shape.to_vec(),
+            data: vec![0.0; shape.iter().product()],
+        }
     }
 
     /// A tensor from its elements. Errors if `data.len()` is not the shape's product.
     pub fn new(shape: &[usize], data: Vec<f64>) -> Result<Self, String> {
         let n: usize = shape.iter().product();
         if n != data.len() {
-            return Err(format!("shape {shape:?} needs {n} elements, got {}", data.len()));
+            return Err(format!(
+                "shape {shape:?} needs {n} elements, got {}",
+                data.len()
+            ));
         }
-        Ok(Tensor { shape: shape.to_vec(), data })
+        Ok(Tensor {
+            shape: shape.to_vec(),
+            data,
+        })
     }
 
     /// A scalar (rank-0) tensor.
     pub fn scalar(v: f64) -> Self {
-        Tensor { shape: vec![], data: vec![v] }
+        Tensor {
+            shape: vec![],
+            data: vec![v],
+        }
     }
 
     /// Row-major flat offset of an in-bounds index, or `None` if out of bounds.
@@ -85,11 +97,27 @@ pub enum EvalError {
     #[error(transparent)]
     Shape(#[from] ShapeError),
     #[error("`{op}`: input `{input}` has {got} elements but its shape {shape:?} needs {expected}")]
-    BadInput { op: String, input: String, shape: Vec<usize>, expected: usize, got: usize },
+    BadInput {
+        op: String,
+        input: String,
+        shape: Vec<usize>,
+        expected: usize,
+        got: usize,
+    },
     #[error("`{op}`: read of `{tensor}` at {index:?} is outside its shape {shape:?} (in `{expr}`); declare the input `padded` if out-of-range reads mean zero")]
-    OutOfBounds { op: String, tensor: String, index: Vec<i64>, shape: Vec<usize>, expr: String },
+    OutOfBounds {
+        op: String,
+        tensor: String,
+        index: Vec<i64>,
+        shape: Vec<usize>,
+        expr: String,
+    },
     #[error("`{op}`: opaque function `{name}` failed: {message}")]
-    Opaque { op: String, name: String, message: String },
+    Opaque {
+        op: String,
+        name: String,
+        message: String,
+    },
     #[error("`{op}`: division by zero in index expression `{expr}`")]
     DivByZero { op: String, expr: String },
 }
@@ -132,15 +160,25 @@ pub fn evaluate_traced(
     let mut ev = Eval {
         b: binding,
         inputs,
-        outputs: binding.output_shapes.iter().map(|s| Tensor::zeros(s)).collect(),
+        outputs: binding
+            .output_shapes
+            .iter()
+            .map(|s| Tensor::zeros(s))
+            .collect(),
         memo: vec![HashMap::new(); spec.locals.len()],
         env: vec![0; spec.vars.len()],
         restrict,
         on_read,
     };
     for stmt in &spec.stmts {
-        let TensorRef::Output(o) = stmt.target else { continue };
-        let ranges: Vec<(i64, i64)> = stmt.vars.iter().map(|v| ev.range(*v)).collect::<Result<_, _>>()?;
+        let TensorRef::Output(o) = stmt.target else {
+            continue;
+        };
+        let ranges: Vec<(i64, i64)> = stmt
+            .vars
+            .iter()
+            .map(|v| ev.range(*v))
+            .collect::<Result<_, _>>()?;
         let mut idx: Vec<i64> = ranges.iter().map(|r| r.0).collect();
         if ranges.iter().any(|r| r.0 >= r.1) {
             continue;
@@ -199,10 +237,16 @@ impl Eval<'_> {
     }
 
     fn range(&self, v: VarId) -> Result<(i64, i64), EvalError> {
-        let full = self.b.eval_dim(&self.spec().vars[v.0 as usize].range).ok_or_else(|| EvalError::DivByZero {
-            op: self.spec().name.clone(),
-            expr: self.spec().show_dim(&self.spec().vars[v.0 as usize].range).to_string(),
-        })?;
+        let full = self
+            .b
+            .eval_dim(&self.spec().vars[v.0 as usize].range)
+            .ok_or_else(|| EvalError::DivByZero {
+                op: self.spec().name.clone(),
+                expr: self
+                    .spec()
+                    .show_dim(&self.spec().vars[v.0 as usize].range)
+                    .to_string(),
+            })?;
         Ok(match self.restrict.get(&v) {
             Some(&(lo, hi)) => (lo.max(0), hi.min(full)),
             None => (0, full),
@@ -250,8 +294,12 @@ impl Eval<'_> {
                 }
                 _ => self.eval(e)?.round() as i64,
             },
-            ExprKind::Call(Builtin::Max, args) if e.ty == Type::Int => self.eval_int(&args[0])?.max(self.eval_int(&args[1])?),
-            ExprKind::Call(Builtin::Min, args) if e.ty == Type::Int => self.eval_int(&args[0])?.min(self.eval_int(&args[1])?),
+            ExprKind::Call(Builtin::Max, args) if e.ty == Type::Int => {
+                self.eval_int(&args[0])?.max(self.eval_int(&args[1])?)
+            }
+            ExprKind::Call(Builtin::Min, args) if e.ty == Type::Int => {
+                self.eval_int(&args[0])?.min(self.eval_int(&args[1])?)
+            }
             ExprKind::Call(Builtin::Select, args) if e.ty == Type::Int => {
                 if self.eval(&args[0])? != 0.0 {
                     self.eval_int(&args[1])?
@@ -266,12 +314,17 @@ impl Eval<'_> {
     fn index(&mut self, ix: &Index) -> Result<i64, EvalError> {
         match ix {
             Index::Expr(x) => self.eval_int(x),
-            Index::Ellipsis(_) | Index::Full => unreachable!("expanded spec; slices handled by opaque"),
+            Index::Ellipsis(_) | Index::Full => {
+                unreachable!("expanded spec; slices handled by opaque")
+            }
         }
     }
 
     fn read(&mut self, e: &Expr, tensor: TensorRef, indices: &[Index]) -> Result<f64, EvalError> {
-        let idx: Vec<i64> = indices.iter().map(|i| self.index(i)).collect::<Result<_, _>>()?;
+        let idx: Vec<i64> = indices
+            .iter()
+            .map(|i| self.index(i))
+            .collect::<Result<_, _>>()?;
         match tensor {
             TensorRef::Input(i) => {
                 let t = &self.inputs[i as usize];
@@ -284,17 +337,26 @@ impl Eval<'_> {
                     None => Err(self.oob(e, tensor, idx)),
                 }
             }
-            TensorRef::Output(o) => self.outputs[o as usize].get(&idx).ok_or_else(|| self.oob(e, tensor, idx.clone())),
+            TensorRef::Output(o) => self.outputs[o as usize]
+                .get(&idx)
+                .ok_or_else(|| self.oob(e, tensor, idx.clone())),
             TensorRef::Local(l) => {
                 if let Some(v) = self.memo[l as usize].get(&idx) {
                     return Ok(*v);
                 }
                 let shape = &self.b.local_shapes[l as usize];
-                if idx.len() != shape.len() || idx.iter().zip(shape).any(|(&i, &n)| i < 0 || i as usize >= n) {
+                if idx.len() != shape.len()
+                    || idx
+                        .iter()
+                        .zip(shape)
+                        .any(|(&i, &n)| i < 0 || i as usize >= n)
+                {
                     return Err(self.oob(e, tensor, idx));
                 }
                 let spec = &self.b.spec;
-                let stmt = spec.defining_stmt(tensor).expect("checked: locals are defined");
+                let stmt = spec
+                    .defining_stmt(tensor)
+                    .expect("checked: locals are defined");
                 for (v, &i) in stmt.vars.iter().zip(&idx) {
                     self.env[v.0 as usize] = i;
                 }
@@ -385,8 +447,15 @@ impl Eval<'_> {
                     Builtin::Select => unreachable!("handled above"),
                 }
             }
-            ExprKind::Reduce { reducer, vars, body } => {
-                let ranges: Vec<(i64, i64)> = vars.iter().map(|v| self.range(*v)).collect::<Result<_, _>>()?;
+            ExprKind::Reduce {
+                reducer,
+                vars,
+                body,
+            } => {
+                let ranges: Vec<(i64, i64)> = vars
+                    .iter()
+                    .map(|v| self.range(*v))
+                    .collect::<Result<_, _>>()?;
                 let mut acc = reducer.identity();
                 if ranges.iter().any(|r| r.0 >= r.1) {
                     return Ok(acc);
@@ -414,7 +483,10 @@ impl Eval<'_> {
                     name: name.clone(),
                     message,
                 })?;
-                let idx: Vec<i64> = index.iter().map(|i| self.eval_int(i)).collect::<Result<_, _>>()?;
+                let idx: Vec<i64> = index
+                    .iter()
+                    .map(|i| self.eval_int(i))
+                    .collect::<Result<_, _>>()?;
                 r.get(&idx).ok_or_else(|| EvalError::Opaque {
                     op: self.spec().name.clone(),
                     name: name.clone(),
@@ -457,7 +529,11 @@ impl Eval<'_> {
                 .iter()
                 .map(|f| {
                     let v = f.unwrap_or_else(|| *it.next().expect("one per full dim"));
-                    Index::Expr(Expr { kind: ExprKind::Int(v), span: a.span, ty: Type::Int })
+                    Index::Expr(Expr {
+                        kind: ExprKind::Int(v),
+                        span: a.span,
+                        ty: Type::Int,
+                    })
                 })
                 .collect();
             out.data[k] = self.read(a, *tensor, &full)?;

@@ -11,7 +11,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::ast::OpSpec;
-use crate::diagnostic::{Diagnostic, Diagnostics};
+use crate::ast::Span;
+use crate::diagnostic::{closest, op_name_span, Diagnostic, Diagnostics};
 use crate::lower::parse_file;
 
 /// Errors loading a library.
@@ -50,7 +51,10 @@ impl Library {
         }
         let mut texts = Vec::new();
         for f in files {
-            let text = std::fs::read_to_string(&f).map_err(|source| LibraryError::Io { path: f.clone(), source })?;
+            let text = std::fs::read_to_string(&f).map_err(|source| LibraryError::Io {
+                path: f.clone(),
+                source,
+            })?;
             texts.push((f.display().to_string(), text));
         }
         Ok(Library::from_sources(&texts)?)
@@ -76,6 +80,7 @@ impl Library {
         let mut lib = Library::default();
         let mut errors = Vec::new();
         let mut origin: BTreeMap<String, String> = BTreeMap::new();
+        let mut broken: Vec<String> = Vec::new();
         for (name, text) in files {
             let src = Arc::new(text.clone());
             lib.sources.insert(name.clone(), src.clone());
@@ -84,7 +89,17 @@ impl Library {
                     let mut names = Vec::new();
                     for op in ops {
                         if let Some(first) = origin.get(&op.name) {
-                            errors.push(Diagnostic::new(name, &src, op.span, format!("operator `{}` is already defined in `{first}`", op.name), "duplicate operator", Some("operator names are global across the library; rename one".into())));
+                            errors.push(Diagnostic::new(
+                                name,
+                                &src,
+                                op_name_span(&src, op.span, &op.name),
+                                format!("operator `{}` is already defined in `{first}`", op.name),
+                                "duplicate operator",
+                                Some(
+                                    "operator names are global across the library; rename one"
+                                        .into(),
+                                ),
+                            ));
                             continue;
                         }
                         origin.insert(op.name.clone(), name.clone());
@@ -93,10 +108,20 @@ impl Library {
                     }
                     lib.files.insert(name.clone(), names);
                 }
-                Err(d) => errors.extend(d.errors),
+                Err(d) => {
+                    errors.extend(d.errors);
+                    broken.extend(declared_op_names(text));
+                }
             }
         }
-        errors.extend(lib.check_grads());
+        // A gradient op that is declared in a file with mistakes is not reported
+        // again as undefined: its own diagnostics say what to fix.
+        errors.extend(
+            lib.check_grads()
+                .into_iter()
+                .filter(|(missing, _)| !missing.as_ref().is_some_and(|m| broken.contains(m)))
+                .map(|(_, d)| d),
+        );
         if errors.is_empty() {
             Ok(lib)
         } else {
@@ -104,27 +129,107 @@ impl Library {
         }
     }
 
-    fn check_grads(&self) -> Vec<Diagnostic> {
+    /// Mistakes in gradient declarations, each with the name of the
+    /// gradient op if the mistake is that it does not exist.
+    fn check_grads(&self) -> Vec<(Option<String>, Diagnostic)> {
         let mut errors = Vec::new();
         for op in self.ops.values() {
             let src = self.sources.get(&op.file).cloned().unwrap_or_default();
-            let mut err = |span, msg: String, help: String| {
-                errors.push(Diagnostic::new(&op.file, &src, span, msg, "in this gradient declaration", Some(help)));
+            let mut err = |missing: Option<String>, span, msg: String, help: String| {
+                errors.push((
+                    missing,
+                    Diagnostic::new(
+                        &op.file,
+                        &src,
+                        span,
+                        msg,
+                        "in this gradient declaration",
+                        Some(help),
+                    ),
+                ));
             };
             for g in &op.grads {
+                // Spans inside the declaration `grad x = op(args; attr = e);`.
+                let decl = src.get(g.span.start..g.span.end).unwrap_or("");
+                let eq = decl.find('=').unwrap_or(0);
+                let op_span = decl[eq..].find(g.op.as_str()).map_or(g.span, |i| {
+                    Span::new(g.span.start + eq + i, g.span.start + eq + i + g.op.len())
+                });
+                let call_span = Span::new(
+                    op_span.start,
+                    g.span.end.saturating_sub(1).max(op_span.start),
+                );
                 let Some(gop) = self.ops.get(&g.op) else {
-                    err(g.span, format!("gradient op `{}` of `{}` is not defined", g.op, op.name), format!("define `op {}` in a .tdl file of the library", g.op));
+                    let help = match closest(&g.op, self.ops.keys().map(String::as_str)) {
+                        Some(c) => format!("did you mean `{c}`? Otherwise define `op {}` in a .tdl file of the library", g.op),
+                        None => format!("define `op {}` in a .tdl file of the library", g.op),
+                    };
+                    err(
+                        Some(g.op.clone()),
+                        op_span,
+                        format!("gradient op `{}` of `{}` is not defined", g.op, op.name),
+                        help,
+                    );
                     continue;
                 };
                 if gop.inputs.len() != g.args.len() {
-                    err(g.span, format!("wrong arity: `{}` takes {} input(s) but {} are passed", g.op, gop.inputs.len(), g.args.len()), format!("`{}` expects ({})", g.op, gop.inputs.iter().map(|t| t.name.as_str()).collect::<Vec<_>>().join(", ")));
+                    err(
+                        None,
+                        call_span,
+                        format!(
+                            "wrong arity: `{}` takes {} input(s) but {} are passed",
+                            g.op,
+                            gop.inputs.len(),
+                            g.args.len()
+                        ),
+                        format!(
+                            "`{}` expects ({})",
+                            g.op,
+                            gop.inputs
+                                .iter()
+                                .map(|t| t.name.as_str())
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        ),
+                    );
                 }
                 if gop.outputs.len() != g.wrt.len() {
-                    err(g.span, format!("`{}` has {} output(s) but {} gradient(s) are bound to it", g.op, gop.outputs.len(), g.wrt.len()), "bind one input per output of the gradient op, in order".into());
+                    err(
+                        None,
+                        g.span,
+                        format!(
+                            "`{}` has {} output(s) but {} gradient(s) are bound to it",
+                            g.op,
+                            gop.outputs.len(),
+                            g.wrt.len()
+                        ),
+                        "bind one input per output of the gradient op, in order".into(),
+                    );
                 }
-                for (a, _) in &g.attrs {
+                for (a, value) in &g.attrs {
                     if gop.attr(a).is_none() {
-                        err(g.span, format!("unknown attribute `{a}` passed to `{}`", g.op), format!("`{}` has attributes: {}", g.op, gop.attrs.iter().map(|x| x.name.as_str()).collect::<Vec<_>>().join(", ")));
+                        let before = src.get(g.span.start..value.span.start).unwrap_or("");
+                        let span = before.rfind(a.as_str()).map_or(value.span, |i| {
+                            Span::new(g.span.start + i, g.span.start + i + a.len())
+                        });
+                        err(
+                            None,
+                            span,
+                            format!("unknown attribute `{a}` passed to `{}`", g.op),
+                            if gop.attrs.is_empty() {
+                                format!("`{}` has no attributes; remove `{a} = ...`", g.op)
+                            } else {
+                                format!(
+                                    "`{}` has attributes: {}",
+                                    g.op,
+                                    gop.attrs
+                                        .iter()
+                                        .map(|x| x.name.as_str())
+                                        .collect::<Vec<_>>()
+                                        .join(", ")
+                                )
+                            },
+                        );
                     }
                 }
             }
@@ -163,11 +268,32 @@ impl Library {
     }
 }
 
+/// Names after the `op` keyword at the start of a line (a rough scan of a
+/// file that does not parse, to avoid cascading "not defined" errors).
+fn declared_op_names(text: &str) -> Vec<String> {
+    text.lines()
+        .filter_map(|l| l.trim_start().strip_prefix("op "))
+        .map(|rest| {
+            rest.trim_start()
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '_')
+                .collect::<String>()
+        })
+        .filter(|n| !n.is_empty())
+        .collect()
+}
+
 fn collect(p: &Path, out: &mut Vec<PathBuf>) -> Result<(), LibraryError> {
-    let meta = std::fs::metadata(p).map_err(|source| LibraryError::Io { path: p.to_path_buf(), source })?;
+    let meta = std::fs::metadata(p).map_err(|source| LibraryError::Io {
+        path: p.to_path_buf(),
+        source,
+    })?;
     if meta.is_dir() {
         let mut entries: Vec<PathBuf> = std::fs::read_dir(p)
-            .map_err(|source| LibraryError::Io { path: p.to_path_buf(), source })?
+            .map_err(|source| LibraryError::Io {
+                path: p.to_path_buf(),
+                source,
+            })?
             .filter_map(|e| e.ok().map(|e| e.path()))
             .collect();
         entries.sort();

@@ -40,7 +40,10 @@ pub fn lookup(name: &str) -> Option<&'static OpaqueInfo> {
 fn cholesky(args: &[Tensor]) -> Result<Tensor, String> {
     let a = &args[0];
     if a.shape.len() != 2 || a.shape[0] != a.shape[1] {
-        return Err(format!("cholesky needs a square matrix slice, got shape {:?}", a.shape));
+        return Err(format!(
+            "cholesky needs a square matrix slice, got shape {:?}",
+            a.shape
+        ));
     }
     let n = a.shape[0];
     let mut l = vec![0.0; n * n];
@@ -62,5 +65,8 @@ fn cholesky(args: &[Tensor]) -> Result<Tensor, String> {
             l[i * n + j] = s / d;
         }
     }
-    Ok(Tensor { shape: vec![n, n], data: l })
+    Ok(Tensor {
+        shape: vec![n, n],
+        data: l,
+    })
 }

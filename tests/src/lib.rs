@@ -1,1 +1,78 @@
-//! End-to-end tests of the `tofu` binary live in `tests/tests/`.
+//! Helpers for the end-to-end tests of the `tofu` binary (in `tests/`).
+//!
+//! The binary belongs to another package, so `CARGO_BIN_EXE_tofu` is not
+//! available here; [`tofu_bin`] builds it once per test run with the cargo
+//! that runs the tests (`cargo build -p tofu --bin tofu --profile test`, into
+//! the same target directory, so it shares the test build's artifacts and is
+//! never stale). `TOFU_BIN` overrides the path.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+
+/// The workspace root.
+pub fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// Path of a freshly built `tofu` binary.
+pub fn tofu_bin() -> &'static Path {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        if let Some(p) = std::env::var_os("TOFU_BIN") {
+            return PathBuf::from(p);
+        }
+        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+        let out = Command::new(cargo)
+            .current_dir(workspace_root())
+            .args([
+                "build",
+                "--quiet",
+                "-p",
+                "tofu",
+                "--bin",
+                "tofu",
+                "--profile",
+                "test",
+                "--message-format=json",
+            ])
+            .output()
+            .expect("cannot run cargo to build the `tofu` binary");
+        assert!(
+            out.status.success(),
+            "building `tofu` failed:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .filter(|m| m["reason"] == "compiler-artifact" && m["target"]["name"] == "tofu")
+            .find_map(|m| m["executable"].as_str().map(PathBuf::from))
+            .expect("cargo did not report the `tofu` executable")
+    })
+}
+
+/// Run `tofu` with these arguments (the shipped specs, not `TOFU_SPECS`).
+pub fn tofu<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> Output {
+    Command::new(tofu_bin())
+        .args(args)
+        .env_remove("TOFU_SPECS")
+        .output()
+        .expect("cannot run tofu")
+}
+
+/// Stdout and stderr as text.
+pub fn text(o: &Output) -> (String, String) {
+    (
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+/// A fresh temporary directory for one test.
+pub fn temp_dir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("tofu-cli-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).expect("create temp dir");
+    d
+}

@@ -1,0 +1,36 @@
+//! Why codegen or validation rejected a plan.
+//!
+//! Every variant says which rank, operator or tensor is at fault, so a
+//! tampered or mismatched plan is reported before anything runs.
+
+/// A plan that cannot be turned into consistent programs.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum CodegenError {
+    /// The plan's decisions do not fit the graph (counts, levels, dims).
+    #[error("plan does not fit the graph: {0}")]
+    Mismatch(String),
+    /// A tensor of a dtype the runner cannot hold (buffers are f32).
+    #[error("tensor `{tensor}` has dtype {dtype}; the runner holds 4-byte elements only")]
+    DType {
+        /// Tensor name.
+        tensor: String,
+        /// Its dtype.
+        dtype: String,
+    },
+    /// The programs are inconsistent (found by [`crate::validate`]).
+    #[error("invalid program for rank {rank}: {message}")]
+    Invalid {
+        /// The rank whose program is wrong.
+        rank: usize,
+        /// What is wrong.
+        message: String,
+    },
+    /// A spec is missing or does not bind.
+    #[error("operator `{op}`: {message}")]
+    Spec {
+        /// Operator name.
+        op: String,
+        /// What is wrong.
+        message: String,
+    },
+}

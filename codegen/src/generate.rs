@@ -1,0 +1,510 @@
+//! Building the per-worker programs from a plan (Tofu §4.3, §5).
+//!
+//! Takes a graph, the operator library, its [`Model`], the level factors
+//! and the [`Decisions`]; gives one [`Program`] per rank, walking the
+//! operators in graph order. Per operator and rank:
+//!
+//! 1. **Inputs.** The share (the op's index box on this rank, see
+//!    [`CostModel::op_box`]) reads `input_region(slot, box)` of every input.
+//!    If the rank's tile is exactly that region, the tile is the input buffer;
+//!    otherwise a work buffer is assembled from the local tile (a copy of the
+//!    overlap) and the pieces other ranks send (fused fetch + concat, §5).
+//!    One grouped exchange per input carries the `Input` transfers.
+//! 2. **Compute.** The share runs on local shapes where
+//!    [`crate::local::runs_locally`] allows it, else windowed.
+//! 3. **Outputs.** The result is brought into the output tensor's tiles: a
+//!    share that equals the tile is computed in place; otherwise its overlap
+//!    with the assembly target is copied (or reduced) into the tile, and the
+//!    `Output` transfers move (and reduce) the rest. A tensor replicated on
+//!    every worker is assembled into its virtual split first, then completed
+//!    by the `Gather` transfers.
+//!
+//! Leaf tiles (weights, data, optimizer state) are allocated with their
+//! synthetic fill right before their first use; every buffer is freed after
+//! its last use except the tiles of tensors nothing consumes (loss, updated
+//! weights and state), which are kept and carried to the next step.
+
+use std::collections::HashMap;
+
+use planner::graph::{Graph, OpId, TensorId};
+use planner::plan::cost::CostModel;
+use planner::plan::model::Model;
+use planner::plan::tile::{digits, Region};
+use planner::plan::{transfers, Decisions, Phase, Transfer};
+use tdl::Library;
+
+use crate::error::CodegenError;
+use crate::local::runs_locally;
+use crate::program::{
+    BufId, Buffer, Carry, Init, Instr, KernelMode, Msg, Program, FORMAT, VERSION,
+};
+
+/// The programs of every rank, with the transfers they realise.
+#[derive(Clone, Debug)]
+pub struct Programs {
+    /// One per rank.
+    pub programs: Vec<Program>,
+    /// The planner's transfers of one step (program order).
+    pub transfers: Vec<Transfer>,
+    /// Bytes each rank sends per step according to the transfers
+    /// (Σ region volume × dtype bytes over transfers with `src == rank`).
+    pub predicted_bytes_per_rank: Vec<u64>,
+}
+
+/// Programs for the unpartitioned graph (one rank, no levels).
+///
+/// Errors: as [`generate`].
+pub fn generate_unpartitioned(
+    graph: &Graph,
+    lib: &Library,
+    model: &Model,
+) -> Result<Programs, CodegenError> {
+    let d = Decisions {
+        tensors: vec![Vec::new(); graph.tensors().len()],
+        ops: vec![Vec::new(); graph.ops().len()],
+    };
+    generate(graph, lib, model, &[], &d)
+}
+
+/// Build every rank's program (see the module doc).
+///
+/// Errors: [`CodegenError::Mismatch`] when the decisions do not fit the
+/// graph; [`CodegenError::DType`] for a tensor that is not 4 bytes per
+/// element; [`CodegenError::Spec`] for an op whose spec is missing.
+pub fn generate(
+    graph: &Graph,
+    lib: &Library,
+    model: &Model,
+    factors: &[usize],
+    d: &Decisions,
+) -> Result<Programs, CodegenError> {
+    check_fit(graph, model, factors, d)?;
+    let world: usize = factors.iter().product();
+    let all = transfers(graph, model, factors, d);
+    let mut predicted = vec![0u64; world];
+    for t in &all {
+        predicted[t.src] += t.region.volume() * graph.tensor(t.tensor).dtype.size_bytes();
+    }
+    let mut by_phase: HashMap<(OpId, Phase), Vec<&Transfer>> = HashMap::new();
+    for t in &all {
+        by_phase.entry((t.op, t.phase)).or_default().push(t);
+    }
+    let cm = CostModel::new(graph, model, factors);
+    // Per op: binding, and whether each output is "computed whole on every worker".
+    let mut bindings = Vec::with_capacity(graph.ops().len());
+    for op in graph.ops() {
+        let spec = lib.get(&op.spec).ok_or_else(|| CodegenError::Spec {
+            op: op.name.clone(),
+            message: format!("no spec `{}` in the library", op.spec),
+        })?;
+        let shapes: Vec<Vec<usize>> = op
+            .inputs
+            .iter()
+            .map(|t| graph.tensor(*t).shape.clone())
+            .collect();
+        let b = spec
+            .bind(&shapes, &op.attrs)
+            .map_err(|e| CodegenError::Spec {
+                op: op.name.clone(),
+                message: e.to_string(),
+            })?;
+        bindings.push((spec, b));
+    }
+    let mut programs = Vec::with_capacity(world);
+    for rank in 0..world {
+        let mut g = RankGen {
+            graph,
+            rank,
+            world,
+            buffers: Vec::new(),
+            instrs: Vec::new(),
+            tile_of: vec![None; graph.tensors().len()],
+        };
+        let dig = digits(rank, factors);
+        for (i, op) in graph.ops().iter().enumerate() {
+            let o = OpId(i as u32);
+            let choices = &d.ops[i];
+            let access = &model.op(o).access;
+            let var_box = cm.op_box(o, choices, &dig);
+            // Every rank runs its share, even an empty one: a reduction over
+            // an empty range still yields its identity, which the plan's
+            // transfers may carry (a scalar partial).
+            let computes = true;
+            let tile = |t: TensorId, r: usize| {
+                CostModel::tile(
+                    &graph.tensor(t).shape,
+                    &d.tensors[t.index()],
+                    factors,
+                    &digits(r, factors),
+                )
+            };
+            // 1. Inputs.
+            let mut in_bufs = Vec::with_capacity(op.inputs.len());
+            let mut in_regions = Vec::with_capacity(op.inputs.len());
+            for (slot, &t) in op.inputs.iter().enumerate() {
+                let tr = tile(t, rank);
+                let tb = match g.tile_of[t.index()] {
+                    Some(b) => b,
+                    None if graph.producer(t).is_none() => {
+                        let b = g.buffer(t, tr.clone(), true);
+                        g.instrs.push(Instr::Alloc {
+                            buf: b,
+                            init: Init::Fill,
+                        });
+                        g.tile_of[t.index()] = Some(b);
+                        b
+                    }
+                    None => {
+                        return Err(CodegenError::Mismatch(format!(
+                            "`{}` is read by `{}` before it is produced",
+                            graph.tensor(t).name,
+                            op.name
+                        )))
+                    }
+                };
+                let need = access.input_region(slot, &var_box);
+                let ib = if !computes {
+                    None
+                } else if need == tr {
+                    Some(tb)
+                } else {
+                    let w = g.buffer(t, need.clone(), false);
+                    g.instrs.push(Instr::Alloc {
+                        buf: w,
+                        init: Init::Zero,
+                    });
+                    let own = need.intersect(&tr);
+                    if own.volume() > 0 {
+                        g.instrs.push(Instr::Copy {
+                            src: tb,
+                            dst: w,
+                            region: own,
+                            reduce: None,
+                        });
+                    }
+                    Some(w)
+                };
+                let ts = by_phase
+                    .get(&(o, Phase::Input { slot }))
+                    .map(|v| &v[..])
+                    .unwrap_or(&[]);
+                g.exchange(o, Phase::Input { slot }, ts, |_| Some(tb), |_| ib)?;
+                in_bufs.push(ib);
+                in_regions.push(need);
+            }
+            // 2. Compute (into direct tiles or work buffers).
+            let mut out_bufs = Vec::with_capacity(op.outputs.len());
+            let mut out_regions = Vec::with_capacity(op.outputs.len());
+            let mut direct = Vec::with_capacity(op.outputs.len());
+            for (slot, &t) in op.outputs.iter().enumerate() {
+                let tr = tile(t, rank);
+                let (region, _) = access.output_region(slot, &var_box);
+                let b = if computes && region == tr {
+                    let b = g.buffer(t, tr, true);
+                    g.tile_of[t.index()] = Some(b);
+                    direct.push(true);
+                    Some(b)
+                } else if computes {
+                    direct.push(false);
+                    Some(g.buffer(t, region.clone(), false))
+                } else {
+                    direct.push(false);
+                    None
+                };
+                if let Some(b) = b {
+                    g.instrs.push(Instr::Alloc {
+                        buf: b,
+                        init: Init::Zero,
+                    });
+                }
+                out_bufs.push(b);
+                out_regions.push(region);
+            }
+            if computes {
+                let (spec, b) = &bindings[i];
+                let ins: Vec<Vec<(i64, i64)>> = in_regions.iter().map(|r| r.0.clone()).collect();
+                let outs: Vec<Vec<(i64, i64)>> = out_regions.iter().map(|r| r.0.clone()).collect();
+                let mode = if runs_locally(spec, &op.attrs, b, &var_box, &ins, &outs) {
+                    KernelMode::Local
+                } else {
+                    KernelMode::Window
+                };
+                g.instrs.push(Instr::Compute {
+                    op: o,
+                    var_box: var_box.clone(),
+                    inputs: in_bufs
+                        .iter()
+                        .map(|b| b.expect("computing ranks have inputs"))
+                        .collect(),
+                    outputs: out_bufs
+                        .iter()
+                        .map(|b| b.expect("computing ranks have outputs"))
+                        .collect(),
+                    mode,
+                });
+            }
+            // 3. Outputs into tiles.
+            for (slot, &t) in op.outputs.iter().enumerate() {
+                let tr = tile(t, rank);
+                let outs = by_phase
+                    .get(&(o, Phase::Output { slot }))
+                    .map(|v| &v[..])
+                    .unwrap_or(&[]);
+                let gathers = by_phase
+                    .get(&(o, Phase::Gather { slot }))
+                    .map(|v| &v[..])
+                    .unwrap_or(&[]);
+                let reducer = outs.iter().find(|x| x.dst == rank).and_then(|x| x.reduce);
+                let tb = if direct[slot] {
+                    g.tile_of[t.index()].expect("direct tile")
+                } else {
+                    let tb = g.buffer(t, tr.clone(), true);
+                    let init = reducer.map_or(Init::Zero, Init::Identity);
+                    g.instrs.push(Instr::Alloc { buf: tb, init });
+                    g.tile_of[t.index()] = Some(tb);
+                    // The assembly target: the tile, or for a tensor replicated
+                    // everywhere this rank's chunk of the virtual split.
+                    let replicated = d.tensors[t.index()].iter().all(Option::is_none);
+                    let target = if replicated && world > 1 {
+                        gathers
+                            .iter()
+                            .find(|x| x.src == rank)
+                            .map(|x| x.region.clone())
+                    } else {
+                        Some(tr.clone())
+                    };
+                    if let (Some(ob), Some(target)) = (out_bufs[slot], target) {
+                        let own = out_regions[slot].intersect(&target);
+                        if own.volume() > 0 {
+                            g.instrs.push(Instr::Copy {
+                                src: ob,
+                                dst: tb,
+                                region: own,
+                                reduce: reducer,
+                            });
+                        }
+                    }
+                    tb
+                };
+                let src_buf = out_bufs[slot];
+                g.exchange(o, Phase::Output { slot }, outs, |_| src_buf, |_| Some(tb))?;
+                g.exchange(
+                    o,
+                    Phase::Gather { slot },
+                    gathers,
+                    |_| Some(tb),
+                    |_| Some(tb),
+                )?;
+            }
+        }
+        programs.push(g.finish());
+    }
+    Ok(Programs {
+        programs,
+        transfers: all,
+        predicted_bytes_per_rank: predicted,
+    })
+}
+
+/// Decisions that fit the graph: one entry per tensor/op and level, split
+/// dims within rank, strategy indices that exist, 4-byte dtypes.
+fn check_fit(
+    graph: &Graph,
+    model: &Model,
+    factors: &[usize],
+    d: &Decisions,
+) -> Result<(), CodegenError> {
+    let bad = |m: String| Err(CodegenError::Mismatch(m));
+    if factors.contains(&0) {
+        return bad(format!("factors {factors:?} contain 0"));
+    }
+    if d.tensors.len() != graph.tensors().len()
+        || d.ops.len() != graph.ops().len()
+        || model.ops.len() != graph.ops().len()
+    {
+        return bad(format!(
+            "{} tensor and {} op decisions for a graph of {} tensors and {} ops",
+            d.tensors.len(),
+            d.ops.len(),
+            graph.tensors().len(),
+            graph.ops().len()
+        ));
+    }
+    for (t, s) in graph.tensors().iter().zip(&d.tensors) {
+        if s.len() != factors.len() {
+            return bad(format!(
+                "tensor `{}` has {} split entries for {} levels",
+                t.name,
+                s.len(),
+                factors.len()
+            ));
+        }
+        if let Some(x) = s.iter().flatten().find(|x| **x as usize >= t.shape.len()) {
+            return bad(format!(
+                "tensor `{}` is split along dim {x} but has rank {}",
+                t.name,
+                t.shape.len()
+            ));
+        }
+        if t.dtype.size_bytes() != 4 {
+            return Err(CodegenError::DType {
+                tensor: t.name.clone(),
+                dtype: format!("{:?}", t.dtype),
+            });
+        }
+    }
+    for (i, (op, c)) in graph.ops().iter().zip(&d.ops).enumerate() {
+        if c.len() != factors.len() {
+            return bad(format!(
+                "op `{}` has {} choices for {} levels",
+                op.name,
+                c.len(),
+                factors.len()
+            ));
+        }
+        let n = model.ops[i].strategies.strategies.len() as u32;
+        if let Some(planner::plan::OpChoice::Strategy(s)) = c
+            .iter()
+            .find(|c| matches!(c, planner::plan::OpChoice::Strategy(s) if *s >= n))
+        {
+            return bad(format!(
+                "op `{}` uses strategy {s}, but `{}` has {n}",
+                op.name, op.spec
+            ));
+        }
+    }
+    Ok(())
+}
+
+struct RankGen<'g> {
+    graph: &'g Graph,
+    rank: usize,
+    world: usize,
+    buffers: Vec<Buffer>,
+    instrs: Vec<Instr>,
+    tile_of: Vec<Option<BufId>>,
+}
+
+impl RankGen<'_> {
+    fn buffer(&mut self, tensor: TensorId, region: Region, tile: bool) -> BufId {
+        let elems = region.volume();
+        self.buffers.push(Buffer {
+            tensor,
+            region,
+            elems,
+            tile,
+        });
+        self.buffers.len() as BufId - 1
+    }
+
+    /// One grouped exchange of this rank's part of `ts` (nothing if none).
+    fn exchange(
+        &mut self,
+        op: OpId,
+        phase: Phase,
+        ts: &[&Transfer],
+        send_buf: impl Fn(&Transfer) -> Option<BufId>,
+        recv_buf: impl Fn(&Transfer) -> Option<BufId>,
+    ) -> Result<(), CodegenError> {
+        let mut sends = Vec::new();
+        let mut recvs = Vec::new();
+        for t in ts {
+            let missing = |what: &str| CodegenError::Invalid {
+                rank: self.rank,
+                message: format!(
+                    "op `{}`: a transfer of `{}` has no {what} buffer on this rank",
+                    self.graph.op(op).name,
+                    self.graph.tensor(t.tensor).name
+                ),
+            };
+            if t.src == self.rank {
+                let buf = send_buf(t).ok_or_else(|| missing("source"))?;
+                sends.push(Msg {
+                    peer: t.dst,
+                    buf,
+                    region: t.region.clone(),
+                    reduce: None,
+                });
+            }
+            if t.dst == self.rank {
+                let buf = recv_buf(t).ok_or_else(|| missing("destination"))?;
+                recvs.push(Msg {
+                    peer: t.src,
+                    buf,
+                    region: t.region.clone(),
+                    reduce: t.reduce,
+                });
+            }
+        }
+        if !sends.is_empty() || !recvs.is_empty() {
+            self.instrs.push(Instr::Exchange {
+                op,
+                phase,
+                sends,
+                recvs,
+            });
+        }
+        Ok(())
+    }
+
+    /// Keep tiles nothing consumes, free everything else after its last use.
+    fn finish(self) -> Program {
+        let g = self.graph;
+        let mut keep: Vec<BufId> = Vec::new();
+        for (t, tensor) in g.tensors().iter().enumerate() {
+            let id = TensorId(t as u32);
+            if g.producer(id).is_some() && g.consumers(id).is_empty() {
+                if let Some(b) = self.tile_of[t] {
+                    keep.push(b);
+                }
+            }
+            let _ = tensor;
+        }
+        let mut last = vec![None; self.buffers.len()];
+        for (i, ins) in self.instrs.iter().enumerate() {
+            for b in ins.buffers() {
+                last[b as usize] = Some(i);
+            }
+        }
+        let mut frees_after: Vec<Vec<BufId>> = vec![Vec::new(); self.instrs.len()];
+        for (b, l) in last.iter().enumerate() {
+            if let Some(l) = l {
+                if !keep.contains(&(b as BufId)) {
+                    frees_after[*l].push(b as BufId);
+                }
+            }
+        }
+        let mut instrs = Vec::with_capacity(self.instrs.len() * 2);
+        for (ins, frees) in self.instrs.into_iter().zip(frees_after) {
+            instrs.push(ins);
+            instrs.extend(frees.into_iter().map(|buf| Instr::Free { buf }));
+        }
+        // Carries: updated tensor → the tensor it replaces.
+        let mut carries = Vec::new();
+        for (t, tensor) in g.tensors().iter().enumerate() {
+            if let Some(to) = tensor.updates {
+                let to_buf = self
+                    .buffers
+                    .iter()
+                    .position(|b| b.tensor == to && b.tile)
+                    .map(|b| b as BufId);
+                carries.push(Carry {
+                    from: TensorId(t as u32),
+                    from_buf: self.tile_of[t],
+                    to,
+                    to_buf,
+                });
+            }
+        }
+        Program {
+            format: FORMAT.into(),
+            version: VERSION,
+            rank: self.rank,
+            world: self.world,
+            buffers: self.buffers,
+            instrs,
+            keep,
+            carries,
+        }
+    }
+}

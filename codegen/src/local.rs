@@ -1,0 +1,150 @@
+//! When a worker's share of an operator may run as the same operator on
+//! local shapes (Tofu §5: "the local kernel call on local shapes").
+//!
+//! Takes the op's [`Binding`] (global shapes), the share's index box and the
+//! regions its input and output buffers hold; says whether binding the spec
+//! to the buffers' extents and running it (library GEMM/convolution kernels
+//! included) computes exactly the share. That holds when
+//!
+//! 1. every index variable cut by the box (range ≠ its full range) appears
+//!    only as a bare index `t[…, v, …]` (coefficient 1, offset 0), and each
+//!    input dim it indexes holds exactly the box's range of `v`;
+//! 2. every other input dim is held whole (local index = global index);
+//! 3. the local binding gives every variable the box's length, every output
+//!    the share's box, and every dim the expressions use its global value
+//!    (so `x / N`, counts and positions keep their meaning).
+//!
+//! Otherwise the share runs through the compiled evaluator with a window
+//! (global coordinates), which is always exact but slower.
+
+use tdl::{Attrs, Binding, Expr, ExprKind, Index, OpSpec, TensorRef};
+
+/// Whether the share runs on local shapes (see the module doc). `spec` and
+/// `attrs` are the op's (unexpanded) spec and attributes, `b` their binding
+/// to the global input shapes.
+pub fn runs_locally(
+    spec: &OpSpec,
+    attrs: &Attrs,
+    b: &Binding,
+    var_box: &[(i64, i64)],
+    inputs: &[Vec<(i64, i64)>],
+    outputs: &[Vec<(i64, i64)>],
+) -> bool {
+    let full: Vec<(i64, i64)> = b
+        .spec
+        .vars
+        .iter()
+        .map(|v| (0, b.eval_dim(&v.range).unwrap_or(0).max(0)))
+        .collect();
+    if full.len() != var_box.len() {
+        return false;
+    }
+    if full == var_box {
+        // The whole op: only if the buffers are whole too.
+        return inputs
+            .iter()
+            .zip(&b.input_shapes)
+            .all(|(r, s)| r.iter().zip(s).all(|(&(l, h), &n)| l == 0 && h == n as i64));
+    }
+    let cut: Vec<bool> = full.iter().zip(var_box).map(|(f, b)| f != b).collect();
+    // Per input dim: the cut variable indexing it (bare), or None; false if a cut var is used otherwise.
+    let mut dim_var: Vec<Vec<Option<Option<usize>>>> =
+        b.input_shapes.iter().map(|s| vec![None; s.len()]).collect();
+    let mut dims_used = Vec::new();
+    let mut ok = true;
+    for s in &b.spec.stmts {
+        walk(&s.body, &cut, &mut dim_var, &mut dims_used, &mut ok);
+    }
+    if !ok {
+        return false;
+    }
+    // Rules 1 and 2: buffer regions.
+    for (i, (dims, shape)) in dim_var.iter().zip(&b.input_shapes).enumerate() {
+        for (d, v) in dims.iter().enumerate() {
+            let want = match v {
+                Some(Some(v)) => var_box[*v],
+                _ => (0, shape[d] as i64),
+            };
+            if inputs[i][d] != want {
+                return false;
+            }
+        }
+    }
+    // Rule 3: the local binding.
+    let local_shapes: Vec<Vec<usize>> = inputs
+        .iter()
+        .map(|r| r.iter().map(|&(l, h)| (h - l).max(0) as usize).collect())
+        .collect();
+    let Ok(lb) = spec.bind(&local_shapes, attrs) else {
+        return false;
+    };
+    if lb.spec.vars.len() != var_box.len() {
+        return false;
+    }
+    for (v, &(l, h)) in lb.spec.vars.iter().zip(var_box) {
+        if lb.eval_dim(&v.range) != Some(h - l) {
+            return false;
+        }
+    }
+    for (o, r) in outputs.iter().enumerate() {
+        let ext: Vec<usize> = r.iter().map(|&(l, h)| (h - l).max(0) as usize).collect();
+        if lb.output_shapes.get(o) != Some(&ext) {
+            return false;
+        }
+    }
+    dims_used.iter().all(|&d| lb.dims.get(d) == b.dims.get(d))
+}
+
+fn walk(
+    e: &Expr,
+    cut: &[bool],
+    dim_var: &mut [Vec<Option<Option<usize>>>],
+    dims: &mut Vec<usize>,
+    ok: &mut bool,
+) {
+    match &e.kind {
+        // A cut variable used as a value or in arithmetic.
+        ExprKind::Var(v) if cut[v.0 as usize] => *ok = false,
+        ExprKind::Dim(d) => dims.push(d.0 as usize),
+        ExprKind::Read { tensor, indices } => {
+            for (d, ix) in indices.iter().enumerate() {
+                let Index::Expr(x) = ix else { continue };
+                if let ExprKind::Var(v) = x.kind {
+                    let v = v.0 as usize;
+                    if let TensorRef::Input(i) = tensor {
+                        let slot = &mut dim_var[*i as usize][d];
+                        let this = if cut[v] { Some(v) } else { None };
+                        match slot {
+                            None => *slot = Some(this),
+                            Some(prev) if *prev != this => *ok = false,
+                            _ => {}
+                        }
+                    }
+                } else {
+                    if let TensorRef::Input(i) = tensor {
+                        let slot = &mut dim_var[*i as usize][d];
+                        match slot {
+                            None => *slot = Some(None),
+                            Some(Some(_)) => *ok = false,
+                            _ => {}
+                        }
+                    }
+                    walk(x, cut, dim_var, dims, ok);
+                }
+            }
+        }
+        ExprKind::Unary(_, a) => walk(a, cut, dim_var, dims, ok),
+        ExprKind::Binary(_, a, c) => {
+            walk(a, cut, dim_var, dims, ok);
+            walk(c, cut, dim_var, dims, ok);
+        }
+        ExprKind::Call(_, args) => args.iter().for_each(|a| walk(a, cut, dim_var, dims, ok)),
+        ExprKind::Reduce { body, .. } => walk(body, cut, dim_var, dims, ok),
+        ExprKind::Opaque { args, index, .. } => {
+            args.iter()
+                .chain(index)
+                .for_each(|a| walk(a, cut, dim_var, dims, ok));
+        }
+        _ => {}
+    }
+}

@@ -1,0 +1,292 @@
+//! Canonicalisation of one index expression with egg.
+//!
+//! Takes a TDL index expression (integer-typed [`tdl::Expr`]); gives its
+//! [`IndexForm`]: a [`Poly`] when egg's rules ([`crate::rules`]) bring it to a
+//! polynomial, [`IndexForm::NonAffine`] with the variables it mentions when a
+//! floor division, modulo, min/max, comparison or real arithmetic remains,
+//! [`IndexForm::DataDependent`] when it reads a tensor (`table[ids[b], d]`).
+//!
+//! The expression is translated to [`IndexLang`], saturated (bounded by node
+//! and iteration limits: a limit is not an error, the best form found is
+//! used), and the cheapest sum-of-products form is extracted with
+//! [`NormalFormCost`], which makes products over sums and subtractions costly.
+//! Bare variables and constants skip egg (they are already normal).
+
+use std::collections::{BTreeSet, HashMap};
+
+use egg::{CostFunction, Extractor, Id, Language, RecExpr, Runner, Symbol};
+use tdl::{BinOp, Builtin, Expr, ExprKind, Index, OpSpec, Type, UnOp, VarId};
+
+use crate::affine::{Atom, Poly};
+use crate::error::AnalysisError;
+use crate::rules::{rules, IndexGraph, IndexLang};
+
+/// The canonical form of one index expression.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum IndexForm {
+    /// A polynomial over variables, dims and attributes.
+    Poly(Poly),
+    /// Not a polynomial after canonicalisation; the variables it mentions.
+    NonAffine(BTreeSet<VarId>),
+    /// Holds a tensor read: its value is data, so the whole dim may be read.
+    DataDependent,
+}
+
+/// Extraction cost that prefers the sum-of-products normal form: a product
+/// with a (non-constant) sum as an operand, a subtraction or a negation costs
+/// 1000; every other node costs 1.
+pub struct NormalFormCost<'a> {
+    egraph: &'a IndexGraph,
+}
+
+impl CostFunction<IndexLang> for NormalFormCost<'_> {
+    type Cost = usize;
+    fn cost<C>(&mut self, enode: &IndexLang, mut costs: C) -> usize
+    where
+        C: FnMut(Id) -> usize,
+    {
+        let sumlike = |id: &Id| {
+            let class = &self.egraph[*id];
+            class.data.is_none()
+                && class
+                    .nodes
+                    .iter()
+                    .any(|n| matches!(n, IndexLang::Add(_) | IndexLang::Sub(_)))
+        };
+        let own = match enode {
+            IndexLang::Mul([a, b]) if sumlike(a) || sumlike(b) => 1000,
+            IndexLang::Sub(_) | IndexLang::Neg(_) => 1000,
+            _ => 1,
+        };
+        enode.fold(own, |s, id| s.saturating_add(costs(id)))
+    }
+}
+
+/// Memoised canonicaliser for the index expressions of one op.
+#[derive(Default)]
+pub struct Canonicaliser {
+    memo: HashMap<String, IndexForm>,
+}
+
+impl Canonicaliser {
+    /// A canonicaliser with an empty memo.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The canonical form of index expression `e` of `op`.
+    ///
+    /// Errors: [`AnalysisError::Unsupported`] for a construct that cannot
+    /// stand in an index (a reduction, an opaque call, `...`/`:`).
+    pub fn canonicalise(&mut self, op: &OpSpec, e: &Expr) -> Result<IndexForm, AnalysisError> {
+        // Fast paths: already normal.
+        match &e.kind {
+            ExprKind::Var(v) => return Ok(IndexForm::Poly(Poly::var(*v))),
+            ExprKind::Int(i) => return Ok(IndexForm::Poly(Poly::constant(*i))),
+            _ => {}
+        }
+        if reads_tensor(e) {
+            return Ok(IndexForm::DataDependent);
+        }
+        let mut rec = RecExpr::default();
+        let root = match to_lang(op, e, &mut rec)? {
+            Some(root) => root,
+            None => return Ok(IndexForm::NonAffine(vars_of(e))),
+        };
+        let _ = root;
+        let key = rec.to_string();
+        if let Some(f) = self.memo.get(&key) {
+            return Ok(f.clone());
+        }
+        let runner = Runner::<IndexLang, crate::rules::ConstFold>::default()
+            .with_iter_limit(12)
+            .with_node_limit(2_000)
+            .with_time_limit(std::time::Duration::from_millis(200))
+            .with_expr(&rec)
+            .run(&rules());
+        let root = runner.roots[0];
+        let cost = NormalFormCost {
+            egraph: &runner.egraph,
+        };
+        let extractor = Extractor::new(&runner.egraph, cost);
+        let (_, best) = extractor.find_best(root);
+        let form = match from_lang(&best) {
+            Some(p) => IndexForm::Poly(p),
+            None => IndexForm::NonAffine(vars_of(e)),
+        };
+        self.memo.insert(key, form.clone());
+        Ok(form)
+    }
+}
+
+/// Whether an expression reads a tensor (anywhere inside).
+pub(crate) fn reads_tensor(e: &Expr) -> bool {
+    match &e.kind {
+        ExprKind::Read { .. } | ExprKind::Opaque { .. } => true,
+        ExprKind::Unary(_, a) => reads_tensor(a),
+        ExprKind::Binary(_, a, b) => reads_tensor(a) || reads_tensor(b),
+        ExprKind::Call(_, args) => args.iter().any(reads_tensor),
+        ExprKind::Reduce { body, .. } => reads_tensor(body),
+        _ => false,
+    }
+}
+
+/// Every variable an expression mentions.
+pub(crate) fn vars_of(e: &Expr) -> BTreeSet<VarId> {
+    let mut out = BTreeSet::new();
+    fn go(e: &Expr, out: &mut BTreeSet<VarId>) {
+        match &e.kind {
+            ExprKind::Var(v) => {
+                out.insert(*v);
+            }
+            ExprKind::Unary(_, a) => go(a, out),
+            ExprKind::Binary(_, a, b) => {
+                go(a, out);
+                go(b, out);
+            }
+            ExprKind::Call(_, args) => args.iter().for_each(|a| go(a, out)),
+            ExprKind::Reduce { body, .. } => go(body, out),
+            ExprKind::Read { indices, .. } => indices.iter().for_each(|i| {
+                if let Index::Expr(x) = i {
+                    go(x, out)
+                }
+            }),
+            ExprKind::Opaque { args, index, .. } => {
+                args.iter().chain(index).for_each(|a| go(a, out))
+            }
+            _ => {}
+        }
+    }
+    go(e, &mut out);
+    out
+}
+
+/// Translate to [`IndexLang`]; `None` when a node has no integer meaning in
+/// the language (comparison, real arithmetic, select…): the index is then
+/// non-affine. Errors for constructs that are malformed in an index.
+fn to_lang(
+    op: &OpSpec,
+    e: &Expr,
+    rec: &mut RecExpr<IndexLang>,
+) -> Result<Option<Id>, AnalysisError> {
+    let unsupported = |what: &str| AnalysisError::Unsupported {
+        op: op.name.clone(),
+        expr: op.show(e).to_string(),
+        what: what.to_string(),
+    };
+    let node = match &e.kind {
+        ExprKind::Int(i) => IndexLang::Num(*i),
+        ExprKind::Var(v) => IndexLang::Symbol(Symbol::from(format!("v{}", v.0))),
+        ExprKind::Dim(d) => IndexLang::Symbol(Symbol::from(format!("d{}", d.0))),
+        ExprKind::Attr(a) if e.ty == Type::Int => {
+            IndexLang::Symbol(Symbol::from(format!("a{}", a.0)))
+        }
+        ExprKind::Unary(UnOp::Neg, a) if e.ty == Type::Int => match to_lang(op, a, rec)? {
+            Some(a) => IndexLang::Neg(a),
+            None => return Ok(None),
+        },
+        ExprKind::Binary(o, a, b)
+            if e.ty == Type::Int && a.ty == Type::Int && b.ty == Type::Int =>
+        {
+            let mk: fn([Id; 2]) -> IndexLang = match o {
+                BinOp::Add => IndexLang::Add,
+                BinOp::Sub => IndexLang::Sub,
+                BinOp::Mul => IndexLang::Mul,
+                BinOp::FloorDiv => IndexLang::FloorDiv,
+                BinOp::Mod => IndexLang::Mod,
+                _ => return Ok(None),
+            };
+            let (Some(x), Some(y)) = (to_lang(op, a, rec)?, to_lang(op, b, rec)?) else {
+                return Ok(None);
+            };
+            mk([x, y])
+        }
+        ExprKind::Call(b @ (Builtin::Max | Builtin::Min), args)
+            if e.ty == Type::Int && args.len() == 2 =>
+        {
+            let (Some(x), Some(y)) = (to_lang(op, &args[0], rec)?, to_lang(op, &args[1], rec)?)
+            else {
+                return Ok(None);
+            };
+            if *b == Builtin::Max {
+                IndexLang::Max([x, y])
+            } else {
+                IndexLang::Min([x, y])
+            }
+        }
+        ExprKind::Reduce { .. } => {
+            return Err(unsupported("a reduction inside an index expression"))
+        }
+        ExprKind::Read { .. } | ExprKind::Opaque { .. } => {
+            return Err(unsupported(
+                "a tensor read where a data-independent index was expected",
+            ))
+        }
+        _ => return Ok(None),
+    };
+    Ok(Some(rec.add(node)))
+}
+
+/// Read a sum-of-products [`IndexLang`] term back as a [`Poly`]; `None` if
+/// floor division, modulo, min or max remain.
+fn from_lang(rec: &RecExpr<IndexLang>) -> Option<Poly> {
+    let nodes = rec.as_ref();
+    let mut val: Vec<Option<Poly>> = Vec::with_capacity(nodes.len());
+    for n in nodes {
+        let g = |i: &Id| val[usize::from(*i)].clone();
+        let p = match n {
+            IndexLang::Num(c) => Some(Poly::constant(*c)),
+            IndexLang::Symbol(s) => parse_symbol(s.as_str()).map(Poly::atom),
+            IndexLang::Add([a, b]) => g(a).zip(g(b)).map(|(a, b)| a.add(&b)),
+            IndexLang::Sub([a, b]) => g(a).zip(g(b)).map(|(a, b)| a.sub(&b)),
+            IndexLang::Mul([a, b]) => g(a).zip(g(b)).map(|(a, b)| a.mul(&b)),
+            IndexLang::Neg(a) => g(a).map(|a| a.scale(-1)),
+            IndexLang::FloorDiv(_) | IndexLang::Mod(_) | IndexLang::Min(_) | IndexLang::Max(_) => {
+                None
+            }
+        };
+        val.push(p);
+    }
+    val.pop().flatten()
+}
+
+fn parse_symbol(s: &str) -> Option<Atom> {
+    let (k, n) = s.split_at(1);
+    let n: u32 = n.parse().ok()?;
+    Some(match k {
+        "v" => Atom::Var(VarId(n)),
+        "d" => Atom::Dim(tdl::DimId(n)),
+        "a" => Atom::Attr(tdl::AttrId(n)),
+        _ => return None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Canonicalise an s-expression and print the extracted normal form.
+    fn normal(s: &str) -> String {
+        let rec: RecExpr<IndexLang> = s.parse().unwrap();
+        let runner = Runner::<IndexLang, crate::rules::ConstFold>::default()
+            .with_expr(&rec)
+            .run(&rules());
+        let cost = NormalFormCost {
+            egraph: &runner.egraph,
+        };
+        let (_, best) = Extractor::new(&runner.egraph, cost).find_best(runner.roots[0]);
+        best.to_string()
+    }
+
+    #[test]
+    fn egg_reaches_sum_of_products() {
+        assert_eq!(normal("(- (* 2 (+ v0 1)) 2)"), "(* 2 v0)");
+        assert_eq!(normal("(+ 3 (+ v0 -3))"), "v0");
+        assert_eq!(normal("(* (+ v0 1) a0)"), "(+ (* v0 a0) a0)");
+        assert_eq!(normal("(// (* 4 v1) 4)"), "v1");
+        // conv1d: o * stride + dx * dilation - pad
+        let n = normal("(- (+ (* v0 a0) (* v1 a1)) a2)");
+        assert!(!n.contains('-') || n.contains("-1"), "{n}");
+        assert!(!n.contains("(* (+"), "{n}");
+    }
+}

@@ -1,0 +1,303 @@
+//! Instantiation: a shape-free result on concrete shapes and attributes.
+//!
+//! Takes an [`OpStrategies`], the concrete input shapes (elements per dim),
+//! attribute values and a number of parts `p ≥ 2`; gives an [`Instance`]: for
+//! every strategy and every part, the range of the split variable and the
+//! box each input region and each output region covers, in elements.
+//!
+//! Parts are as even as possible: with extent `n`, part `i` gets
+//! `n / p + (i < n % p)` consecutive indices (so uneven when `p` does not
+//! divide `n`, and empty when `n < p`). Regions are clamped to the tensor's
+//! shape (padded inputs read zeros outside, which are not data). This is the
+//! cheap path meant to run per operator of a graph: no spec cloning, no egg.
+
+use tdl::bind::eval_dim;
+use tdl::{AttrValue, Attrs, DimEntry, DimExpr, ShapeError};
+
+use crate::error::InstantiateError;
+use crate::interval::DimRegion;
+use crate::strategy::{OpStrategies, SplitKind, Strategy};
+
+/// A non-empty box: a half-open `[lo, hi)` per dim, `lo < hi` (a scalar has
+/// no dims and holds its one element).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Region(pub Vec<(i64, i64)>);
+
+impl Region {
+    /// Number of elements.
+    pub fn elements(&self) -> u64 {
+        self.0
+            .iter()
+            .map(|&(lo, hi)| (hi - lo).max(0) as u64)
+            .product()
+    }
+
+    /// Elements of an optional region (`None`: nothing).
+    pub fn count(r: &Option<Region>) -> u64 {
+        r.as_ref().map_or(0, Region::elements)
+    }
+
+    /// Whether it holds `index`.
+    pub fn contains(&self, index: &[i64]) -> bool {
+        index.len() == self.0.len()
+            && index
+                .iter()
+                .zip(&self.0)
+                .all(|(&i, &(lo, hi))| lo <= i && i < hi)
+    }
+}
+
+/// What one part of one strategy computes and reads.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct PartRegions {
+    /// The part's range `[lo, hi)` of the split variable.
+    pub range: (i64, i64),
+    /// Per input: the box it reads, `None` if it reads nothing of it.
+    pub inputs: Vec<Option<Region>>,
+    /// Per output: the box it writes (the whole output for a partial).
+    pub outputs: Vec<Region>,
+}
+
+/// One strategy on concrete shapes.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct ConcreteStrategy {
+    /// Strategy name (see [`Strategy::name`]).
+    pub name: String,
+    /// Extent of the split variable.
+    pub extent: i64,
+    /// One entry per part.
+    pub parts: Vec<PartRegions>,
+}
+
+/// Every strategy of an op on concrete shapes.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Instance {
+    /// Input shapes (elements).
+    pub input_shapes: Vec<Vec<usize>>,
+    /// Output shapes (elements).
+    pub output_shapes: Vec<Vec<usize>>,
+    /// One per strategy, in the order of [`OpStrategies::strategies`].
+    pub strategies: Vec<ConcreteStrategy>,
+}
+
+/// The `[lo, hi)` of part `i` of `p` over `[0, n)`.
+pub fn part_range(n: i64, p: usize, i: usize) -> (i64, i64) {
+    let (p, i) = (p as i64, i as i64);
+    let n = n.max(0);
+    let (base, rem) = (n / p, n % p);
+    let lo = i * base + i.min(rem);
+    (lo, lo + base + i64::from(i < rem))
+}
+
+/// Concrete values of an op's dims and attributes.
+struct Values {
+    dims: Vec<i64>,
+    attrs: Vec<AttrValue>,
+}
+
+impl OpStrategies {
+    fn values(
+        &self,
+        input_shapes: &[Vec<usize>],
+        attrs: &Attrs,
+    ) -> Result<Values, InstantiateError> {
+        let spec = &self.spec;
+        if input_shapes.len() != spec.inputs.len() {
+            return Err(ShapeError::InputCount {
+                op: spec.name.clone(),
+                expected: spec.inputs.len(),
+                got: input_shapes.len(),
+            }
+            .into());
+        }
+        let attrs = spec.resolve_attrs(attrs)?;
+        let mut dims: Vec<Option<(i64, usize)>> = vec![None; spec.dims.len()];
+        for (ti, (t, s)) in spec.inputs.iter().zip(input_shapes).enumerate() {
+            if t.dims.len() != s.len() {
+                return Err(ShapeError::Rank {
+                    op: spec.name.clone(),
+                    input: t.name.clone(),
+                    expected: t.dims.len().to_string(),
+                    got: s.len(),
+                }
+                .into());
+            }
+            for (d, &n) in t.dims.iter().zip(s) {
+                if let DimEntry::Dim(DimExpr::Dim(id)) = d {
+                    let n = n as i64;
+                    match dims[id.0 as usize] {
+                        None => dims[id.0 as usize] = Some((n, ti)),
+                        Some((m, tj)) if m != n => {
+                            return Err(ShapeError::DimMismatch {
+                                op: spec.name.clone(),
+                                dim: spec.dims[id.0 as usize].name.clone(),
+                                first: spec.inputs[tj].name.clone(),
+                                a: m as usize,
+                                second: t.name.clone(),
+                                b: n as usize,
+                            }
+                            .into())
+                        }
+                        _ => {}
+                    }
+                }
+            }
+        }
+        Ok(Values {
+            dims: dims.into_iter().map(|d| d.map_or(0, |(n, _)| n)).collect(),
+            attrs,
+        })
+    }
+
+    fn eval(&self, v: &Values, e: &DimExpr) -> Result<i64, InstantiateError> {
+        eval_dim(e, &v.dims, &v.attrs).ok_or_else(|| InstantiateError::Eval {
+            op: self.spec.name.clone(),
+            expr: self.spec.show_dim(e).to_string(),
+        })
+    }
+
+    /// Evaluate every strategy for these shapes, attributes and `parts` (see the module doc).
+    ///
+    /// Errors: `parts < 2`; shapes or attributes that do not fit the
+    /// analysed spec (input count, rank, mismatching dims, unknown or missing
+    /// attributes); a division by zero in a shape or range expression.
+    pub fn instantiate(
+        &self,
+        input_shapes: &[Vec<usize>],
+        attrs: &Attrs,
+        parts: usize,
+    ) -> Result<Instance, InstantiateError> {
+        if parts < 2 {
+            return Err(InstantiateError::Parts {
+                op: self.spec.name.clone(),
+                parts,
+            });
+        }
+        let v = self.values(input_shapes, attrs)?;
+        let mut output_shapes = Vec::with_capacity(self.spec.outputs.len());
+        for o in &self.spec.outputs {
+            let mut s = Vec::with_capacity(o.dims.len());
+            for d in &o.dims {
+                let DimEntry::Dim(e) = d else {
+                    unreachable!("analysed specs are expanded")
+                };
+                s.push(self.eval(&v, e)?.max(0) as usize);
+            }
+            output_shapes.push(s);
+        }
+        let mut strategies = Vec::with_capacity(self.strategies.len());
+        for s in &self.strategies {
+            strategies.push(self.concrete(s, &v, input_shapes, &output_shapes, parts)?);
+        }
+        Ok(Instance {
+            input_shapes: input_shapes.to_vec(),
+            output_shapes,
+            strategies,
+        })
+    }
+
+    fn concrete(
+        &self,
+        s: &Strategy,
+        v: &Values,
+        input_shapes: &[Vec<usize>],
+        output_shapes: &[Vec<usize>],
+        parts: usize,
+    ) -> Result<ConcreteStrategy, InstantiateError> {
+        let extent = self.eval(v, &s.extent)?.max(0);
+        let mut out = Vec::with_capacity(parts);
+        for i in 0..parts {
+            let (lo, hi) = part_range(extent, parts, i);
+            let mut inputs = Vec::with_capacity(s.inputs.len());
+            for (r, shape) in s.inputs.iter().zip(input_shapes) {
+                let region = match &r.dims {
+                    Some(dims) if lo < hi => {
+                        let mut b = Vec::with_capacity(dims.len());
+                        for (d, &n) in dims.iter().zip(shape) {
+                            b.push(self.dim_range(d, v, lo, hi, n as i64)?);
+                        }
+                        Some(Region(b)).filter(|r| r.0.iter().all(|&(a, z)| a < z))
+                    }
+                    _ => None,
+                };
+                inputs.push(region);
+            }
+            let outputs = output_shapes
+                .iter()
+                .enumerate()
+                .map(|(o, shape)| {
+                    let sv = s.splits.iter().find(|x| x.output == o as u32);
+                    Region(
+                        shape
+                            .iter()
+                            .enumerate()
+                            .map(|(axis, &n)| match sv.map(|x| x.kind) {
+                                Some(SplitKind::Output { axis: a }) if a as usize == axis => {
+                                    (lo, hi)
+                                }
+                                _ => (0, n as i64),
+                            })
+                            .collect(),
+                    )
+                })
+                .collect();
+            out.push(PartRegions {
+                range: (lo, hi),
+                inputs,
+                outputs,
+            });
+        }
+        Ok(ConcreteStrategy {
+            name: s.name.clone(),
+            extent,
+            parts: out,
+        })
+    }
+
+    /// `[lo, hi)` of one input dim of size `n` for the part `[l, h)` (non-empty).
+    fn dim_range(
+        &self,
+        d: &DimRegion,
+        v: &Values,
+        l: i64,
+        h: i64,
+        n: i64,
+    ) -> Result<(i64, i64), InstantiateError> {
+        let poly = |p: &crate::affine::Poly| p.eval(&v.dims, &v.attrs).unwrap_or(0);
+        let (lo, hi) = match d {
+            DimRegion::Whole(_) => (0, n),
+            DimRegion::Split { coef, offset } => {
+                let (a, c) = (poly(coef), poly(offset));
+                if a >= 0 {
+                    (a * l + c, a * (h - 1) + c + 1)
+                } else {
+                    (a * (h - 1) + c, a * l + c + 1)
+                }
+            }
+            DimRegion::Replicated(ranges) => {
+                let mut hull: Option<(i64, i64)> = None;
+                for r in ranges {
+                    let off = poly(&r.offset);
+                    let (mut lo, mut hi) = (off, off + 1);
+                    let mut empty = false;
+                    for (coef, range) in &r.terms {
+                        let ext = self.eval(v, range)?;
+                        if ext <= 0 {
+                            empty = true;
+                            break;
+                        }
+                        let span = poly(coef) * (ext - 1);
+                        lo += span.min(0);
+                        hi += span.max(0);
+                    }
+                    if !empty {
+                        hull = Some(hull.map_or((lo, hi), |(a, b)| (a.min(lo), b.max(hi))));
+                    }
+                }
+                hull.unwrap_or((0, 0))
+            }
+        };
+        let (lo, hi) = (lo.clamp(0, n), hi.clamp(0, n));
+        Ok(if lo < hi { (lo, hi) } else { (0, 0) })
+    }
+}

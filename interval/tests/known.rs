@@ -1,0 +1,208 @@
+//! Known answers (issue 3, second "done when"): explicit assertions on the
+//! strategies of the Tofu paper's examples, plus a snapshot of each op's
+//! shape-free strategies.
+
+use interval::{InputLayout, OpStrategies, OutputLayout, StrategyCache};
+use tdl::{Library, Reducer};
+
+fn analyse(name: &str, rank: u32) -> std::sync::Arc<OpStrategies> {
+    let lib = Library::shipped().expect("shipped library loads");
+    let spec = lib
+        .get(name)
+        .unwrap_or_else(|| panic!("shipped library has `{name}`"));
+    StrategyCache::new()
+        .get(spec, rank)
+        .expect("analysis succeeds")
+}
+
+fn names(s: &OpStrategies) -> Vec<&str> {
+    s.strategies.iter().map(|s| s.name.as_str()).collect()
+}
+
+/// Shape-free summary: strategy → output layouts, input layouts, symbolic regions.
+fn summary(s: &OpStrategies) -> String {
+    let spec = &s.spec;
+    let mut out = format!("elementwise: {}\n", s.elementwise);
+    for st in &s.strategies {
+        out += &format!("{} over [0, {})\n", st.name, spec.show_dim(&st.extent));
+        for o in 0..spec.outputs.len() {
+            out += &format!(
+                "  out {}: {:?}\n",
+                spec.outputs[o].name,
+                st.output_layout(o as u32)
+            );
+        }
+        for (t, r) in spec.inputs.iter().zip(&st.inputs) {
+            let dims = r.dims.as_ref().map_or("unused".to_string(), |d| {
+                d.iter()
+                    .map(|x| x.describe(spec, "part"))
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            });
+            out += &format!("  in {}: {:?} [{dims}]\n", t.name, r.layout());
+        }
+    }
+    for r in &s.rejected {
+        out += &format!("rejected {}: {}\n", r.name, r.reason);
+    }
+    out
+}
+
+#[test]
+fn matmul_has_exactly_three_strategies() {
+    let s = analyse("matmul", 0);
+    assert_eq!(names(&s), ["split m", "split n", "reduce k (Sum)"]);
+    let m = s.get("split m").unwrap();
+    assert_eq!(m.output_layout(0), OutputLayout::Split { axis: 0 });
+    assert_eq!(m.inputs[0].layout(), InputLayout::Split { dims: vec![0] });
+    assert_eq!(m.inputs[1].layout(), InputLayout::Replicated);
+    let n = s.get("split n").unwrap();
+    assert_eq!(n.output_layout(0), OutputLayout::Split { axis: 1 });
+    assert_eq!(n.inputs[0].layout(), InputLayout::Replicated);
+    assert_eq!(n.inputs[1].layout(), InputLayout::Split { dims: vec![1] });
+    let k = s.get("reduce k (Sum)").unwrap();
+    assert_eq!(
+        k.output_layout(0),
+        OutputLayout::Partial {
+            reducer: Reducer::Sum
+        }
+    );
+    assert_eq!(k.inputs[0].layout(), InputLayout::Split { dims: vec![1] });
+    assert_eq!(k.inputs[1].layout(), InputLayout::Split { dims: vec![0] });
+    assert!(s.rejected.is_empty());
+    assert!(!s.elementwise);
+    insta::assert_snapshot!("matmul", summary(&s));
+}
+
+#[test]
+fn conv1d_splits_b_co_ci_and_rejects_x_dx() {
+    // Tofu Figure 3 / §3.2: b and co without reduction, ci with Sum; the
+    // output position (`o` here, `x` in the paper) and dx fail on `o + dx`.
+    let s = analyse("conv1d", 0);
+    assert_eq!(names(&s), ["split b", "split co", "reduce ci (Sum)"]);
+    let b = s.get("split b").unwrap();
+    assert_eq!(b.inputs[0].layout(), InputLayout::Split { dims: vec![0] });
+    assert_eq!(b.inputs[1].layout(), InputLayout::Replicated);
+    let ci = s.get("reduce ci (Sum)").unwrap();
+    assert_eq!(
+        ci.output_layout(0),
+        OutputLayout::Partial {
+            reducer: Reducer::Sum
+        }
+    );
+    assert_eq!(ci.inputs[0].layout(), InputLayout::Split { dims: vec![1] });
+    assert_eq!(ci.inputs[1].layout(), InputLayout::Split { dims: vec![1] });
+    let rejected: Vec<&str> = s.rejected.iter().map(|r| r.name.as_str()).collect();
+    assert_eq!(rejected, ["split o", "reduce dx (Sum)"]);
+    for r in &s.rejected {
+        assert!(
+            r.reason.contains("interval + interval"),
+            "{}: {}",
+            r.name,
+            r.reason
+        );
+    }
+    insta::assert_snapshot!("conv1d", summary(&s));
+}
+
+#[test]
+fn elementwise_ops_split_along_every_dim() {
+    let lib = Library::shipped().unwrap();
+    let cache = StrategyCache::new();
+    let mut seen = 0;
+    for spec in lib.ops() {
+        let rank = 3;
+        let s = cache.get(spec, rank).unwrap();
+        if !s.elementwise {
+            continue;
+        }
+        seen += 1;
+        let out_rank = s.spec.outputs[0].dims.len();
+        let axes: Vec<OutputLayout> = s.strategies.iter().map(|st| st.output_layout(0)).collect();
+        for a in 0..out_rank as u32 {
+            assert!(
+                axes.contains(&OutputLayout::Split { axis: a }),
+                "`{}` cannot split axis {a}: {:?}",
+                spec.name,
+                s.rejected
+            );
+        }
+        assert!(s.rejected.is_empty(), "`{}`: {:?}", spec.name, s.rejected);
+        for st in &s.strategies {
+            for r in &st.inputs {
+                assert!(
+                    matches!(r.layout(), InputLayout::Split { .. }),
+                    "`{}` {}: {:?}",
+                    spec.name,
+                    st.name,
+                    r.layout()
+                );
+            }
+        }
+    }
+    assert!(seen >= 1, "relu at least is elementwise");
+    assert!(analyse("relu", 2).elementwise);
+    insta::assert_snapshot!("relu", summary(&analyse("relu", 2)));
+}
+
+#[test]
+fn softmax_splits_every_axis_but_the_normalised_one() {
+    for rank in 1..=3u32 {
+        let s = analyse("softmax", rank);
+        let n = s.spec.outputs[0].dims.len() as u32;
+        let axes: Vec<OutputLayout> = s.strategies.iter().map(|st| st.output_layout(0)).collect();
+        let expected: Vec<OutputLayout> = (0..n - 1)
+            .map(|axis| OutputLayout::Split { axis })
+            .collect();
+        assert_eq!(axes, expected, "rank {rank}");
+        assert_eq!(s.rejected.len(), 1);
+        assert!(
+            s.rejected[0].reason.contains("independently"),
+            "{}",
+            s.rejected[0].reason
+        );
+        assert!(!s.elementwise);
+    }
+    insta::assert_snapshot!("softmax", summary(&analyse("softmax", 2)));
+}
+
+#[test]
+fn batch_cholesky_splits_only_its_batch_dim() {
+    let s = analyse("batch_cholesky", 0);
+    assert_eq!(names(&s), ["split b"]);
+    assert_eq!(
+        s.strategies[0].inputs[0].layout(),
+        InputLayout::Split { dims: vec![0] }
+    );
+    assert_eq!(s.rejected.len(), 2);
+    for r in &s.rejected {
+        assert!(r.reason.contains("opaque"), "{}", r.reason);
+    }
+    insta::assert_snapshot!("batch_cholesky", summary(&s));
+}
+
+#[test]
+fn sum_leading_reduces_over_the_batch_dims() {
+    let s = analyse("sum_leading", 2);
+    assert_eq!(
+        names(&s),
+        ["split n", "reduce _e0 (Sum)", "reduce _e1 (Sum)"]
+    );
+}
+
+/// Every shipped op's shape-free strategies, one snapshot (reviewed like code).
+#[test]
+fn every_shipped_op_snapshot() {
+    let lib = Library::shipped().unwrap();
+    let cache = StrategyCache::new();
+    let mut out = String::new();
+    for spec in lib.ops() {
+        let rank = if spec.has_ellipsis() { 2 } else { 0 };
+        out += &format!("== {} ==\n", spec.name);
+        match cache.get(spec, rank) {
+            Ok(s) => out += &summary(&s),
+            Err(e) => out += &format!("error: {e}\n"),
+        }
+    }
+    insta::assert_snapshot!("library", out);
+}

@@ -1,0 +1,509 @@
+//! The importer: an ONNX model → a tofu [`Graph`] (inference or training).
+//!
+//! Takes a decoded [`Model`], the operator [`Library`] and [`Options`];
+//! gives an [`Imported`]: the graph (every shape inferred by the specs
+//! through [`planner::graph::GraphBuilder`]), the graph outputs, the values
+//! known at import (weights, constants, supplied inputs) and a [`Summary`]
+//! (opsets, node counts, folded nodes, defaulted dims, opaque nodes,
+//! parameters).
+//!
+//! Steps: initializers → known values (float: weights; others: constants);
+//! graph inputs → inputs with dims resolved ([`crate::dims`]); nodes in
+//! order → folded ([`crate::fold`]), lowered through the [table](crate::table),
+//! or (with `opaque_unsupported`) opaque ([`crate::opaque`]); with
+//! `training`, a loss on the chosen output and
+//! [`planner::graph::training_graph`].
+
+use std::collections::{BTreeMap, HashSet};
+use std::path::Path;
+
+use planner::graph::{training_graph, Graph, Optimizer, TensorId};
+use tdl::Library;
+
+use crate::attr::Attrs;
+use crate::dims::{resolve_dims, DefaultedDim, DimOptions};
+use crate::error::OnnxError;
+use crate::fold::fold;
+use crate::lower::{Kind, Known, Lower, NodeError, Out, Src};
+use crate::node::Node;
+use crate::opaque;
+use crate::proto::{normalise_domain, Model, AI_ONNX};
+use crate::table;
+use crate::tensor::{decode, Data, Elem};
+
+/// How to import a model.
+#[derive(Clone, Debug, Default)]
+pub struct Options {
+    /// Dynamic dims: batch and named dims.
+    pub dims: DimOptions,
+    /// Exact input shapes by input name (overrides the model's dims).
+    pub input_shapes: BTreeMap<String, Vec<usize>>,
+    /// Values of graph inputs known to the caller (conformance cases): they
+    /// stay inputs but shape-like arguments (Reshape's shape, axes) may use them.
+    pub input_values: BTreeMap<String, Data>,
+    /// Build the training graph (backward + optimizer) instead of the inference graph.
+    pub training: bool,
+    /// The ONNX value the loss is taken on (default: the first graph output).
+    pub loss: Option<String>,
+    /// Optimizer of the training graph (default: momentum).
+    pub optimizer: Option<Optimizer>,
+    /// Import unsupported nodes as opaque operators instead of failing.
+    pub opaque_unsupported: bool,
+}
+
+/// A graph output.
+#[derive(Clone, Debug)]
+pub enum Output {
+    /// A tensor of the graph.
+    Tensor(TensorId),
+    /// A value computed at import (constant folding).
+    Const(Data),
+}
+
+/// A node imported as an opaque operator.
+#[derive(Clone, Debug, PartialEq)]
+pub struct OpaqueNode {
+    /// Node name.
+    pub node: String,
+    /// ONNX op type.
+    pub op_type: String,
+    /// The generated spec's name.
+    pub spec: String,
+}
+
+/// What the import did, for the summary and the tests.
+#[derive(Clone, Debug, Default)]
+pub struct Summary {
+    /// Model (graph) name.
+    pub model: String,
+    /// Opset per domain.
+    pub opsets: BTreeMap<String, i64>,
+    /// Nodes in the file.
+    pub nodes: usize,
+    /// Nodes computed at import (Constant, ConstantOfShape, Shape, views of weights, ...), by op type.
+    pub folded: BTreeMap<String, usize>,
+    /// Nodes lowered to spec operators, by op type.
+    pub mapped: BTreeMap<String, usize>,
+    /// Forward operators emitted.
+    pub forward_ops: usize,
+    /// Dynamic dims that took a default value.
+    pub defaulted_dims: Vec<DefaultedDim>,
+    /// Nodes imported as opaque operators.
+    pub opaque: Vec<OpaqueNode>,
+    /// The loss tensor of a training graph.
+    pub loss: Option<String>,
+}
+
+/// An imported model.
+pub struct Imported {
+    /// The graph (inference graph, or training graph with `training`).
+    pub graph: Graph,
+    /// Graph outputs by ONNX name, in order.
+    pub outputs: Vec<(String, Output)>,
+    /// Leaf tensors whose values the file (or the caller) gives.
+    pub leaf_values: Vec<(TensorId, Known)>,
+    /// The library the graph's specs come from (the given one, plus the
+    /// generated specs of opaque nodes if any).
+    pub library: Library,
+    /// What happened.
+    pub summary: Summary,
+}
+
+/// Import a decoded model (see the module doc).
+///
+/// Errors: unsupported operators or uses ([`OnnxError::Unsupported`],
+/// [`OnnxError::Node`]), subgraphs ([`OnnxError::Subgraph`]), undefined
+/// values, bad options, shape-inference failures ([`OnnxError::Graph`]).
+pub fn import(
+    model: &Model,
+    path: &Path,
+    lib: &Library,
+    opts: &Options,
+) -> Result<Imported, OnnxError> {
+    let graph = model
+        .proto
+        .graph
+        .as_ref()
+        .expect("checked by proto::decode");
+    let name = if graph.name.is_empty() {
+        path.file_stem()
+            .map_or("onnx".into(), |s| s.to_string_lossy().into_owned())
+    } else {
+        graph.name.clone()
+    };
+    let mut summary = Summary {
+        model: name.clone(),
+        opsets: model.opsets.clone(),
+        nodes: graph.node.len(),
+        ..Summary::default()
+    };
+    let unreadable = |message: String| OnnxError::Unreadable {
+        path: path.to_path_buf(),
+        message,
+    };
+
+    // Opaque nodes need their generated specs in the library before lowering.
+    let mut opaque_specs = opaque::OpaqueSpecs::default();
+    for vi in graph.value_info.iter().chain(&graph.output) {
+        if let Ok((_, dims)) = input_type(vi) {
+            let batch = opts.dims.batch.unwrap_or(crate::dims::DEFAULT_BATCH);
+            let shape: Option<Vec<usize>> = dims
+                .iter()
+                .enumerate()
+                .map(|(a, d)| match d {
+                    Ok(v) => Some(*v),
+                    Err(_) if a == 0 => Some(batch),
+                    Err(_) => None,
+                })
+                .collect();
+            if let Some(shape) = shape {
+                opaque_specs.declared.insert(vi.name.clone(), shape);
+            }
+        }
+    }
+    let mut library = lib.clone();
+    let builder_lib: Library;
+
+    // First pass for opaque nodes happens lazily: we lower in two rounds only
+    // when an opaque node appears (its spec is generated from shapes known at
+    // that point), so keep the lowering in a closure over a library.
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        let lib_ref: &Library = &library;
+        let b = planner::graph::GraphBuilder::new(lib_ref, &name);
+        let mut l = Lower::new(b, opts.training);
+        let mut s = summary.clone();
+        s.defaulted_dims.clear();
+        s.folded.clear();
+        s.mapped.clear();
+        s.opaque.clear();
+        let mut init_names = HashSet::new();
+        for t in &graph.initializer {
+            let d = decode(t).map_err(&unreadable)?;
+            init_names.insert(t.name.clone());
+            let kind = if d.elem.is_integer() {
+                Kind::Constant
+            } else {
+                Kind::Weight
+            };
+            l.define_known(
+                &t.name,
+                Known {
+                    elem: d.elem,
+                    shape: d.shape.clone(),
+                    src: Src::Dense(d),
+                    kind,
+                },
+            );
+        }
+        if !graph.sparse_initializer.is_empty() {
+            return Err(unreadable(
+                "the model has sparse initializers, which tofu does not read".into(),
+            ));
+        }
+        for (idx, vi) in graph.input.iter().enumerate() {
+            if init_names.contains(&vi.name) {
+                continue;
+            }
+            let (elem, dims) = input_type(vi)
+                .map_err(|m| unreadable(format!("graph input `{}`: {m}", vi.name)))?;
+            let shape = match opts.input_shapes.get(&vi.name) {
+                Some(s) => s.clone(),
+                None => resolve_dims(&vi.name, idx, &dims, &opts.dims, &mut s.defaulted_dims)
+                    .map_err(|message| OnnxError::Options {
+                        path: path.to_path_buf(),
+                        message,
+                    })?,
+            };
+            match opts.input_values.get(&vi.name) {
+                Some(d) => l.define_known(
+                    &vi.name,
+                    Known {
+                        elem: d.elem,
+                        shape: d.shape.clone(),
+                        src: Src::Dense(d.clone()),
+                        kind: Kind::Input,
+                    },
+                ),
+                None => {
+                    l.define_input(&vi.name, &shape, elem.dtype())
+                        .map_err(|e| match e {
+                            NodeError::Graph(g) => graph_err(path, &vi.name, g),
+                            NodeError::Unsupported(r) => unreadable(r),
+                        })?;
+                }
+            }
+        }
+        let mut used_names = HashSet::new();
+        let mut needs_opaque = None;
+        for (i, np) in graph.node.iter().enumerate() {
+            let node_name = if !np.name.is_empty() && used_names.insert(np.name.clone()) {
+                np.name.clone()
+            } else {
+                let n = format!("{}_{i}", np.op_type);
+                used_names.insert(n.clone());
+                n
+            };
+            let opset = model.opset(&np.domain);
+            let node = Node {
+                proto: np,
+                name: node_name.clone(),
+                opset,
+                attrs: Attrs::new(np),
+            };
+            for inp in np.input.iter().filter(|x| !x.is_empty()) {
+                if !l.values.contains_key(inp) {
+                    return Err(OnnxError::UndefinedValue {
+                        path: path.to_path_buf(),
+                        node: node_name,
+                        value: inp.clone(),
+                    });
+                }
+            }
+            let domain = normalise_domain(&np.domain);
+            let node_err = |reason: String| OnnxError::Node {
+                path: path.to_path_buf(),
+                node: node_name.clone(),
+                op_type: np.op_type.clone(),
+                opset,
+                reason,
+            };
+            let unsupported_or_opaque = |kind: opaque::Why| -> Result<(), OnnxError> {
+                if opts.opaque_unsupported {
+                    return Ok(());
+                }
+                Err(match kind {
+                    opaque::Why::Subgraph(attr, nodes) => OnnxError::Subgraph {
+                        path: path.to_path_buf(),
+                        node: node_name.clone(),
+                        op_type: np.op_type.clone(),
+                        opset,
+                        attr,
+                        nodes,
+                    },
+                    opaque::Why::NoMapping => OnnxError::Unsupported {
+                        path: path.to_path_buf(),
+                        node: node_name.clone(),
+                        op_type: np.op_type.clone(),
+                        domain: if domain == AI_ONNX {
+                            String::new()
+                        } else {
+                            format!("{domain}::")
+                        },
+                        opset,
+                    },
+                })
+            };
+            l.begin_node(&node_name);
+            let why = if let Some((attr, nodes)) = node.attrs.subgraph() {
+                Some(opaque::Why::Subgraph(attr, nodes))
+            } else if domain != AI_ONNX || table::lookup(&np.op_type).is_none() {
+                Some(opaque::Why::NoMapping)
+            } else {
+                None
+            };
+            if let Some(why) = why {
+                unsupported_or_opaque(why)?;
+                // Opaque: generated spec by node.
+                match opaque_specs.spec_for(&node, &l) {
+                    Some(spec) if library.get(&spec).is_some() => {
+                        let outs = opaque::lower(&mut l, &node, &spec).map_err(|e| match e {
+                            NodeError::Unsupported(r) => node_err(r),
+                            NodeError::Graph(g) => graph_err(path, &node_name, g),
+                        })?;
+                        bind_outputs(&mut l, np, outs);
+                        s.opaque.push(OpaqueNode {
+                            node: node_name.clone(),
+                            op_type: np.op_type.clone(),
+                            spec,
+                        });
+                        continue;
+                    }
+                    Some(_) => {
+                        needs_opaque = Some(());
+                        break;
+                    }
+                    None => return Err(node_err(opaque::no_shape_reason())),
+                }
+            }
+            match fold(&l, &node) {
+                Ok(Some(known)) => {
+                    for (o, k) in np.output.iter().zip(known) {
+                        if !o.is_empty() {
+                            l.define_known(o, k);
+                        }
+                    }
+                    *s.folded.entry(np.op_type.clone()).or_default() += 1;
+                    continue;
+                }
+                Ok(None) => {}
+                Err(NodeError::Unsupported(r)) => return Err(node_err(r)),
+                Err(NodeError::Graph(g)) => return Err(graph_err(path, &node_name, g)),
+            }
+            let m = table::lookup(&np.op_type).expect("checked above");
+            let outs = (m.lower)(&mut l, &node, m).map_err(|e| match e {
+                NodeError::Unsupported(r) => node_err(r),
+                NodeError::Graph(g) => graph_err(path, &node_name, g),
+            })?;
+            if outs.len() < np.output.iter().filter(|o| !o.is_empty()).count() {
+                return Err(node_err(format!(
+                    "only {} of its outputs are mapped",
+                    outs.len()
+                )));
+            }
+            bind_outputs(&mut l, np, outs);
+            *s.mapped.entry(np.op_type.clone()).or_default() += 1;
+        }
+        if needs_opaque.is_some() {
+            if attempt > graph.node.len() + 2 {
+                return Err(OnnxError::Library(
+                    "generated opaque specs did not load".into(),
+                ));
+            }
+            let text = opaque_specs.source();
+            let mut files: Vec<(String, String)> = Vec::new();
+            for (f, _) in lib.files() {
+                if let Some(src) = lib.source(f) {
+                    files.push((f.to_string(), src.as_str().to_string()));
+                }
+            }
+            files.push(("<opaque onnx nodes>".to_string(), text));
+            library =
+                Library::from_sources(&files).map_err(|d| OnnxError::Library(d.to_string()))?;
+            continue;
+        }
+        // Outputs.
+        let mut outputs = Vec::new();
+        for o in &graph.output {
+            let e = l.values.get(&o.name).cloned().unwrap_or_default();
+            let out = match (e.tensor, e.known) {
+                (Some(t), _) => Output::Tensor(t),
+                (None, Some(k)) => Output::Const(k.data()),
+                (None, None) => {
+                    return Err(OnnxError::UndefinedValue {
+                        path: path.to_path_buf(),
+                        node: "<graph outputs>".into(),
+                        value: o.name.clone(),
+                    })
+                }
+            };
+            outputs.push((o.name.clone(), out));
+        }
+        let leaf_values = std::mem::take(&mut l.leaf_values);
+        s.forward_ops = l.total_emitted;
+        let graph_out = if opts.training {
+            let loss_name = opts
+                .loss
+                .clone()
+                .or_else(|| graph.output.first().map(|o| o.name.clone()))
+                .ok_or_else(|| OnnxError::Options {
+                    path: path.to_path_buf(),
+                    message: "the model has no outputs to put a loss on".into(),
+                })?;
+            let t = match l.values.get(&loss_name).and_then(|e| e.tensor) {
+                Some(t) => t,
+                None => {
+                    return Err(OnnxError::Options {
+                        path: path.to_path_buf(),
+                        message: format!(
+                            "--loss `{loss_name}` is not a tensor of the graph; name a graph output ({})",
+                            graph.output.iter().map(|o| o.name.as_str()).collect::<Vec<_>>().join(", ")
+                        ),
+                    })
+                }
+            };
+            let (loss, fwd_extra) = crate::loss::attach(&mut l, t).map_err(|e| match e {
+                NodeError::Unsupported(r) => OnnxError::Options {
+                    path: path.to_path_buf(),
+                    message: r,
+                },
+                NodeError::Graph(g) => graph_err(path, "loss", g),
+            })?;
+            s.forward_ops += fwd_extra;
+            s.loss = Some(loss_name);
+            let fwd = l.b.finish(loss).map_err(|e| graph_err(path, "loss", e))?;
+            let optimizer = opts.optimizer.unwrap_or_default();
+            training_graph(&fwd, &library, &optimizer)
+                .map_err(|e| graph_err(path, "training graph", e))?
+        } else {
+            l.b.into_graph()
+        };
+        builder_lib = library.clone();
+        summary = s;
+        return Ok(Imported {
+            graph: graph_out,
+            outputs,
+            leaf_values,
+            library: builder_lib,
+            summary,
+        });
+    }
+}
+
+fn bind_outputs(l: &mut Lower, np: &onnx_protobuf::NodeProto, outs: Vec<Out>) {
+    for (o, out) in np.output.iter().zip(outs) {
+        if o.is_empty() {
+            continue;
+        }
+        match out {
+            Out::T(t) => l.bind(o, t),
+            Out::C(d) => l.define_known(
+                o,
+                Known {
+                    elem: d.elem,
+                    shape: d.shape.clone(),
+                    src: Src::Dense(d),
+                    kind: Kind::Constant,
+                },
+            ),
+        }
+    }
+}
+
+fn graph_err(path: &Path, context: &str, source: planner::graph::GraphError) -> OnnxError {
+    OnnxError::Graph {
+        path: path.to_path_buf(),
+        context: format!("node `{context}`"),
+        source: Box::new(source),
+    }
+}
+
+/// Element type and dims (value, or name / None for dynamic) of a graph input.
+#[allow(clippy::type_complexity)]
+fn input_type(
+    vi: &onnx_protobuf::ValueInfoProto,
+) -> Result<(Elem, Vec<Result<usize, Option<String>>>), String> {
+    let Some(tp) = vi.type_.as_ref() else {
+        return Err("has no type".into());
+    };
+    if !tp.has_tensor_type() {
+        return Err("is not a tensor (sequences, maps and optionals are not supported)".into());
+    }
+    let tt = tp.tensor_type();
+    let elem = Elem::from_code(tt.elem_type).ok_or_else(|| {
+        format!(
+            "has element type {}, which tofu does not read",
+            crate::tensor::type_name(tt.elem_type)
+        )
+    })?;
+    let Some(shape) = tt.shape.as_ref() else {
+        return Err("has no shape (rank unknown); give it with an input shape".into());
+    };
+    let dims = shape
+        .dim
+        .iter()
+        .map(|d| {
+            if d.has_dim_value() && d.dim_value() > 0 {
+                Ok(d.dim_value() as usize)
+            } else if d.has_dim_value() && d.dim_value() == 0 {
+                Ok(0)
+            } else if !d.dim_param().is_empty() {
+                Err(Some(d.dim_param().to_string()))
+            } else {
+                Err(None)
+            }
+        })
+        .collect();
+    Ok((elem, dims))
+}

@@ -1,0 +1,70 @@
+//! ONNX import for tofu (issue 5): real models → tofu graphs, through the
+//! TDL specs.
+//!
+//! Takes an `.onnx` file (read with the maintained `onnx-protobuf` messages);
+//! gives a [`planner::graph::Graph`] — inference graph, or training graph
+//! (backward + optimizer from the specs' gradient declarations) — whose
+//! every operator is a spec of the library and whose every shape the specs
+//! infer. [`load_graph`] is the entry point; `tofu graph FILE.onnx` and
+//! `tofu plan FILE.onnx` call it.
+//!
+//! Data flow: [`proto`] (bytes → checked `ModelProto`, never panics) →
+//! [`import`] (initializers, inputs with [`dims`] resolved, nodes in order:
+//! [`fold`] at import, or lowered by the one mapping [`table`] through
+//! [`lower::Lower`], or [`opaque`]) → with `training`, [`loss`] +
+//! [`planner::graph::training_graph`].
+//!
+//! Invariants: every ai.onnx op the table maps lowers only to specs that
+//! exist in the shipped library (tested); an unsupported node is an error
+//! naming the file, node, op type and opset and the way to add it; no input
+//! makes the reader panic (property-tested on corrupted models).
+#![warn(missing_docs)]
+
+pub mod attr;
+pub mod conformance;
+pub mod dims;
+pub mod error;
+pub mod fold;
+pub mod import;
+pub mod loss;
+pub mod lower;
+pub mod map_elementwise;
+pub mod map_nn;
+pub mod map_reduce;
+pub mod map_shape;
+pub mod node;
+pub mod opaque;
+pub mod proto;
+pub mod table;
+pub mod tensor;
+
+use std::path::Path;
+
+pub use dims::{DefaultedDim, DimOptions};
+pub use error::OnnxError;
+pub use import::{import, Imported, OpaqueNode, Options, Output, Summary};
+pub use tensor::{Data, Elem};
+
+/// Import the ONNX file at `path` with the shipped operator library.
+///
+/// Gives the graph (see [`Imported`]: with `options.training` a training
+/// graph whose loss is on `options.loss`), its outputs and a summary.
+/// Errors: [`OnnxError`] naming the file, and for node problems the node, op
+/// type, opset and the fix.
+pub fn load_graph(path: &Path, options: &Options) -> Result<Imported, OnnxError> {
+    let lib = tdl::Library::shipped().map_err(|e| match e {
+        tdl::LibraryError::Invalid(d) => OnnxError::Library(d.render()),
+        other => OnnxError::Library(other.to_string()),
+    })?;
+    load_graph_with(path, &lib, options)
+}
+
+/// [`load_graph`] with a given operator library.
+pub fn load_graph_with(
+    path: &Path,
+    lib: &tdl::Library,
+    options: &Options,
+) -> Result<Imported, OnnxError> {
+    let model = proto::read(path)?;
+    import(&model, path, lib, options)
+}

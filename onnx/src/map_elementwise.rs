@@ -1,0 +1,321 @@
+//! Lowering of elementwise ONNX operators: unary functions (with their float
+//! attributes), binary and variadic arithmetic, comparisons and logic with
+//! numpy broadcasting, Where, Clip, PRelu, Dropout.
+//!
+//! Broadcasting picks the most specific spec: equal shapes → the plain
+//! spec (`add`, `mul`, ...); an operand of shape [N] along the last axis →
+//! `bias_add` / `bias_mul`; an operand of shape [C, 1, …, 1] against an NCHW
+//! tensor → `channel_bias_add` / `channel_mul`; a known scalar factor →
+//! `scale`; anything else → explicit `broadcast_R` of each operand to the
+//! common shape, then the plain spec.
+
+use planner::graph::{float, Fill, TensorId};
+use tdl::AttrValue;
+
+use crate::lower::{broadcast_shape, unsupported, Kind, Known, LResult, Lower, Out, Src};
+use crate::node::Node;
+use crate::table::Mapping;
+use crate::tensor::Elem;
+
+/// A unary op: one spec, float attributes copied from ONNX (with ONNX's defaults).
+pub fn unary(l: &mut Lower, n: &Node, m: &Mapping) -> LResult<Vec<Out>> {
+    let x = input(l, n, 0)?;
+    let attrs: Vec<(&str, AttrValue)> = m
+        .attrs
+        .iter()
+        .map(|&(onnx, tdl, default)| (tdl, float(n.attrs.float(onnx, default))))
+        .collect();
+    Ok(vec![Out::T(l.emit1(m.specs[0], &[x], &attrs)?)])
+}
+
+/// Gelu: `approximate = "none"` → `gelu`, `"tanh"` → `gelu_tanh`.
+pub fn gelu(l: &mut Lower, n: &Node, _m: &Mapping) -> LResult<Vec<Out>> {
+    let x = input(l, n, 0)?;
+    let spec = match n.attrs.string("approximate", "none").as_str() {
+        "none" => "gelu",
+        "tanh" => "gelu_tanh",
+        other => return unsupported(format!("approximate = \"{other}\"")),
+    };
+    Ok(vec![Out::T(l.emit1(spec, &[x], &[])?)])
+}
+
+/// A graph tensor for input `i` (required).
+pub fn input(l: &mut Lower, n: &Node, i: usize) -> LResult<TensorId> {
+    match n.input(i) {
+        Some(name) => l.tensor(name),
+        None => unsupported(format!("input {i} is missing")),
+    }
+}
+
+/// Binary op with broadcasting (see the module doc).
+pub fn binary(l: &mut Lower, n: &Node, m: &Mapping) -> LResult<Vec<Out>> {
+    let (a, b) = (required(n, 0)?, required(n, 1)?);
+    if m.op == "Div" && (l.elem_of(a).is_integer() || l.elem_of(b).is_integer()) {
+        return unsupported("integer Div truncates, which no spec models (float inputs only)");
+    }
+    Ok(vec![Out::T(broadcast_binary(l, m.specs[0], a, b)?)])
+}
+
+fn required<'a>(n: &Node<'a>, i: usize) -> LResult<&'a str> {
+    n.input(i)
+        .map_or_else(|| unsupported(format!("input {i} is missing")), Ok)
+}
+
+/// `spec(a, b)` with numpy broadcasting of the two named values.
+pub fn broadcast_binary(l: &mut Lower, spec: &str, a: &str, b: &str) -> LResult<TensorId> {
+    let (sa, sb) = (shape(l, a)?, shape(l, b)?);
+    if sa == sb {
+        let (ta, tb) = (l.tensor(a)?, l.tensor(b)?);
+        return l.emit1(spec, &[ta, tb], &[]);
+    }
+    let out = broadcast_shape(&sa, &sb).ok_or_else(|| {
+        crate::lower::NodeError::Unsupported(format!("shapes {sa:?} and {sb:?} do not broadcast"))
+    })?;
+    let commutative = matches!(spec, "add" | "mul");
+    // Which operand is the big one and which the small one.
+    for (x, small, swapped) in [(a, b, false), (b, a, true)] {
+        if swapped && !commutative {
+            break;
+        }
+        let sx = shape(l, x)?;
+        if !commutative && spec != "mul" {
+            break;
+        }
+        if sx != out {
+            continue;
+        }
+        let ss = shape(l, small)?;
+        let r = sx.len();
+        if ss.len() > r {
+            continue;
+        }
+        let mut padded = vec![1; r - ss.len()];
+        padded.extend(&ss);
+        let numel: usize = ss.iter().product();
+        // Known scalar factor.
+        if spec == "mul" && numel == 1 {
+            if let Some(d) = l.const_data(small) {
+                let tx = l.tensor(x)?;
+                return l.emit1("scale", &[tx], &[("alpha", float(d.values[0]))]);
+            }
+        }
+        let only = |axis: usize| {
+            (0..r).all(|i| i == axis || padded[i] == 1) && padded[axis] == sx[axis] && sx[axis] > 1
+        };
+        if !commutative {
+            break;
+        }
+        // [N] along the last axis.
+        if r >= 2 && only(r - 1) {
+            let bias_spec = if spec == "add" {
+                "bias_add"
+            } else {
+                "bias_mul"
+            };
+            let tx = l.tensor(x)?;
+            let ts = l.tensor(small)?;
+            let ts = l.reshape(ts, &[sx[r - 1]])?;
+            return l.emit1(bias_spec, &[tx, ts], &[]);
+        }
+        // [C, 1, ..., 1] against [B, C, ...].
+        if r >= 3 && only(1) {
+            let chan_spec = if spec == "add" {
+                "channel_bias_add"
+            } else {
+                "channel_mul"
+            };
+            let tx = l.tensor(x)?;
+            let ts = l.tensor(small)?;
+            let ts = l.reshape(ts, &[sx[1]])?;
+            return l.emit1(chan_spec, &[tx, ts], &[]);
+        }
+    }
+    let (ta, tb) = (l.tensor(a)?, l.tensor(b)?);
+    let ta = l.broadcast_to(ta, &out)?;
+    let tb = l.broadcast_to(tb, &out)?;
+    l.emit1(spec, &[ta, tb], &[])
+}
+
+/// Shape of a named value.
+pub fn shape(l: &Lower, name: &str) -> LResult<Vec<usize>> {
+    l.shape_of(name)
+        .map_or_else(|| unsupported(format!("value `{name}` is not defined")), Ok)
+}
+
+/// Variadic Sum / Max / Min / Mean: a chain of binary ops (Mean then scales by 1/n).
+pub fn variadic(l: &mut Lower, n: &Node, m: &Mapping) -> LResult<Vec<Out>> {
+    let names: Vec<&str> = (0..n.n_inputs()).filter_map(|i| n.input(i)).collect();
+    let Some(&first) = names.first() else {
+        return unsupported("no inputs");
+    };
+    if names.len() == 1 {
+        let t = l.tensor(first)?;
+        let t = l.emit1("identity", &[t], &[])?;
+        return Ok(vec![Out::T(t)]);
+    }
+    let mut acc_name = first.to_string();
+    let mut acc = None;
+    for (k, &next) in names[1..].iter().enumerate() {
+        let t = broadcast_binary(l, m.specs[0], &acc_name, next)?;
+        acc_name = format!("{}#acc{k}", n.name);
+        l.bind(&acc_name, t);
+        acc = Some(t);
+    }
+    let mut t = acc.expect("two or more inputs");
+    if m.op == "Mean" {
+        t = l.emit1("scale", &[t], &[("alpha", float(1.0 / names.len() as f64))])?;
+    }
+    Ok(vec![Out::T(t)])
+}
+
+/// Where(cond, a, b) with broadcasting of all three.
+pub fn where_(l: &mut Lower, n: &Node, _m: &Mapping) -> LResult<Vec<Out>> {
+    let names = [required(n, 0)?, required(n, 1)?, required(n, 2)?];
+    let shapes: Vec<Vec<usize>> = names.iter().map(|x| shape(l, x)).collect::<LResult<_>>()?;
+    let out = broadcast_shape(&shapes[0], &shapes[1])
+        .and_then(|s| broadcast_shape(&s, &shapes[2]))
+        .ok_or_else(|| {
+            crate::lower::NodeError::Unsupported(format!("shapes {shapes:?} do not broadcast"))
+        })?;
+    let mut ts = Vec::new();
+    for x in names {
+        let t = l.tensor(x)?;
+        ts.push(l.broadcast_to(t, &out)?);
+    }
+    Ok(vec![Out::T(l.emit1("where", &ts, &[])?)])
+}
+
+/// Clip: bounds from attributes (opset < 11) or constant inputs; a missing bound is ±3.4e38.
+pub fn clip(l: &mut Lower, n: &Node, _m: &Mapping) -> LResult<Vec<Out>> {
+    let x = input(l, n, 0)?;
+    let (lo, hi) = if n.opset < 11 {
+        (n.attrs.float("min", -3.4e38), n.attrs.float("max", 3.4e38))
+    } else {
+        let bound = |l: &Lower, i: usize, d: f64| -> LResult<f64> {
+            match n.input(i) {
+                None => Ok(d),
+                Some(name) => match l.arg_data(name) {
+                    Some(v) if v.numel() == 1 => Ok(v.values[0]),
+                    _ => unsupported(format!("bound input {i} must be a known scalar")),
+                },
+            }
+        };
+        (bound(l, 1, -3.4e38)?, bound(l, 2, 3.4e38)?)
+    };
+    let t = l.emit1("clip", &[x], &[("min", float(lo)), ("max", float(hi))])?;
+    Ok(vec![Out::T(t)])
+}
+
+/// PRelu with a per-channel slope ([C] or [C, 1, …, 1]) → `prelu`.
+pub fn prelu(l: &mut Lower, n: &Node, _m: &Mapping) -> LResult<Vec<Out>> {
+    let (xn, sn) = (required(n, 0)?, required(n, 1)?);
+    let (sx, ss) = (shape(l, xn)?, shape(l, sn)?);
+    let numel: usize = ss.iter().product();
+    if sx.len() < 2
+        || numel != sx[1]
+        || (ss.len() >= 2 && ss.len() != sx.len() - 1 && ss.len() != sx.len())
+    {
+        if ss == sx {
+            return unsupported(
+                "elementwise PRelu slope (same shape as x): only per-channel slopes map to `prelu`",
+            );
+        }
+        return unsupported(format!(
+            "slope of shape {ss:?} for x of shape {sx:?}: only per-channel slopes map to `prelu`"
+        ));
+    }
+    let x = l.tensor(xn)?;
+    let s = l.tensor(sn)?;
+    let s = l.reshape(s, &[sx[1]])?;
+    Ok(vec![Out::T(l.emit1("prelu", &[x, s], &[])?)])
+}
+
+/// Dropout: identity when not training (mask output: all ones); `dropout` with a
+/// random 0/1 mask input when training.
+pub fn dropout(l: &mut Lower, n: &Node, _m: &Mapping) -> LResult<Vec<Out>> {
+    let name = required(n, 0)?;
+    let x = l.tensor(name)?;
+    let mut training = l.training;
+    if let Some(tm) = n.input(2) {
+        match l.arg_data(tm) {
+            Some(d) if d.numel() == 1 => training = d.values[0] != 0.0,
+            _ => return unsupported("training_mode must be a known scalar"),
+        }
+    }
+    let shape = l.shape(x);
+    let mut outs = Vec::new();
+    if training {
+        let ratio = if n.opset >= 12 {
+            match n.input(1).map(|r| l.arg_data(r)) {
+                None => 0.5,
+                Some(Some(d)) if d.numel() == 1 => d.values[0],
+                Some(_) => return unsupported("ratio must be a known scalar"),
+            }
+        } else {
+            n.attrs.float("ratio", 0.5)
+        };
+        if n.wants_output(1) {
+            return unsupported("the mask output of a training-mode Dropout is random");
+        }
+        let mask_name = format!("{}.mask", n.name);
+        let mask = l.b.input(
+            &mask_name,
+            &shape,
+            planner::graph::DType::F32,
+            Fill::Indices { bound: 2 },
+        )?;
+        outs.push(Out::T(l.emit1(
+            "dropout",
+            &[x, mask],
+            &[("ratio", float(ratio))],
+        )?));
+    } else {
+        outs.push(Out::T(l.emit1("identity", &[x], &[])?));
+        if n.wants_output(1) {
+            outs.push(Out::C(crate::tensor::Data {
+                elem: Elem::Bool,
+                shape: shape.clone(),
+                values: vec![1.0; shape.iter().product()],
+            }));
+        }
+    }
+    Ok(outs)
+}
+
+/// A known all-`value` constant of `shape`, defined under `name` (for optional inputs).
+pub fn splat_const(l: &mut Lower, name: &str, shape: &[usize], value: f64) -> LResult<TensorId> {
+    l.define_known(
+        name,
+        Known {
+            elem: Elem::F32,
+            shape: shape.to_vec(),
+            src: Src::Splat(value),
+            kind: Kind::Constant,
+        },
+    );
+    l.tensor(name)
+}
+
+/// Cast / CastLike of a run-time tensor: between float types (or between
+/// integer types) the values do not change → `identity`; float → integer
+/// (truncation) and → bool are not mapped. Known values are folded instead.
+pub fn cast(l: &mut Lower, n: &Node, m: &Mapping) -> LResult<Vec<Out>> {
+    let name = required(n, 0)?;
+    let from = l.elem_of(name);
+    let to = if m.op == "CastLike" {
+        l.elem_of(required(n, 1)?)
+    } else {
+        match Elem::from_code(n.attrs.int("to", 1) as i32) {
+            Some(e) => e,
+            None => return unsupported("target type tofu does not hold"),
+        }
+    };
+    if to == Elem::Bool && from != Elem::Bool {
+        return unsupported("cast to bool");
+    }
+    if to.is_integer() && !from.is_integer() {
+        return unsupported("float → integer cast (truncation) has no spec");
+    }
+    let x = l.tensor(name)?;
+    Ok(vec![Out::T(l.emit1("identity", &[x], &[])?)])
+}

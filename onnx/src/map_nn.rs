@@ -1,0 +1,481 @@
+//! Lowering of neural-network ONNX operators: MatMul, Gemm, Conv, pooling,
+//! normalisations, LRN, Softmax / LogSoftmax.
+//!
+//! Attribute and opset differences handled here: Conv/pool `auto_pad`,
+//! `pads` as [begin…, end…]; Softmax's axis semantics (opset < 13 coerces
+//! to 2-D at `axis`, default 1; opset ≥ 13 normalises one axis, default -1);
+//! BatchNormalization in inference (running statistics) or training (batch
+//! statistics) mode.
+
+use planner::graph::{float, int, Attr, TensorId};
+
+use crate::lower::{unsupported, LResult, Lower, Out};
+use crate::map_elementwise::{broadcast_binary, input, shape, splat_const};
+use crate::node::Node;
+use crate::table::Mapping;
+
+fn norm_axis(axis: i64, rank: usize) -> LResult<usize> {
+    let a = if axis < 0 { axis + rank as i64 } else { axis };
+    if a < 0 || a as usize >= rank.max(1) {
+        return unsupported(format!("axis {axis} is out of range for rank {rank}"));
+    }
+    Ok(a as usize)
+}
+
+/// Normalise a possibly negative axis against a rank.
+pub fn axis_of(axis: i64, rank: usize) -> LResult<usize> {
+    norm_axis(axis, rank)
+}
+
+/// MatMul (numpy semantics): 2-D `matmul`, [..., K]·[K, N] `dense`, batched `batch_matmul`
+/// (batch dims broadcast first), 1-D operands promoted and squeezed back.
+pub fn matmul(l: &mut Lower, n: &Node, _m: &Mapping) -> LResult<Vec<Out>> {
+    let mut a = input(l, n, 0)?;
+    let mut b = input(l, n, 1)?;
+    let (mut sa, mut sb) = (l.shape(a), l.shape(b));
+    let (a1, b1) = (sa.len() == 1, sb.len() == 1);
+    if a1 {
+        sa = vec![1, sa[0]];
+        a = l.reshape(a, &sa)?;
+    }
+    if b1 {
+        sb = vec![sb[0], 1];
+        b = l.reshape(b, &sb)?;
+    }
+    if sa.is_empty() || sb.is_empty() {
+        return unsupported("scalar operands");
+    }
+    let y = if sa.len() == 2 && sb.len() == 2 {
+        l.emit1("matmul", &[a, b], &[])?
+    } else if sb.len() == 2 {
+        l.emit1("dense", &[a, b], &[])?
+    } else {
+        let (ba, bb) = (&sa[..sa.len() - 2], &sb[..sb.len() - 2]);
+        let batch = crate::lower::broadcast_shape(ba, bb).ok_or_else(|| {
+            crate::lower::NodeError::Unsupported(format!(
+                "batch dims {ba:?} and {bb:?} do not broadcast"
+            ))
+        })?;
+        let mut ta = batch.clone();
+        ta.extend(&sa[sa.len() - 2..]);
+        let mut tb = batch.clone();
+        tb.extend(&sb[sb.len() - 2..]);
+        let a = l.broadcast_to(a, &ta)?;
+        let b = l.broadcast_to(b, &tb)?;
+        l.emit1("batch_matmul", &[a, b], &[])?
+    };
+    let mut out = l.shape(y);
+    if b1 {
+        out.pop();
+    }
+    if a1 {
+        let r = out.len();
+        out.remove(r - 1 - usize::from(!b1));
+    }
+    Ok(vec![Out::T(l.reshape(y, &out)?)])
+}
+
+/// Gemm: `gemm_nt_bias` / `gemm_bias` for the fully-connected case (alpha = beta = 1,
+/// transA = 0, C of shape [N] or [1, N]); otherwise matmul family + `scale` + broadcast add.
+pub fn gemm(l: &mut Lower, n: &Node, _m: &Mapping) -> LResult<Vec<Out>> {
+    let alpha = n.attrs.float("alpha", 1.0);
+    let beta = n.attrs.float("beta", 1.0);
+    let (ta, tb) = (n.attrs.int("transA", 0) != 0, n.attrs.int("transB", 0) != 0);
+    let a = input(l, n, 0)?;
+    let b = input(l, n, 1)?;
+    let c_name = n.input(2);
+    let (sa, sb) = (l.shape(a), l.shape(b));
+    if sa.len() != 2 || sb.len() != 2 {
+        return unsupported("Gemm operands must be 2-D");
+    }
+    let nn = if tb { sb[0] } else { sb[1] };
+    if let Some(c) = c_name {
+        let sc = shape(l, c)?;
+        if alpha == 1.0 && beta == 1.0 && !ta && (sc == [nn] || sc == [1, nn]) {
+            let ct = l.tensor(c)?;
+            let ct = l.reshape(ct, &[nn])?;
+            let spec = if tb { "gemm_nt_bias" } else { "gemm_bias" };
+            return Ok(vec![Out::T(l.emit1(spec, &[a, b, ct], &[])?)]);
+        }
+    }
+    let y = match (ta, tb) {
+        (false, false) => l.emit1("matmul", &[a, b], &[])?,
+        (false, true) => l.emit1("matmul_nt", &[a, b], &[])?,
+        (true, false) => l.emit1("matmul_tn", &[a, b], &[])?,
+        (true, true) => {
+            let at = l.emit1("transpose", &[a], &[])?;
+            l.emit1("matmul_nt", &[at, b], &[])?
+        }
+    };
+    let y = if alpha != 1.0 {
+        l.emit1("scale", &[y], &[("alpha", float(alpha))])?
+    } else {
+        y
+    };
+    let Some(c) = c_name else {
+        return Ok(vec![Out::T(y)]);
+    };
+    let mut c_name = c.to_string();
+    if beta != 1.0 {
+        let ct = l.tensor(c)?;
+        let cs = l.emit1("scale", &[ct], &[("alpha", float(beta))])?;
+        c_name = format!("{}#c", n.name);
+        l.bind(&c_name, cs);
+    }
+    let y_name = format!("{}#ab", n.name);
+    l.bind(&y_name, y);
+    Ok(vec![Out::T(broadcast_binary(l, "add", &y_name, &c_name)?)])
+}
+
+/// Pads [begin..., end...] of a conv/pool node for spatial input sizes `sizes`
+/// (auto_pad SAME_UPPER/SAME_LOWER/VALID/NOTSET).
+fn pads(
+    n: &Node,
+    sizes: &[usize],
+    kernel: &[usize],
+    strides: &[usize],
+    dil: &[usize],
+) -> LResult<Vec<usize>> {
+    let k = sizes.len();
+    let auto = n.attrs.string("auto_pad", "NOTSET");
+    match auto.as_str() {
+        "NOTSET" => {
+            let p = n.attrs.ints("pads").unwrap_or_else(|| vec![0; 2 * k]);
+            if p.len() != 2 * k || p.iter().any(|&x| x < 0) {
+                return unsupported(format!("pads {p:?}"));
+            }
+            Ok(p.iter().map(|&x| x as usize).collect())
+        }
+        "VALID" => Ok(vec![0; 2 * k]),
+        "SAME_UPPER" | "SAME_LOWER" => {
+            let mut begin = vec![0; k];
+            let mut end = vec![0; k];
+            for i in 0..k {
+                let out = sizes[i].div_ceil(strides[i]);
+                let eff = (kernel[i] - 1) * dil[i] + 1;
+                let total = ((out - 1) * strides[i] + eff).saturating_sub(sizes[i]);
+                let (small, big) = (total / 2, total - total / 2);
+                if auto == "SAME_UPPER" {
+                    begin[i] = small;
+                    end[i] = big;
+                } else {
+                    begin[i] = big;
+                    end[i] = small;
+                }
+            }
+            begin.extend(end);
+            Ok(begin)
+        }
+        other => unsupported(format!("auto_pad = {other}")),
+    }
+}
+
+fn ints_or(n: &Node, name: &str, k: usize, default: usize) -> LResult<Vec<usize>> {
+    match n.attrs.ints(name) {
+        None => Ok(vec![default; k]),
+        Some(v) if v.len() == k && v.iter().all(|&x| x > 0) => {
+            Ok(v.iter().map(|&x| x as usize).collect())
+        }
+        Some(v) => unsupported(format!("{name} = {v:?}")),
+    }
+}
+
+/// Conv (1-D and 2-D; groups; bias fused into `conv2d_bias` / `conv2d_group_bias`).
+pub fn conv(l: &mut Lower, n: &Node, _m: &Mapping) -> LResult<Vec<Out>> {
+    let x = input(l, n, 0)?;
+    let w = input(l, n, 1)?;
+    let (sx, sw) = (l.shape(x), l.shape(w));
+    let k = sx.len().saturating_sub(2);
+    if !(1..=2).contains(&k) || sw.len() != sx.len() {
+        return unsupported(format!("{k}-D convolution (1-D and 2-D are mapped)"));
+    }
+    let kernel = sw[2..].to_vec();
+    let strides = ints_or(n, "strides", k, 1)?;
+    let dil = ints_or(n, "dilations", k, 1)?;
+    let p = pads(n, &sx[2..], &kernel, &strides, &dil)?;
+    if p[..k] != p[k..] {
+        return unsupported(format!("asymmetric pads {p:?}"));
+    }
+    let group = n.attrs.int("group", 1);
+    let bias = match n.input(2) {
+        Some(b) => Some(l.tensor(b)?),
+        None => None,
+    };
+    if k == 1 {
+        if group != 1 {
+            return unsupported("grouped 1-D convolution");
+        }
+        let y = l.emit1(
+            "conv1d",
+            &[x, w],
+            &[
+                ("stride", int(strides[0] as i64)),
+                ("pad", int(p[0] as i64)),
+                ("dilation", int(dil[0] as i64)),
+            ],
+        )?;
+        let y = match bias {
+            Some(b) => l.emit1("channel_bias_add", &[y, b], &[])?,
+            None => y,
+        };
+        return Ok(vec![Out::T(y)]);
+    }
+    let mut attrs: Vec<Attr> = vec![
+        ("stride_h", int(strides[0] as i64)),
+        ("stride_w", int(strides[1] as i64)),
+        ("pad_h", int(p[0] as i64)),
+        ("pad_w", int(p[1] as i64)),
+        ("dilation_h", int(dil[0] as i64)),
+        ("dilation_w", int(dil[1] as i64)),
+    ];
+    let spec = match (group != 1, bias.is_some()) {
+        (false, false) => "conv2d",
+        (false, true) => "conv2d_bias",
+        (true, false) => "conv2d_group",
+        (true, true) => "conv2d_group_bias",
+    };
+    if group != 1 {
+        attrs.push(("groups", int(group)));
+    }
+    let mut ins = vec![x, w];
+    ins.extend(bias);
+    Ok(vec![Out::T(l.emit1(spec, &ins, &attrs)?)])
+}
+
+/// MaxPool / AveragePool (1-D via a [B, C, 1, X] view, 2-D) → `maxpool2d_ext` / `avgpool2d_ext`.
+pub fn pool(l: &mut Lower, n: &Node, m: &Mapping) -> LResult<Vec<Out>> {
+    let x = input(l, n, 0)?;
+    let sx = l.shape(x);
+    let k = sx.len().saturating_sub(2);
+    if !(1..=2).contains(&k) {
+        return unsupported(format!("{k}-D pooling (1-D and 2-D are mapped)"));
+    }
+    if n.wants_output(1) {
+        return unsupported("the Indices output of MaxPool");
+    }
+    if n.attrs.int("storage_order", 0) != 0 {
+        return unsupported("storage_order = 1");
+    }
+    let kernel: Vec<usize> = match n.attrs.ints("kernel_shape") {
+        Some(v) if v.len() == k && v.iter().all(|&d| d > 0) => {
+            v.iter().map(|&d| d as usize).collect()
+        }
+        _ => return unsupported("kernel_shape is missing or malformed"),
+    };
+    let strides = ints_or(n, "strides", k, 1)?;
+    let dil = ints_or(n, "dilations", k, 1)?;
+    let p = pads(n, &sx[2..], &kernel, &strides, &dil)?;
+    // Lift 1-D to 2-D with a unit H.
+    let (x, kernel, strides, dil, p) = if k == 1 {
+        let v = l.reshape(x, &[sx[0], sx[1], 1, sx[2]])?;
+        (
+            v,
+            vec![1, kernel[0]],
+            vec![1, strides[0]],
+            vec![1, dil[0]],
+            vec![0, p[0], 0, p[1]],
+        )
+    } else {
+        (x, kernel, strides, dil, p)
+    };
+    let ceil = n.attrs.int("ceil_mode", 0);
+    let mut attrs: Vec<Attr> = vec![
+        ("kernel_h", int(kernel[0] as i64)),
+        ("kernel_w", int(kernel[1] as i64)),
+        ("stride_h", int(strides[0] as i64)),
+        ("stride_w", int(strides[1] as i64)),
+        ("pad_t", int(p[0] as i64)),
+        ("pad_l", int(p[1] as i64)),
+        ("pad_b", int(p[2] as i64)),
+        ("pad_r", int(p[3] as i64)),
+        ("ceil_mode", int(ceil)),
+    ];
+    let spec = if m.op == "MaxPool" {
+        attrs.push(("dilation_h", int(dil[0] as i64)));
+        attrs.push(("dilation_w", int(dil[1] as i64)));
+        "maxpool2d_ext"
+    } else {
+        if dil.iter().any(|&d| d != 1) {
+            return unsupported("dilated AveragePool");
+        }
+        attrs.push((
+            "count_include_pad",
+            int(n.attrs.int("count_include_pad", 0)),
+        ));
+        "avgpool2d_ext"
+    };
+    let y = l.emit1(spec, &[x], &attrs)?;
+    let y = if k == 1 {
+        let s = l.shape(y);
+        l.reshape(y, &[s[0], s[1], s[3]])?
+    } else {
+        y
+    };
+    Ok(vec![Out::T(y)])
+}
+
+/// View x as NCHW: [B, C, prod(spatial), 1] unless it is rank 4 already.
+fn as_nchw(l: &mut Lower, x: TensorId) -> LResult<(TensorId, Vec<usize>)> {
+    let s = l.shape(x);
+    if s.len() < 2 {
+        return unsupported(format!("input of rank {} (NC… expected)", s.len()));
+    }
+    if s.len() == 4 {
+        return Ok((x, s));
+    }
+    let hw: usize = s[2..].iter().product();
+    Ok((l.reshape(x, &[s[0], s[1], hw, 1])?, s))
+}
+
+/// GlobalAveragePool / GlobalMaxPool → `global_avgpool` / `global_maxpool`, then [B, C, 1, …].
+pub fn global_pool(l: &mut Lower, n: &Node, m: &Mapping) -> LResult<Vec<Out>> {
+    let x = input(l, n, 0)?;
+    let (v, s) = as_nchw(l, x)?;
+    let y = l.emit1(m.specs[0], &[v], &[])?;
+    let mut out = vec![s[0], s[1]];
+    out.extend(std::iter::repeat_n(1, s.len() - 2));
+    Ok(vec![Out::T(l.reshape(y, &out)?)])
+}
+
+/// BatchNormalization: `batchnorm_inference` (running statistics), or `batchnorm`
+/// (batch statistics) when building a training graph.
+pub fn batchnorm(l: &mut Lower, n: &Node, _m: &Mapping) -> LResult<Vec<Out>> {
+    if n.attrs.int("training_mode", 0) != 0 || n.n_outputs() > 1 {
+        return unsupported("training_mode = 1 (running-statistics outputs)");
+    }
+    if n.opset < 7 && n.attrs.int("spatial", 1) == 0 {
+        return unsupported("spatial = 0");
+    }
+    let eps = n.attrs.float("epsilon", 1e-5);
+    let x = input(l, n, 0)?;
+    let (v, s) = as_nchw(l, x)?;
+    let gamma = input(l, n, 1)?;
+    let beta = input(l, n, 2)?;
+    let y = if l.training {
+        l.emit1("batchnorm", &[v, gamma, beta], &[("eps", float(eps))])?
+    } else {
+        let mean = input(l, n, 3)?;
+        let var = input(l, n, 4)?;
+        l.emit1(
+            "batchnorm_inference",
+            &[v, gamma, beta, mean, var],
+            &[("eps", float(eps))],
+        )?
+    };
+    Ok(vec![Out::T(l.reshape(y, &s)?)])
+}
+
+/// InstanceNormalization → `instancenorm` (any rank ≥ 3 via an NCHW view).
+pub fn instancenorm(l: &mut Lower, n: &Node, _m: &Mapping) -> LResult<Vec<Out>> {
+    let eps = n.attrs.float("epsilon", 1e-5);
+    let x = input(l, n, 0)?;
+    let (v, s) = as_nchw(l, x)?;
+    let g = input(l, n, 1)?;
+    let b = input(l, n, 2)?;
+    let y = l.emit1("instancenorm", &[v, g, b], &[("eps", float(eps))])?;
+    Ok(vec![Out::T(l.reshape(y, &s)?)])
+}
+
+/// GroupNormalization (scale and bias of shape [C], opset 21) → `groupnorm`.
+pub fn groupnorm(l: &mut Lower, n: &Node, _m: &Mapping) -> LResult<Vec<Out>> {
+    let eps = n.attrs.float("epsilon", 1e-5);
+    let groups = n.attrs.int("num_groups", 1);
+    let x = input(l, n, 0)?;
+    let (v, s) = as_nchw(l, x)?;
+    let g = input(l, n, 1)?;
+    let b = input(l, n, 2)?;
+    if l.shape(g) != [s[1]] {
+        return unsupported("scale of shape [num_groups] (opset 18): only per-channel scale (opset 21) maps to `groupnorm`");
+    }
+    let y = l.emit1(
+        "groupnorm",
+        &[v, g, b],
+        &[("eps", float(eps)), ("groups", int(groups))],
+    )?;
+    Ok(vec![Out::T(l.reshape(y, &s)?)])
+}
+
+/// LayerNormalization over the dims from `axis` on → `layernorm` on a view
+/// whose last dim merges them.
+pub fn layernorm(l: &mut Lower, n: &Node, _m: &Mapping) -> LResult<Vec<Out>> {
+    if n.wants_output(1) || n.wants_output(2) {
+        return unsupported("the Mean / InvStdDev outputs");
+    }
+    let eps = n.attrs.float("epsilon", 1e-5);
+    let x = input(l, n, 0)?;
+    let s = l.shape(x);
+    let axis = norm_axis(n.attrs.int("axis", -1), s.len())?;
+    let nn: usize = s[axis..].iter().product();
+    let mut view = s[..axis].to_vec();
+    view.push(nn);
+    let v = l.reshape(x, &view)?;
+    let g = input(l, n, 1)?;
+    if l.shape(g) != s[axis..] {
+        return unsupported("scale that broadcasts (must have the normalised shape)");
+    }
+    let g = l.reshape(g, &[nn])?;
+    let b = match n.input(2) {
+        Some(_) => {
+            let b = input(l, n, 2)?;
+            if l.shape(b) != s[axis..] {
+                return unsupported("bias that broadcasts (must have the normalised shape)");
+            }
+            l.reshape(b, &[nn])?
+        }
+        None => splat_const(l, &format!("{}.zero_bias", n.name), &[nn], 0.0)?,
+    };
+    let y = l.emit1("layernorm", &[v, g, b], &[("eps", float(eps))])?;
+    Ok(vec![Out::T(l.reshape(y, &s)?)])
+}
+
+/// LRN → `lrn` (across channels, axis 1).
+pub fn lrn(l: &mut Lower, n: &Node, _m: &Mapping) -> LResult<Vec<Out>> {
+    let x = input(l, n, 0)?;
+    let size = n.attrs.int("size", 0);
+    if size <= 0 {
+        return unsupported("size must be positive");
+    }
+    let attrs = [
+        ("size", int(size)),
+        ("alpha", float(n.attrs.float("alpha", 1e-4))),
+        ("beta", float(n.attrs.float("beta", 0.75))),
+        ("bias", float(n.attrs.float("bias", 1.0))),
+    ];
+    Ok(vec![Out::T(l.emit1("lrn", &[x], &attrs)?)])
+}
+
+/// Softmax / LogSoftmax (last-axis specs): opset < 13 coerces to 2-D at `axis`
+/// (default 1); opset ≥ 13 normalises along `axis` (default -1).
+pub fn softmax(l: &mut Lower, n: &Node, m: &Mapping) -> LResult<Vec<Out>> {
+    let x = input(l, n, 0)?;
+    let s = l.shape(x);
+    if s.is_empty() {
+        return unsupported("scalar input");
+    }
+    let spec = m.specs[0];
+    if n.opset < 13 {
+        let axis = norm_axis(n.attrs.int("axis", 1), s.len())?;
+        let outer: usize = s[..axis].iter().product();
+        let inner: usize = s[axis..].iter().product();
+        let v = l.reshape(x, &[outer, inner])?;
+        let y = l.emit1(spec, &[v], &[])?;
+        return Ok(vec![Out::T(l.reshape(y, &s)?)]);
+    }
+    let axis = norm_axis(n.attrs.int("axis", -1), s.len())?;
+    let v = l.axis_to_last(x, axis)?;
+    let y = l.emit1(spec, &[v], &[])?;
+    Ok(vec![Out::T(l.last_to_axis(y, axis)?)])
+}
+
+/// LpNormalization with p = 2 → `l2_normalize` along `axis`.
+pub fn lp_normalization(l: &mut Lower, n: &Node, _m: &Mapping) -> LResult<Vec<Out>> {
+    if n.attrs.int("p", 2) != 2 {
+        return unsupported("p ≠ 2");
+    }
+    let x = input(l, n, 0)?;
+    let s = l.shape(x);
+    let axis = norm_axis(n.attrs.int("axis", -1), s.len())?;
+    let v = l.axis_to_last(x, axis)?;
+    let y = l.emit1("l2_normalize", &[v], &[])?;
+    Ok(vec![Out::T(l.last_to_axis(y, axis)?)])
+}

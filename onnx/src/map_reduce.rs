@@ -1,0 +1,87 @@
+//! Lowering of ONNX reductions (ReduceSum/Mean/Max/Min/Prod/L1/L2/SumSquare/
+//! LogSum/LogSumExp, ArgMax/ArgMin) to the last-axis reduce specs.
+//!
+//! The reduced axes are permuted to the end and merged into one (a reshape),
+//! the spec reduces the last axis, and a reshape restores `keepdims`. Axes
+//! come from the attribute or (ReduceSum from opset 13, the others from 18)
+//! the optional input; no axes reduces everything unless
+//! `noop_with_empty_axes`.
+
+use crate::lower::{unsupported, LResult, Lower, Out};
+use crate::map_elementwise::input;
+use crate::map_nn::axis_of;
+use crate::map_shape::ints_input;
+use crate::node::Node;
+use crate::table::Mapping;
+
+/// Reduce* → `reduce_*` on a view whose last dim holds the reduced axes.
+pub fn reduce(l: &mut Lower, n: &Node, m: &Mapping) -> LResult<Vec<Out>> {
+    let x = input(l, n, 0)?;
+    let s = l.shape(x);
+    let r = s.len();
+    let axes_from_input = if m.op == "ReduceSum" {
+        n.opset >= 13
+    } else {
+        n.opset >= 18
+    };
+    let axes = if axes_from_input {
+        ints_input(l, n, 1)?
+    } else {
+        n.attrs.ints("axes")
+    };
+    let keep = n.attrs.int("keepdims", 1) != 0;
+    let mut axes: Vec<usize> = match axes {
+        Some(a) if !a.is_empty() => a.iter().map(|&a| axis_of(a, r)).collect::<LResult<_>>()?,
+        _ => {
+            if n.attrs.int("noop_with_empty_axes", 0) != 0 {
+                return Ok(vec![Out::T(l.emit1("identity", &[x], &[])?)]);
+            }
+            (0..r).collect()
+        }
+    };
+    axes.sort_unstable();
+    axes.dedup();
+    if r == 0 || axes.iter().any(|&a| s[a] == 0) {
+        return unsupported("reduction of an empty or scalar tensor");
+    }
+    let kept: Vec<usize> = (0..r).filter(|a| !axes.contains(a)).collect();
+    let perm: Vec<usize> = kept.iter().chain(&axes).copied().collect();
+    let t = l.permute(x, &perm)?;
+    let mut view: Vec<usize> = kept.iter().map(|&a| s[a]).collect();
+    view.push(axes.iter().map(|&a| s[a]).product());
+    let t = l.reshape(t, &view)?;
+    let y = l.emit1(m.specs[0], &[t], &[])?;
+    let out: Vec<usize> = if keep {
+        (0..r)
+            .map(|a| if axes.contains(&a) { 1 } else { s[a] })
+            .collect()
+    } else {
+        kept.iter().map(|&a| s[a]).collect()
+    };
+    Ok(vec![Out::T(l.reshape(y, &out)?)])
+}
+
+/// ArgMax / ArgMin (first index) along `axis` → `argmax` / `argmin`.
+pub fn arg(l: &mut Lower, n: &Node, m: &Mapping) -> LResult<Vec<Out>> {
+    if n.attrs.int("select_last_index", 0) != 0 {
+        return unsupported("select_last_index = 1");
+    }
+    let x = input(l, n, 0)?;
+    let s = l.shape(x);
+    let axis = axis_of(n.attrs.int("axis", 0), s.len())?;
+    let t = l.axis_to_last(x, axis)?;
+    let y = l.emit1(m.specs[0], &[t], &[])?;
+    let out: Vec<usize> = if n.attrs.int("keepdims", 1) != 0 {
+        s.iter()
+            .enumerate()
+            .map(|(a, &d)| if a == axis { 1 } else { d })
+            .collect()
+    } else {
+        s.iter()
+            .enumerate()
+            .filter(|(a, _)| *a != axis)
+            .map(|(_, &d)| d)
+            .collect()
+    };
+    Ok(vec![Out::T(l.reshape(y, &out)?)])
+}

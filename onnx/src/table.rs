@@ -1,0 +1,237 @@
+//! THE mapping table: every ONNX operator tofu imports, the TDL specs it
+//! lowers to, and the function that does it.
+//!
+//! One row per ai.onnx operator. `specs` lists every spec the lowering may
+//! emit for the operator itself (shape plumbing such as `reshape_A_B`,
+//! `swap_blocks` and `broadcast_R` is not listed); a row with no specs is
+//! folded at import time ([`crate::fold`]). `attrs` maps ONNX float
+//! attributes to spec attributes with ONNX's defaults (used by
+//! [`map_elementwise::unary`]). Opset differences are handled inside the
+//! lowering functions (their docs say which).
+//!
+//! Adding an operator: write its spec in `specs/onnx_*.tdl` (or reuse a core
+//! one) and add a row here; nothing else changes.
+
+use crate::lower::{LResult, Lower, Out};
+use crate::node::Node;
+use crate::{map_elementwise as ew, map_nn as nn, map_reduce as red, map_shape as sh};
+
+/// A lowering function: emits the node's operators and gives its outputs in order.
+pub type LowerFn = fn(&mut Lower, &Node, &Mapping) -> LResult<Vec<Out>>;
+
+/// One row of the table.
+pub struct Mapping {
+    /// ONNX op type (domain ai.onnx).
+    pub op: &'static str,
+    /// TDL specs the node lowers to (empty: folded at import).
+    pub specs: &'static [&'static str],
+    /// ONNX float attribute → spec attribute, with ONNX's default.
+    pub attrs: &'static [(&'static str, &'static str, f64)],
+    /// The lowering.
+    pub lower: LowerFn,
+}
+
+const fn row(op: &'static str, specs: &'static [&'static str], lower: LowerFn) -> Mapping {
+    Mapping {
+        op,
+        specs,
+        attrs: &[],
+        lower,
+    }
+}
+
+const fn un(op: &'static str, spec: &'static [&'static str]) -> Mapping {
+    row(op, spec, ew::unary)
+}
+
+const fn una(
+    op: &'static str,
+    spec: &'static [&'static str],
+    attrs: &'static [(&'static str, &'static str, f64)],
+) -> Mapping {
+    Mapping {
+        op,
+        specs: spec,
+        attrs,
+        lower: ew::unary,
+    }
+}
+
+/// Folded-only rows never reach a lowering function.
+fn folded(_: &mut Lower, n: &Node, _: &Mapping) -> LResult<Vec<Out>> {
+    crate::lower::unsupported(format!("{} needs inputs known at import time", n.op_type()))
+}
+
+/// The table (sorted by op type).
+pub const TABLE: &[Mapping] = &[
+    un("Abs", &["abs"]),
+    un("Acos", &["acos"]),
+    un("Acosh", &["acosh"]),
+    row("Add", &["add", "bias_add", "channel_bias_add"], ew::binary),
+    row("And", &["logical_and"], ew::binary),
+    row("ArgMax", &["argmax"], red::arg),
+    row("ArgMin", &["argmin"], red::arg),
+    un("Asin", &["asin"]),
+    un("Asinh", &["asinh"]),
+    un("Atan", &["atan"]),
+    un("Atanh", &["atanh"]),
+    row("AveragePool", &["avgpool2d_ext"], nn::pool),
+    row(
+        "BatchNormalization",
+        &["batchnorm_inference", "batchnorm"],
+        nn::batchnorm,
+    ),
+    row("Cast", &["identity"], ew::cast),
+    row("CastLike", &["identity"], ew::cast),
+    un("Ceil", &["ceil"]),
+    una("Celu", &["celu"], &[("alpha", "alpha", 1.0)]),
+    row("Clip", &["clip"], ew::clip),
+    row("Concat", &["concat", "concat_channels"], sh::concat),
+    row("Constant", &[], folded),
+    row("ConstantOfShape", &[], folded),
+    row(
+        "Conv",
+        &[
+            "conv2d",
+            "conv2d_bias",
+            "conv2d_group",
+            "conv2d_group_bias",
+            "conv1d",
+        ],
+        nn::conv,
+    ),
+    un("Cos", &["cos"]),
+    un("Cosh", &["cosh"]),
+    row("CumSum", &["cumsum"], sh::cumsum),
+    row("DepthToSpace", &["swap_blocks"], sh::depth_space),
+    row("Div", &["div"], ew::binary),
+    row("Dropout", &["identity", "dropout"], ew::dropout),
+    una("Elu", &["elu"], &[("alpha", "alpha", 1.0)]),
+    row("Equal", &["equal"], ew::binary),
+    un("Erf", &["erf"]),
+    un("Exp", &["exp"]),
+    row("Expand", &["broadcast_1"], sh::expand),
+    row("EyeLike", &[], folded),
+    row("Flatten", &["reshape_4_2"], sh::view),
+    un("Floor", &["floor"]),
+    row("Gather", &["gather", "embedding"], sh::gather),
+    row("Gelu", &["gelu", "gelu_tanh"], ew::gelu),
+    row(
+        "Gemm",
+        &[
+            "gemm_nt_bias",
+            "gemm_bias",
+            "matmul",
+            "matmul_nt",
+            "matmul_tn",
+        ],
+        nn::gemm,
+    ),
+    row("GlobalAveragePool", &["global_avgpool"], nn::global_pool),
+    row("GlobalMaxPool", &["global_maxpool"], nn::global_pool),
+    row("Greater", &["greater"], ew::binary),
+    row("GreaterOrEqual", &["greater_equal"], ew::binary),
+    row("GroupNormalization", &["groupnorm"], nn::groupnorm),
+    una(
+        "HardSigmoid",
+        &["hard_sigmoid"],
+        &[("alpha", "alpha", 0.2), ("beta", "beta", 0.5)],
+    ),
+    un("HardSwish", &["hard_swish"]),
+    un("Identity", &["identity"]),
+    row("InstanceNormalization", &["instancenorm"], nn::instancenorm),
+    un("IsNaN", &["is_nan"]),
+    row("LRN", &["lrn"], nn::lrn),
+    row("LayerNormalization", &["layernorm"], nn::layernorm),
+    una("LeakyRelu", &["leaky_relu"], &[("alpha", "alpha", 0.01)]),
+    row("Less", &["less"], ew::binary),
+    row("LessOrEqual", &["less_equal"], ew::binary),
+    un("Log", &["log"]),
+    row("LogSoftmax", &["log_softmax"], nn::softmax),
+    row("LpNormalization", &["l2_normalize"], nn::lp_normalization),
+    row("MatMul", &["matmul", "dense", "batch_matmul"], nn::matmul),
+    row("Max", &["maximum"], ew::variadic),
+    row("MaxPool", &["maxpool2d_ext"], nn::pool),
+    row("Mean", &["add", "scale"], ew::variadic),
+    row("Min", &["minimum"], ew::variadic),
+    un("Mish", &["mish"]),
+    row(
+        "Mul",
+        &["mul", "bias_mul", "channel_mul", "scale"],
+        ew::binary,
+    ),
+    un("Neg", &["neg"]),
+    un("Not", &["logical_not"]),
+    row("OneHot", &["one_hot"], sh::one_hot),
+    row("Or", &["logical_or"], ew::binary),
+    row("PRelu", &["prelu"], ew::prelu),
+    row("Pad", &["pad"], sh::pad),
+    row("Pow", &["pow"], ew::binary),
+    row("Range", &[], folded),
+    un("Reciprocal", &["reciprocal"]),
+    row("ReduceL1", &["reduce_l1"], red::reduce),
+    row("ReduceL2", &["reduce_l2"], red::reduce),
+    row("ReduceLogSum", &["reduce_log_sum"], red::reduce),
+    row("ReduceLogSumExp", &["reduce_log_sum_exp"], red::reduce),
+    row("ReduceMax", &["reduce_max"], red::reduce),
+    row("ReduceMean", &["reduce_mean"], red::reduce),
+    row("ReduceMin", &["reduce_min"], red::reduce),
+    row("ReduceProd", &["reduce_prod"], red::reduce),
+    row("ReduceSum", &["reduce_sum"], red::reduce),
+    row("ReduceSumSquare", &["reduce_sum_square"], red::reduce),
+    un("Relu", &["relu"]),
+    row("Reshape", &["reshape_1_1"], sh::view),
+    un("Round", &["round"]),
+    una(
+        "Selu",
+        &["selu"],
+        &[
+            ("alpha", "alpha", 1.673_263_192_176_818_8),
+            ("gamma", "gamma", 1.050_701_022_148_132_3),
+        ],
+    ),
+    row("Shape", &[], folded),
+    una(
+        "Shrink",
+        &["shrink"],
+        &[("bias", "bias", 0.0), ("lambd", "lambd", 0.5)],
+    ),
+    un("Sigmoid", &["sigmoid"]),
+    un("Sign", &["sign"]),
+    un("Sin", &["sin"]),
+    un("Sinh", &["sinh"]),
+    row("Size", &[], folded),
+    row("Slice", &["slice", "reverse_last"], sh::slice),
+    row("Softmax", &["softmax"], nn::softmax),
+    un("Softplus", &["softplus"]),
+    un("Softsign", &["softsign"]),
+    row("SpaceToDepth", &["swap_blocks"], sh::depth_space),
+    row("Split", &["split_last"], sh::split),
+    un("Sqrt", &["sqrt"]),
+    row("Squeeze", &["reshape_2_1"], sh::view),
+    row("Sub", &["sub"], ew::binary),
+    row("Sum", &["add"], ew::variadic),
+    un("Tan", &["tan"]),
+    un("Tanh", &["tanh"]),
+    una(
+        "ThresholdedRelu",
+        &["thresholded_relu"],
+        &[("alpha", "alpha", 1.0)],
+    ),
+    row("Tile", &["tile_last"], sh::tile),
+    row("Transpose", &["swap_blocks", "transpose"], sh::transpose),
+    row("Trilu", &["trilu"], sh::trilu),
+    row("Unsqueeze", &["reshape_1_2"], sh::view),
+    row("Where", &["where"], ew::where_),
+    row("Xor", &["logical_xor"], ew::binary),
+];
+
+/// The row of an ai.onnx op type.
+pub fn lookup(op: &str) -> Option<&'static Mapping> {
+    TABLE.iter().find(|m| m.op == op)
+}
+
+/// ai.onnx operators that lower to at least one TDL spec (coverage).
+pub fn covered_ops() -> impl Iterator<Item = &'static str> {
+    TABLE.iter().filter(|m| !m.specs.is_empty()).map(|m| m.op)
+}

@@ -1,0 +1,49 @@
+//! Shared helpers of the ONNX tests: where the fetched ONNX test data is.
+//!
+//! The data (onnx==1.22.0's `backend/test/data/{node,light}`) is fetched by
+//! `scripts/fetch-onnx-data.sh` into `$TOFU_ONNX_CACHE`, default
+//! `~/.cache/tofu/onnx-1.22.0` (`scripts/test.sh` runs the fetch first).
+//! When it is missing: under CI (`CI` set) the tests fail; locally they
+//! print how to fetch it and pass without checking.
+
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+
+/// The cache directory, or `None` (after printing why) when the data is
+/// missing locally. Panics under CI when the data is missing.
+pub fn data_dir() -> Option<PathBuf> {
+    let dir = std::env::var_os("TOFU_ONNX_CACHE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            let home = std::env::var_os("HOME")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| PathBuf::from("/root"));
+            home.join(".cache/tofu/onnx-1.22.0")
+        });
+    if dir.join("node").is_dir() && dir.join("light").is_dir() {
+        return Some(dir);
+    }
+    let msg = format!(
+        "ONNX test data not found in {}: run `bash scripts/fetch-onnx-data.sh` (or set TOFU_ONNX_CACHE)",
+        dir.display()
+    );
+    if std::env::var_os("CI").is_some() {
+        panic!("{msg}");
+    }
+    eprintln!("SKIPPED: {msg}");
+    None
+}
+
+/// The nine light models (file stems).
+pub const LIGHT: &[&str] = &[
+    "light_bvlc_alexnet",
+    "light_densenet121",
+    "light_inception_v1",
+    "light_inception_v2",
+    "light_resnet50",
+    "light_shufflenet",
+    "light_squeezenet",
+    "light_vgg19",
+    "light_zfnet512",
+];

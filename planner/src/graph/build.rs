@@ -1,0 +1,332 @@
+//! Building forward graphs with shape inference from the specs.
+//!
+//! Takes an operator [`Library`] and a sequence of calls: data inputs,
+//! weights, and operator applications by spec name. Gives a forward
+//! [`Graph`] whose every output shape is the one [`tdl::OpSpec::bind`] infers,
+//! with one group per forward operator and one per forward tensor (Tofu
+//! §4.2.1). Errors name the operator instance and the mismatching dims.
+//!
+//! The same inference step ([`OpInserter`]) is used by the training pass
+//! for backward and update operators.
+
+use std::collections::HashSet;
+
+use tdl::{AttrValue, Attrs, Library};
+
+use super::error::GraphError;
+use super::ids::{GroupId, OpId, TensorId};
+use super::ir::{DType, Fill, Graph, Group, Op, OpRole, Tensor, TensorRole};
+
+/// Builds a forward graph, one operator at a time, inferring shapes.
+///
+/// ```no_run
+/// # use planner::graph::{DType, Fill, GraphBuilder};
+/// let lib = tdl::Library::shipped().unwrap();
+/// let mut b = GraphBuilder::new(&lib, "example");
+/// let x = b.input("x", &[8, 16], DType::F32, Fill::Normal { std: 1.0 }).unwrap();
+/// let w = b.weight("fc.w", &[16, 4], 0.25).unwrap();
+/// let y = b.op1("matmul", "fc", &[x, w], &[]).unwrap();
+/// assert_eq!(b.shape(y), &[8, 4]);
+/// ```
+pub struct GraphBuilder<'l> {
+    ins: OpInserter<'l>,
+}
+
+/// An attribute entry for [`GraphBuilder::op`]: `(name, value)`.
+pub type Attr<'a> = (&'a str, AttrValue);
+
+/// An `int` attribute value.
+pub fn int(v: i64) -> AttrValue {
+    AttrValue::Int(v)
+}
+
+/// A `float` attribute value.
+pub fn float(v: f64) -> AttrValue {
+    AttrValue::Float(v)
+}
+
+impl<'l> GraphBuilder<'l> {
+    /// Start an empty graph named `name` whose ops come from `lib`.
+    pub fn new(lib: &'l Library, name: &str) -> Self {
+        GraphBuilder {
+            ins: OpInserter::new(lib, Graph::new(name)),
+        }
+    }
+
+    /// A data input (role [`TensorRole::Input`]) filled by `fill` in synthetic runs.
+    ///
+    /// Errors: [`GraphError::DuplicateName`].
+    pub fn input(
+        &mut self,
+        name: &str,
+        shape: &[usize],
+        dtype: DType,
+        fill: Fill,
+    ) -> Result<TensorId, GraphError> {
+        self.leaf(name, shape, dtype, TensorRole::Input, fill)
+    }
+
+    /// A trainable f32 weight initialised with normal samples of standard deviation `std`.
+    ///
+    /// Errors: [`GraphError::DuplicateName`].
+    pub fn weight(
+        &mut self,
+        name: &str,
+        shape: &[usize],
+        std: f64,
+    ) -> Result<TensorId, GraphError> {
+        self.leaf(
+            name,
+            shape,
+            DType::F32,
+            TensorRole::Weight,
+            Fill::Normal { std },
+        )
+    }
+
+    /// A trainable f32 weight with every element `value` (batch-norm scale 1, bias 0).
+    ///
+    /// Errors: [`GraphError::DuplicateName`].
+    pub fn weight_const(
+        &mut self,
+        name: &str,
+        shape: &[usize],
+        value: f64,
+    ) -> Result<TensorId, GraphError> {
+        self.leaf(
+            name,
+            shape,
+            DType::F32,
+            TensorRole::Weight,
+            Fill::Constant { value },
+        )
+    }
+
+    fn leaf(
+        &mut self,
+        name: &str,
+        shape: &[usize],
+        dtype: DType,
+        role: TensorRole,
+        fill: Fill,
+    ) -> Result<TensorId, GraphError> {
+        self.ins.claim(name)?;
+        let next = TensorId(self.ins.graph.tensors().len() as u32);
+        let group = self.ins.graph.push_group(Group::Tensor(next));
+        Ok(self.ins.graph.push_tensor(Tensor {
+            name: name.to_string(),
+            shape: shape.to_vec(),
+            dtype,
+            role,
+            group,
+            grad: None,
+            grad_of: None,
+            updates: None,
+            fill: Some(fill),
+        }))
+    }
+
+    /// Apply spec `spec` to `inputs` as a forward operator named `name`; its
+    /// outputs are activations named `{name}.{output}` (e.g. `fc.c`).
+    ///
+    /// Errors: [`GraphError::UnknownSpec`], [`GraphError::Shape`] (the spec's
+    /// shape error: which dim of which input mismatches), duplicate names,
+    /// non-finite float attributes.
+    pub fn op(
+        &mut self,
+        spec: &str,
+        name: &str,
+        inputs: &[TensorId],
+        attrs: &[Attr],
+    ) -> Result<Vec<TensorId>, GraphError> {
+        let attrs: Attrs = attrs.iter().map(|(k, v)| (k.to_string(), *v)).collect();
+        let op_group = self
+            .ins
+            .graph
+            .push_group(Group::Op(OpId(self.ins.graph.ops().len() as u32)));
+        let (outs, _) = self.ins.insert(
+            spec,
+            name,
+            inputs.to_vec(),
+            attrs,
+            OpRole::Forward,
+            op_group,
+            |g, _k, out_name| {
+                let next = TensorId(g.tensors().len() as u32);
+                OutputMeta {
+                    name: format!("{name}.{out_name}"),
+                    role: TensorRole::Activation,
+                    group: g.push_group(Group::Tensor(next)),
+                    grad_of: None,
+                }
+            },
+        )?;
+        Ok(outs)
+    }
+
+    /// [`GraphBuilder::op`] for a spec with exactly one output.
+    pub fn op1(
+        &mut self,
+        spec: &str,
+        name: &str,
+        inputs: &[TensorId],
+        attrs: &[Attr],
+    ) -> Result<TensorId, GraphError> {
+        let outs = self.op(spec, name, inputs, attrs)?;
+        match outs.as_slice() {
+            [t] => Ok(*t),
+            _ => Err(GraphError::OutputCount {
+                op: name.into(),
+                spec: spec.into(),
+                expected: 1,
+                got: outs.len(),
+            }),
+        }
+    }
+
+    /// Shape of a tensor built so far.
+    pub fn shape(&self, t: TensorId) -> &[usize] {
+        &self.ins.graph.tensor(t).shape
+    }
+
+    /// The library the builder resolves specs in.
+    pub fn library(&self) -> &'l Library {
+        self.ins.lib
+    }
+
+    /// Finish the forward graph with `loss` as its loss (a scalar).
+    ///
+    /// Errors: [`GraphError::LossNotScalar`].
+    pub fn finish(mut self, loss: TensorId) -> Result<Graph, GraphError> {
+        let t = self.ins.graph.tensor(loss);
+        if !t.shape.is_empty() {
+            return Err(GraphError::LossNotScalar {
+                name: t.name.clone(),
+                shape: t.shape.clone(),
+            });
+        }
+        self.ins.graph.set_loss(loss);
+        Ok(self.ins.graph)
+    }
+
+    /// The graph built so far, without a loss (for graphs that are not trained).
+    pub fn into_graph(self) -> Graph {
+        self.ins.graph
+    }
+}
+
+/// Metadata of an output tensor created by [`OpInserter::insert`].
+pub(crate) struct OutputMeta {
+    pub name: String,
+    pub role: TensorRole,
+    pub group: GroupId,
+    pub grad_of: Option<TensorId>,
+}
+
+/// Appends operators to a graph with shape inference and unique names.
+pub(crate) struct OpInserter<'l> {
+    pub lib: &'l Library,
+    pub graph: Graph,
+    names: HashSet<String>,
+}
+
+impl<'l> OpInserter<'l> {
+    /// Wrap a graph; its existing op and tensor names are taken.
+    pub fn new(lib: &'l Library, graph: Graph) -> Self {
+        let names = graph
+            .ops()
+            .iter()
+            .map(|o| o.name.clone())
+            .chain(graph.tensors().iter().map(|t| t.name.clone()))
+            .collect();
+        OpInserter { lib, graph, names }
+    }
+
+    /// Reserve a name. Errors if it is taken.
+    pub fn claim(&mut self, name: &str) -> Result<(), GraphError> {
+        if self.names.insert(name.to_string()) {
+            Ok(())
+        } else {
+            Err(GraphError::DuplicateName {
+                name: name.to_string(),
+            })
+        }
+    }
+
+    /// Append a leaf tensor (no producer).
+    pub fn leaf(&mut self, t: Tensor) -> Result<TensorId, GraphError> {
+        self.claim(&t.name)?;
+        Ok(self.graph.push_tensor(t))
+    }
+
+    /// Infer the output shapes of `spec` on `inputs`, create the outputs
+    /// (f32, metadata from `meta(graph, k, output name)`) and append the op.
+    /// Gives the outputs and the bound output shapes.
+    #[allow(clippy::too_many_arguments)]
+    pub fn insert(
+        &mut self,
+        spec_name: &str,
+        name: &str,
+        inputs: Vec<TensorId>,
+        attrs: Attrs,
+        role: OpRole,
+        group: GroupId,
+        mut meta: impl FnMut(&mut Graph, usize, &str) -> OutputMeta,
+    ) -> Result<(Vec<TensorId>, OpId), GraphError> {
+        let spec = self
+            .lib
+            .get(spec_name)
+            .ok_or_else(|| GraphError::UnknownSpec {
+                op: name.into(),
+                spec: spec_name.into(),
+            })?;
+        for (k, v) in &attrs {
+            if let AttrValue::Float(f) = v {
+                if !f.is_finite() {
+                    return Err(GraphError::NonFiniteAttr {
+                        op: name.into(),
+                        attr: k.clone(),
+                        value: *f,
+                    });
+                }
+            }
+        }
+        let shapes: Vec<Vec<usize>> = inputs
+            .iter()
+            .map(|&t| self.graph.tensor(t).shape.clone())
+            .collect();
+        let binding = spec
+            .bind(&shapes, &attrs)
+            .map_err(|source| GraphError::Shape {
+                op: name.into(),
+                source: Box::new(source),
+            })?;
+        self.claim(name)?;
+        let mut outputs = Vec::with_capacity(binding.output_shapes.len());
+        for (k, shape) in binding.output_shapes.into_iter().enumerate() {
+            let m = meta(&mut self.graph, k, &spec.outputs[k].name);
+            self.claim(&m.name)?;
+            outputs.push(self.graph.push_tensor(Tensor {
+                name: m.name,
+                shape,
+                dtype: DType::F32,
+                role: m.role,
+                group: m.group,
+                grad: None,
+                grad_of: m.grad_of,
+                updates: None,
+                fill: None,
+            }));
+        }
+        let op = self.graph.push_op(Op {
+            name: name.to_string(),
+            spec: spec_name.to_string(),
+            attrs,
+            inputs,
+            outputs: outputs.clone(),
+            role,
+            group,
+        });
+        Ok((outputs, op))
+    }
+}

@@ -1,0 +1,345 @@
+//! Concrete access model of one operator instance: which input elements a
+//! box of iteration space reads, and which output elements it writes.
+//!
+//! Takes a bound spec ([`tdl::Binding`]: ellipsis expanded, dims and attributes
+//! concrete). Gives, for any box of index-variable ranges (the share of a
+//! worker after several levels of splits, Tofu §4.4), the hull of the input
+//! elements read per input and the output box per output, and whether that
+//! output is a partial result (a reduction variable was cut). Index
+//! expressions are reduced to concrete affine forms `c + Σ a_v·v`; `let`
+//! temporaries are inlined at their reads; data-dependent, opaque (`:`) and
+//! non-affine indices read the whole dim. Reads outside a padded input are
+//! clamped away (they are zeros, not data). Which splits are *valid* (exact,
+//! no redundant work) is the interval analysis's business; this model only
+//! measures regions.
+
+use std::collections::BTreeMap;
+
+use tdl::{BinOp, Binding, Expr, ExprKind, Index, Reducer, TensorRef, Type, UnOp, VarId};
+
+use super::tile::Region;
+
+/// `c + Σ a_v · v` with concrete integers.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Affine {
+    c: i64,
+    terms: BTreeMap<VarId, i64>,
+}
+
+impl Affine {
+    fn constant(c: i64) -> Self {
+        Affine {
+            c,
+            terms: BTreeMap::new(),
+        }
+    }
+    fn var(v: VarId) -> Self {
+        Affine {
+            c: 0,
+            terms: [(v, 1)].into_iter().collect(),
+        }
+    }
+    fn add(mut self, o: &Affine, sign: i64) -> Self {
+        self.c += sign * o.c;
+        for (v, a) in &o.terms {
+            *self.terms.entry(*v).or_insert(0) += sign * a;
+        }
+        self.terms.retain(|_, a| *a != 0);
+        self
+    }
+    fn scale(mut self, k: i64) -> Self {
+        self.c *= k;
+        self.terms.values_mut().for_each(|a| *a *= k);
+        self.terms.retain(|_, a| *a != 0);
+        self
+    }
+    /// Smallest and largest value over a box of variable ranges (`None` if a range is empty).
+    fn hull(&self, ranges: &[(i64, i64)]) -> Option<(i64, i64)> {
+        let (mut lo, mut hi) = (self.c, self.c);
+        for (v, &a) in &self.terms {
+            let (l, h) = ranges[v.0 as usize];
+            if h <= l {
+                return None;
+            }
+            let (x, y) = (a * l, a * (h - 1));
+            lo += x.min(y);
+            hi += x.max(y);
+        }
+        Some((lo, hi))
+    }
+}
+
+/// How one dim of one input is read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum DimRead {
+    /// By these affine indices (one per read site).
+    Affine(Vec<Affine>),
+    /// Whole (data-dependent, opaque slice, non-affine).
+    Whole,
+}
+
+/// One output statement: its coordinate variables and the reduction variables it depends on.
+#[derive(Clone, Debug, PartialEq)]
+pub struct OutputAccess {
+    /// Coordinate variable per output dim.
+    pub coords: Vec<VarId>,
+    /// Reduction variables reached from the statement (through temporaries too), with their reducer.
+    pub reductions: Vec<(VarId, Reducer)>,
+}
+
+/// The access model of one operator instance (see the module doc).
+#[derive(Clone, Debug)]
+pub struct OpAccess {
+    /// Full range of every variable of the expanded spec: `[0, n)`.
+    pub var_ranges: Vec<(i64, i64)>,
+    /// Per output (spec order).
+    pub outputs: Vec<OutputAccess>,
+    /// Per input: per dim.
+    inputs: Vec<Vec<DimRead>>,
+    input_shapes: Vec<Vec<usize>>,
+}
+
+impl OpAccess {
+    /// Build the model of a bound spec.
+    pub fn new(b: &Binding) -> OpAccess {
+        let spec = &b.spec;
+        let var_ranges = spec
+            .vars
+            .iter()
+            .map(|v| (0, b.eval_dim(&v.range).unwrap_or(0).max(0)))
+            .collect();
+        let mut walker = Walker {
+            b,
+            inputs: b
+                .input_shapes
+                .iter()
+                .map(|s| vec![DimRead::Affine(Vec::new()); s.len()])
+                .collect(),
+            reductions: Vec::new(),
+        };
+        let mut outputs = vec![
+            OutputAccess {
+                coords: vec![],
+                reductions: vec![]
+            };
+            spec.outputs.len()
+        ];
+        for stmt in &spec.stmts {
+            let TensorRef::Output(o) = stmt.target else {
+                continue;
+            };
+            walker.reductions.clear();
+            let env: BTreeMap<VarId, Option<Affine>> = stmt
+                .vars
+                .iter()
+                .map(|v| (*v, Some(Affine::var(*v))))
+                .collect();
+            walker.expr(&stmt.body, &env, 0);
+            let mut reds = walker.reductions.clone();
+            reds.sort_by_key(|r| r.0);
+            reds.dedup_by_key(|r| r.0);
+            outputs[o as usize] = OutputAccess {
+                coords: stmt.vars.clone(),
+                reductions: reds,
+            };
+        }
+        OpAccess {
+            var_ranges,
+            outputs,
+            inputs: walker.inputs,
+            input_shapes: b.input_shapes.clone(),
+        }
+    }
+
+    /// The hull of the elements of input `i` read by the box `ranges`
+    /// (clamped to the input's bounds; empty if the box is empty).
+    pub fn input_region(&self, i: usize, ranges: &[(i64, i64)]) -> Region {
+        let shape = &self.input_shapes[i];
+        let dims = self.inputs[i]
+            .iter()
+            .zip(shape)
+            .map(|(d, &n)| {
+                let n = n as i64;
+                match d {
+                    DimRead::Whole => (0, n),
+                    DimRead::Affine(forms) if forms.is_empty() => (0, 0),
+                    DimRead::Affine(forms) => {
+                        let mut lo = i64::MAX;
+                        let mut hi = i64::MIN;
+                        for f in forms {
+                            match f.hull(ranges) {
+                                Some((l, h)) => {
+                                    lo = lo.min(l);
+                                    hi = hi.max(h + 1);
+                                }
+                                None => return (0, 0),
+                            }
+                        }
+                        let (lo, hi) = (lo.clamp(0, n), hi.clamp(0, n));
+                        (lo, hi.max(lo))
+                    }
+                }
+            })
+            .collect();
+        Region(dims)
+    }
+
+    /// The box of output `o` written by the box `ranges`, and whether it is a
+    /// partial result (some reduction variable of it is cut).
+    pub fn output_region(&self, o: usize, ranges: &[(i64, i64)]) -> (Region, bool) {
+        let out = &self.outputs[o];
+        let region = Region(out.coords.iter().map(|v| ranges[v.0 as usize]).collect());
+        let partial = out
+            .reductions
+            .iter()
+            .any(|(v, _)| ranges[v.0 as usize] != self.var_ranges[v.0 as usize]);
+        (region, partial)
+    }
+
+    /// Number of inputs.
+    pub fn num_inputs(&self) -> usize {
+        self.inputs.len()
+    }
+}
+
+struct Walker<'a> {
+    b: &'a Binding,
+    inputs: Vec<Vec<DimRead>>,
+    reductions: Vec<(VarId, Reducer)>,
+}
+
+impl Walker<'_> {
+    /// Affine form of an integer expression, `None` if not affine.
+    fn affine(&self, e: &Expr, env: &BTreeMap<VarId, Option<Affine>>) -> Option<Affine> {
+        match &e.kind {
+            ExprKind::Int(i) => Some(Affine::constant(*i)),
+            ExprKind::Var(v) => env.get(v).cloned().unwrap_or_else(|| Some(Affine::var(*v))),
+            ExprKind::Dim(d) => Some(Affine::constant(self.b.dims[d.0 as usize])),
+            ExprKind::Attr(a) => Some(Affine::constant(self.b.attrs[a.0 as usize].as_f64() as i64)),
+            ExprKind::Unary(UnOp::Neg, x) => Some(self.affine(x, env)?.scale(-1)),
+            ExprKind::Binary(op, x, y) if e.ty == Type::Int => {
+                let (a, c) = (self.affine(x, env), self.affine(y, env));
+                match op {
+                    BinOp::Add => Some(a?.add(&c?, 1)),
+                    BinOp::Sub => Some(a?.add(&c?, -1)),
+                    BinOp::Mul => {
+                        let (a, c) = (a?, c?);
+                        if a.terms.is_empty() {
+                            Some(c.scale(a.c))
+                        } else if c.terms.is_empty() {
+                            Some(a.scale(c.c))
+                        } else {
+                            None
+                        }
+                    }
+                    _ => {
+                        let (a, c) = (a?, c?);
+                        if a.terms.is_empty() && c.terms.is_empty() && c.c != 0 {
+                            let q = a.c.div_euclid(c.c);
+                            Some(Affine::constant(if matches!(op, BinOp::Mod) {
+                                a.c - c.c * q
+                            } else {
+                                q
+                            }))
+                        } else {
+                            None
+                        }
+                    }
+                }
+            }
+            _ => None,
+        }
+    }
+
+    fn note_read(
+        &mut self,
+        input: usize,
+        idx: &[Index],
+        env: &BTreeMap<VarId, Option<Affine>>,
+        depth: usize,
+    ) {
+        for (d, ix) in idx.iter().enumerate() {
+            let form = match ix {
+                Index::Expr(x) => {
+                    self.expr(x, env, depth);
+                    self.affine(x, env)
+                }
+                _ => None,
+            };
+            match (&mut self.inputs[input][d], form) {
+                (DimRead::Affine(forms), Some(f)) => {
+                    if !forms.contains(&f) {
+                        forms.push(f);
+                    }
+                }
+                (slot, None) => *slot = DimRead::Whole,
+                (DimRead::Whole, Some(_)) => {}
+            }
+        }
+    }
+
+    fn expr(&mut self, e: &Expr, env: &BTreeMap<VarId, Option<Affine>>, depth: usize) {
+        if depth > 64 {
+            return;
+        }
+        match &e.kind {
+            ExprKind::Read {
+                tensor: TensorRef::Input(i),
+                indices,
+            } => self.note_read(*i as usize, indices, env, depth),
+            ExprKind::Read { tensor, indices } => {
+                for ix in indices {
+                    if let Index::Expr(x) = ix {
+                        self.expr(x, env, depth);
+                    }
+                }
+                let b = self.b;
+                if let Some(stmt) = b.spec.defining_stmt(*tensor) {
+                    // Inline: the temporary's coordinates are the read's index forms.
+                    let mut inner = env.clone();
+                    for (v, ix) in stmt.vars.iter().zip(indices) {
+                        let f = match ix {
+                            Index::Expr(x) => self.affine(x, env),
+                            _ => None,
+                        };
+                        inner.insert(*v, f);
+                    }
+                    // A coordinate mapped to `None` (non-affine read) makes every
+                    // index that uses it read the whole dim.
+                    self.expr(&stmt.body, &inner, depth + 1);
+                }
+            }
+            ExprKind::Unary(_, x) => self.expr(x, env, depth),
+            ExprKind::Binary(_, x, y) => {
+                self.expr(x, env, depth);
+                self.expr(y, env, depth);
+            }
+            ExprKind::Call(_, args) => args.iter().for_each(|a| self.expr(a, env, depth)),
+            ExprKind::Reduce {
+                reducer,
+                vars,
+                body,
+            } => {
+                for v in vars {
+                    self.reductions.push((*v, *reducer));
+                }
+                self.expr(body, env, depth);
+            }
+            ExprKind::Opaque { args, index, .. } => {
+                for a in args {
+                    if let ExprKind::Read {
+                        tensor: TensorRef::Input(i),
+                        indices,
+                    } = &a.kind
+                    {
+                        self.note_read(*i as usize, indices, env, depth);
+                    } else {
+                        self.expr(a, env, depth);
+                    }
+                }
+                index.iter().for_each(|x| self.expr(x, env, depth));
+            }
+            _ => {}
+        }
+    }
+}

@@ -1,0 +1,291 @@
+//! The exact communication cost of a (partial) plan, per operator and tensor.
+//!
+//! Takes the first L levels of a plan's decisions (worker factors
+//! p₀·…·p_{L-1}, each tensor's split dim per level or replication, each
+//! operator's choice per level); gives the bytes moved per training step, by
+//! all workers together, for one (operator, input or output) pair. Units:
+//! bytes (elements × dtype size).
+//!
+//! Semantics (codegen realises exactly these transfers):
+//! * A worker's share of an operator is the box of index-variable ranges left
+//!   after cutting, level by level, the chosen strategy's split variables
+//!   (Tofu §4.4). A tensor's tile on a worker is its box after cutting, level
+//!   by level, its split dim (nothing at a replicated level).
+//! * **Input fetch**: a worker receives every element its share reads that
+//!   its tile of the input does not hold: Σ_w |need_w| − |need_w ∩ tile_w|.
+//! * **Output to a split tensor**: the owner of a tile receives, for every
+//!   distinct contribution (a distinct range of the output's reduction
+//!   variables; one contribution when nothing reduced was cut), the elements
+//!   of its tile that other workers computed; it reduces partials on arrival
+//!   (reduce-scatter when the pattern is one).
+//! * **Output to a replicated tensor**: the result is first reduced/moved
+//!   into a virtual k-way split (along the dim the operator splits, else the
+//!   largest dim) as above, then all-gathered: + (k−1)·N elements. This is
+//!   ring all-reduce's 2(k−1)·N for full partials (data-parallel gradients).
+//!   A replicated scalar is reduced on rank 0 ((R−1) elements for R distinct
+//!   contributions) and sent to the k−1 others. An operator computed whole
+//!   on every worker costs nothing.
+//!
+//! Byte counts are sums over the transfers of [`super::transfer`], which
+//! codegen executes, so predictions and measurements agree by construction.
+
+use super::model::Model;
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::rc::Rc;
+
+use super::tile::{digits, part, Region};
+use crate::graph::{Graph, OpId};
+
+/// What an operator does at one recursion level.
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum OpChoice {
+    /// Use strategy `i` of the op's exact strategies (interval analysis order).
+    Strategy(u32),
+    /// Every worker of the group computes the whole op (no valid split).
+    Replicate,
+}
+
+/// Every worker's box of index-variable ranges.
+type Boxes = Vec<Vec<(i64, i64)>>;
+/// An operator and its choice per level.
+type BoxKey = (OpId, Vec<OpChoice>);
+/// A tensor shape and its splits per level.
+type TileKey = (Vec<usize>, Vec<Option<u32>>);
+
+/// Exact costs for the first `factors.len()` levels (see the module doc).
+pub struct CostModel<'a> {
+    pub(crate) graph: &'a Graph,
+    pub(crate) model: &'a Model,
+    pub(crate) factors: &'a [usize],
+    workers: usize,
+    /// Digits of every worker.
+    digits: Vec<Vec<usize>>,
+    /// Every worker's box, per (op, choices).
+    boxes: RefCell<HashMap<BoxKey, Rc<Boxes>>>,
+    /// Every worker's tile, per (shape, splits).
+    tiles: RefCell<HashMap<TileKey, Rc<Vec<Region>>>>,
+}
+
+impl<'a> CostModel<'a> {
+    /// A cost model over `factors` (the levels decided so far, outermost first).
+    pub fn new(graph: &'a Graph, model: &'a Model, factors: &'a [usize]) -> Self {
+        let workers = factors.iter().product();
+        CostModel {
+            graph,
+            model,
+            factors,
+            workers,
+            digits: (0..workers).map(|w| digits(w, factors)).collect(),
+            boxes: RefCell::default(),
+            tiles: RefCell::default(),
+        }
+    }
+
+    /// Every worker's box of `op` (cached).
+    pub(crate) fn all_boxes(&self, op: OpId, choices: &[OpChoice]) -> Rc<Vec<Vec<(i64, i64)>>> {
+        let key = (op, choices.to_vec());
+        if let Some(b) = self.boxes.borrow().get(&key) {
+            return b.clone();
+        }
+        let b: Rc<Vec<Vec<(i64, i64)>>> = Rc::new(
+            self.digits
+                .iter()
+                .map(|d| self.op_box(op, choices, d))
+                .collect(),
+        );
+        self.boxes.borrow_mut().insert(key, b.clone());
+        b
+    }
+
+    /// Every worker's tile of a tensor (cached).
+    pub(crate) fn all_tiles(&self, shape: &[usize], splits: &[Option<u32>]) -> Rc<Vec<Region>> {
+        let key = (shape.to_vec(), splits.to_vec());
+        if let Some(t) = self.tiles.borrow().get(&key) {
+            return t.clone();
+        }
+        let t: Rc<Vec<Region>> = Rc::new(
+            self.digits
+                .iter()
+                .map(|d| Self::tile(shape, splits, self.factors, d))
+                .collect(),
+        );
+        self.tiles.borrow_mut().insert(key, t.clone());
+        t
+    }
+
+    /// Number of workers ∏ factors.
+    pub fn workers(&self) -> usize {
+        self.workers
+    }
+
+    /// The box of index-variable ranges of `op` on the worker with `digits`.
+    pub fn op_box(&self, op: OpId, choices: &[OpChoice], digits: &[usize]) -> Vec<(i64, i64)> {
+        let m = self.model.op(op);
+        let mut ranges = m.access.var_ranges.clone();
+        for (l, c) in choices.iter().enumerate() {
+            if let OpChoice::Strategy(s) = c {
+                if let Some(st) = m.strategies.strategies.get(*s as usize) {
+                    for sv in &st.splits {
+                        let r = &mut ranges[sv.var.0 as usize];
+                        *r = part(*r, self.factors[l], digits[l]);
+                    }
+                }
+            }
+        }
+        ranges
+    }
+
+    /// The tile of a tensor of `shape` on the worker with `digits`.
+    pub fn tile(
+        shape: &[usize],
+        splits: &[Option<u32>],
+        factors: &[usize],
+        digits: &[usize],
+    ) -> Region {
+        let mut r = Region::whole(shape);
+        for (l, s) in splits.iter().enumerate() {
+            if let Some(d) = s {
+                if (*d as usize) < shape.len() {
+                    r = r.split(*d as usize, factors[l], digits[l]);
+                }
+            }
+        }
+        r
+    }
+
+    fn dtype_bytes(&self, op: OpId, slot: usize, input: bool) -> u64 {
+        let o = self.graph.op(op);
+        let t = if input {
+            o.inputs[slot]
+        } else {
+            o.outputs[slot]
+        };
+        self.graph.tensor(t).dtype.size_bytes()
+    }
+
+    /// Bytes to fetch input `slot` of `op`: the sum of its
+    /// [transfers](super::transfer), in closed form: Σ_w |need_w| − |need_w ∩ tile_w|
+    /// (the canonical owners' tiles partition the tensor).
+    pub fn input_bytes(
+        &self,
+        op: OpId,
+        slot: usize,
+        choices: &[OpChoice],
+        splits: &[Option<u32>],
+    ) -> u64 {
+        if self.workers <= 1 || splits.iter().all(Option::is_none) {
+            return 0;
+        }
+        let o = self.graph.op(op);
+        let shape = &self.graph.tensor(o.inputs[slot]).shape;
+        let access = &self.model.op(op).access;
+        let boxes = self.all_boxes(op, choices);
+        let tiles = self.all_tiles(shape, splits);
+        let elems: u64 = boxes
+            .iter()
+            .zip(tiles.iter())
+            .map(|(b, tile)| {
+                let need = access.input_region(slot, b);
+                need.volume() - need.overlap(tile)
+            })
+            .sum();
+        elems * self.dtype_bytes(op, slot, true)
+    }
+
+    /// Bytes to bring output `slot` of `op` into its tensor's layout: the sum
+    /// of its [transfers](super::transfer), in closed form. Per output, each
+    /// level cuts either an output coordinate or a reduction variable, so the
+    /// boxes of one contribution cover the output disjointly and the owner of
+    /// tile t receives R·|t| − |t ∩ own box| elements for R contributions.
+    pub fn output_bytes(
+        &self,
+        op: OpId,
+        slot: usize,
+        choices: &[OpChoice],
+        splits: &[Option<u32>],
+    ) -> u64 {
+        if self.workers <= 1 {
+            return 0;
+        }
+        let o = self.graph.op(op);
+        let shape = &self.graph.tensor(o.outputs[slot]).shape;
+        let access = &self.model.op(op).access;
+        let out = &access.outputs[slot];
+        let boxes = self.all_boxes(op, choices);
+        let produced: Vec<Region> = boxes
+            .iter()
+            .map(|b| access.output_region(slot, b).0)
+            .collect();
+        let mut keys: Vec<Vec<(i64, i64)>> = boxes
+            .iter()
+            .map(|b| {
+                out.reductions
+                    .iter()
+                    .map(|(v, _)| b[v.0 as usize])
+                    .collect()
+            })
+            .collect();
+        keys.sort();
+        keys.dedup();
+        let r = keys.len() as u64;
+        let whole = Region::whole(shape);
+        let n = whole.volume();
+        let assemble = |tiles: &[Region]| -> u64 {
+            tiles
+                .iter()
+                .zip(&produced)
+                .map(|(t, own)| r * t.volume() - t.overlap(own))
+                .sum()
+        };
+        let elems = if !splits.iter().all(Option::is_none) {
+            assemble(&self.all_tiles(shape, splits))
+        } else if r == 1 && produced.iter().all(|p| *p == whole) {
+            0
+        } else if shape.is_empty() {
+            (r - 1) + (self.workers as u64 - 1)
+        } else {
+            let virt = self.virtual_splits(op, slot, choices, shape);
+            assemble(&self.all_tiles(shape, &virt)) + (self.workers as u64 - 1) * n
+        };
+        elems * self.dtype_bytes(op, slot, false)
+    }
+
+    /// The split used to stage a replicated output: per level, the output axis
+    /// the op splits there, else the largest dim.
+    pub(crate) fn virtual_splits(
+        &self,
+        op: OpId,
+        slot: usize,
+        choices: &[OpChoice],
+        shape: &[usize],
+    ) -> Vec<Option<u32>> {
+        let m = self.model.op(op);
+        let largest = (0..shape.len())
+            .max_by_key(|&d| (shape[d], usize::MAX - d))
+            .unwrap_or(0) as u32;
+        choices
+            .iter()
+            .map(|c| {
+                let axis = match c {
+                    OpChoice::Strategy(s) => {
+                        m.strategies.strategies.get(*s as usize).and_then(|st| {
+                            st.splits
+                                .iter()
+                                .find(|sv| sv.output as usize == slot)
+                                .and_then(|sv| match sv.kind {
+                                    interval::strategy::SplitKind::Output { axis } => Some(axis),
+                                    _ => None,
+                                })
+                        })
+                    }
+                    OpChoice::Replicate => None,
+                };
+                Some(axis.unwrap_or(largest))
+            })
+            .collect()
+    }
+}

@@ -1,0 +1,365 @@
+//! The recursive planner (Tofu §4.4) and the searches it can run.
+//!
+//! Takes a training graph, the spec library, k workers and a
+//! [`SearchKind`]; gives a [`Planned`]: every tensor's split dim and every
+//! operator's strategy per recursion level, the exact communication bytes per
+//! training step (total and per operator), per-worker memory, and why the
+//! search stopped. k = p₀·p₁·… (prime factors, largest first) unless the
+//! search is EqualChop, which makes one k-way level. Each level builds a
+//! pairwise problem over the coarsened graph ([`super::level`]) with the outer
+//! levels fixed and solves it with the chosen search; the baselines of Tofu
+//! §6.3 run through the same code path with restricted layouts or another
+//! solver.
+
+use std::str::FromStr;
+use std::time::Instant;
+
+use interval::cache::StrategyCache;
+use tdl::Library;
+
+use super::coarsen::{coarsen, Cluster};
+use super::cost::CostModel;
+use super::level::{Decisions, LayoutRule, LevelInput};
+use super::memory::{per_worker, WorkerMemory};
+use super::model::{Model, ModelError};
+use super::tile::factorize;
+use crate::graph::{Graph, OpId};
+use crate::search::{critical_dp::critical_dp, greedy::greedy, ilp::ilp, ProblemError, StopReason};
+
+/// A search algorithm (`--search`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SearchKind {
+    /// CriticalDP on the coarsened graph, recursively (Tofu's algorithm).
+    CriticalDp,
+    /// The exact pairwise MIP per recursion level (reference).
+    Ilp,
+    /// Data parallelism: batch split, weights replicated, gradients all-reduced.
+    DataParallel,
+    /// Every tensor split along its first dim; operators choose the cheapest strategy.
+    AllrowGreedy,
+    /// Spartan-style greedy: largest tensors decided first.
+    Spartan,
+    /// One k-way level (no recursion), solved with CriticalDP.
+    EqualChop,
+}
+
+impl SearchKind {
+    /// Every search, in the order reports list them.
+    pub const ALL: [SearchKind; 6] = [
+        SearchKind::CriticalDp,
+        SearchKind::Ilp,
+        SearchKind::DataParallel,
+        SearchKind::AllrowGreedy,
+        SearchKind::Spartan,
+        SearchKind::EqualChop,
+    ];
+
+    /// The name used by `--search`.
+    pub fn name(self) -> &'static str {
+        match self {
+            SearchKind::CriticalDp => "critical-dp",
+            SearchKind::Ilp => "ilp",
+            SearchKind::DataParallel => "data-parallel",
+            SearchKind::AllrowGreedy => "allrow-greedy",
+            SearchKind::Spartan => "spartan",
+            SearchKind::EqualChop => "equal-chop",
+        }
+    }
+}
+
+impl FromStr for SearchKind {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        SearchKind::ALL
+            .into_iter()
+            .find(|k| k.name() == s)
+            .ok_or_else(|| {
+                format!(
+                    "unknown search `{s}`; choose one of {}",
+                    SearchKind::ALL.map(|k| k.name()).join(", ")
+                )
+            })
+    }
+}
+
+/// Why planning failed.
+#[derive(Debug, thiserror::Error)]
+pub enum PlanError {
+    /// k = 0.
+    #[error("--workers must be at least 1")]
+    NoWorkers,
+    /// The graph's operators do not fit their specs.
+    #[error(transparent)]
+    Model(#[from] ModelError),
+    /// A level's search failed.
+    #[error("level {level} ({factor} groups): {source}")]
+    Search {
+        /// Level index.
+        level: usize,
+        /// Its worker factor.
+        factor: usize,
+        /// The cause.
+        source: ProblemError,
+    },
+}
+
+/// Statistics of one recursion level.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct LevelReport {
+    /// Worker factor of the level.
+    pub factor: usize,
+    /// Nodes of the coarsened problem.
+    pub nodes: usize,
+    /// Edges of the coarsened problem.
+    pub edges: usize,
+    /// Exact communication (bytes per step) of the plan made of the levels so far.
+    pub comm_bytes: f64,
+    /// Why this level's search stopped.
+    pub stop_reason: StopReason,
+}
+
+/// A finished plan (see the module doc).
+#[derive(Clone, Debug)]
+pub struct Planned {
+    /// The search that made it.
+    pub search: SearchKind,
+    /// Worker factor per level (outermost first); their product is k.
+    pub factors: Vec<usize>,
+    /// Decisions per tensor and operator, per level.
+    pub decisions: Decisions,
+    /// Bytes sent by all workers together in one training step.
+    pub comm_bytes: u64,
+    /// Bytes per step attributed to each operator (its fetches and output
+    /// assembly), indexed by op id.
+    pub op_comm_bytes: Vec<u64>,
+    /// Memory per worker.
+    pub memory: Vec<WorkerMemory>,
+    /// Per level.
+    pub levels: Vec<LevelReport>,
+    /// Why the search stopped: `optimal` only if every level was solved exactly.
+    pub stop_reason: StopReason,
+    /// Search time in seconds (model building and search; not graph construction).
+    pub plan_seconds: f64,
+    /// The coarsened graph of the first level, for pictures.
+    pub coarse: CoarseGraph,
+}
+
+/// The coarsened graph and the first level's decision per node (for `--dot`).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct CoarseGraph {
+    /// Node names (clusters).
+    pub names: Vec<String>,
+    /// Number of operators and tensors per node.
+    pub sizes: Vec<(usize, usize)>,
+    /// The decision per node at the first level, e.g. `split dim 0` or `reduce k (Sum)`.
+    pub labels: Vec<String>,
+    /// Edges between nodes.
+    pub edges: Vec<(usize, usize)>,
+}
+
+/// Plan `graph` for `workers` workers with `search` (see the module doc).
+///
+/// Errors: k = 0; an operator whose spec is missing or does not fit; a level
+/// whose problem has no feasible assignment.
+///
+/// CriticalDP tries two recursions and keeps the plan with fewer bytes: over
+/// the prime factors of k (Tofu §4.4) and, for composite k, one k-way level
+/// (the greedy level-by-level recursion can lose to a direct split, e.g. on
+/// unrolled RNNs). The other searches use the prime factors (EqualChop: one
+/// level).
+pub fn plan(
+    graph: &Graph,
+    lib: &Library,
+    cache: &StrategyCache,
+    workers: usize,
+    search: SearchKind,
+) -> Result<Planned, PlanError> {
+    if workers == 0 {
+        return Err(PlanError::NoWorkers);
+    }
+    let start = Instant::now();
+    let model = Model::new(graph, lib, cache)?;
+    let clusters = ordered_clusters(graph, &model);
+    let mut candidates = match search {
+        SearchKind::EqualChop if workers > 1 => vec![vec![workers]],
+        _ => vec![factorize(workers)],
+    };
+    if search == SearchKind::CriticalDp && candidates[0].len() > 1 {
+        candidates.push(vec![workers]);
+    }
+    let mut best: Option<Planned> = None;
+    for factors in candidates {
+        let p = plan_levels(graph, &model, &clusters, factors, search)?;
+        if best.as_ref().is_none_or(|b| p.comm_bytes < b.comm_bytes) {
+            best = Some(p);
+        }
+    }
+    let mut best = best.expect("at least one candidate");
+    best.plan_seconds = start.elapsed().as_secs_f64();
+    Ok(best)
+}
+
+/// Plan with a given factorisation of k.
+fn plan_levels(
+    graph: &Graph,
+    model: &Model,
+    clusters: &[Cluster],
+    factors: Vec<usize>,
+    search: SearchKind,
+) -> Result<Planned, PlanError> {
+    let rule = match search {
+        SearchKind::DataParallel => LayoutRule::DataParallel,
+        SearchKind::AllrowGreedy => LayoutRule::AllRow,
+        _ => LayoutRule::Free,
+    };
+    let input = LevelInput {
+        graph,
+        model,
+        clusters,
+        factors: &factors,
+        rule,
+    };
+    let mut decisions = Decisions::empty(graph);
+    let mut levels = Vec::new();
+    let mut coarse = CoarseGraph {
+        names: clusters.iter().map(|c| c.name.clone()).collect(),
+        sizes: clusters
+            .iter()
+            .map(|c| (c.ops().count(), c.tensors().count()))
+            .collect(),
+        ..CoarseGraph::default()
+    };
+    for (level, &factor) in factors.iter().enumerate() {
+        let lp = input.build(&decisions, level);
+        let result = match search {
+            SearchKind::Ilp => ilp(&lp.problem),
+            SearchKind::Spartan => greedy(&lp.problem),
+            _ => critical_dp(&lp.problem),
+        }
+        .map_err(|source| PlanError::Search {
+            level,
+            factor,
+            source,
+        })?;
+        if level == 0 {
+            coarse.edges = lp.problem.edges.iter().map(|e| (e.from, e.to)).collect();
+            coarse.labels = result
+                .assignment
+                .iter()
+                .enumerate()
+                .map(|(n, &k)| describe(model, &lp.configs[n][k]))
+                .collect();
+        }
+        for (node, &k) in result.assignment.iter().enumerate() {
+            let cfg = &lp.configs[node][k];
+            for (o, ch) in &cfg.ops {
+                decisions.ops[o.index()].push(*ch);
+            }
+            for (t, l) in &cfg.tensors {
+                decisions.tensors[t.index()].push(*l);
+            }
+        }
+        // Anything no cluster decided (should not happen) stays replicated.
+        for d in decisions.ops.iter_mut().filter(|d| d.len() == level) {
+            d.push(super::cost::OpChoice::Replicate);
+        }
+        for d in decisions.tensors.iter_mut().filter(|d| d.len() == level) {
+            d.push(None);
+        }
+        levels.push(LevelReport {
+            factor,
+            nodes: lp.problem.nodes.len(),
+            edges: lp.problem.edges.len(),
+            comm_bytes: result.cost,
+            stop_reason: result.stop_reason,
+        });
+    }
+    let (comm_bytes, op_comm_bytes) = exact_cost(graph, model, &factors, &decisions);
+    let memory = per_worker(graph, &decisions.tensors, &factors);
+    let stop_reason = if levels.iter().all(|l| l.stop_reason == StopReason::Optimal) {
+        StopReason::Optimal
+    } else {
+        StopReason::Completed
+    };
+    Ok(Planned {
+        search,
+        factors,
+        decisions,
+        comm_bytes,
+        op_comm_bytes,
+        memory,
+        levels,
+        stop_reason,
+        plan_seconds: 0.0,
+        coarse,
+    })
+}
+
+/// A short description of a cluster configuration: its first tensor's split,
+/// else its first operator's strategy.
+fn describe(model: &Model, cfg: &super::level::ClusterConfig) -> String {
+    if let Some((_, l)) = cfg.tensors.first() {
+        return match l {
+            Some(d) => format!("split dim {d}"),
+            None => "replicated".to_string(),
+        };
+    }
+    match cfg.ops.first() {
+        Some((o, super::cost::OpChoice::Strategy(s))) => model
+            .op(*o)
+            .strategies
+            .strategies
+            .get(*s as usize)
+            .map_or_else(|| format!("#{s}"), |st| st.name.clone()),
+        _ => "replicate".to_string(),
+    }
+}
+
+/// Clusters in topological order: by the first position of their ops (a
+/// tensor-only cluster sits just before its first consumer).
+fn ordered_clusters(graph: &Graph, model: &Model) -> Vec<Cluster> {
+    let mut pos = vec![0usize; graph.ops().len()];
+    for (i, o) in graph.topo_order().into_iter().enumerate() {
+        pos[o.index()] = i;
+    }
+    let mut clusters = coarsen(graph, model);
+    let key = |c: &Cluster| -> (usize, usize) {
+        let op_pos = c.ops().map(|o| 2 * pos[o.index()] + 1).min();
+        let t_pos = c
+            .tensors()
+            .flat_map(|t| {
+                graph
+                    .producer(t)
+                    .map(|p| 2 * pos[p.index()] + 1)
+                    .into_iter()
+                    .chain(graph.consumers(t).iter().map(|o| 2 * pos[o.index()]))
+            })
+            .min();
+        (op_pos.into_iter().chain(t_pos).min().unwrap_or(0), 0)
+    };
+    clusters.sort_by_key(key);
+    clusters
+}
+
+/// Exact bytes per step of a full plan, total and per operator.
+pub fn exact_cost(
+    graph: &Graph,
+    model: &Model,
+    factors: &[usize],
+    d: &Decisions,
+) -> (u64, Vec<u64>) {
+    let cm = CostModel::new(graph, model, factors);
+    let mut per_op = vec![0u64; graph.ops().len()];
+    for (i, op) in graph.ops().iter().enumerate() {
+        let o = OpId(i as u32);
+        let chs = &d.ops[i];
+        for (j, t) in op.inputs.iter().enumerate() {
+            per_op[i] += cm.input_bytes(o, j, chs, &d.tensors[t.index()]);
+        }
+        for (j, t) in op.outputs.iter().enumerate() {
+            per_op[i] += cm.output_bytes(o, j, chs, &d.tensors[t.index()]);
+        }
+    }
+    (per_op.iter().sum(), per_op)
+}

@@ -1,0 +1,344 @@
+//! The plan file: a documented, versioned JSON format (`tofu-plan`, version 1).
+//!
+//! Takes a [`Planned`] and the graph it was made for; gives a [`PlanFile`]
+//! that embeds the graph (so `tofu run plan.json` needs nothing else) and its
+//! SHA-256 (so a tampered or mismatched graph is detected on load), and writes
+//! it atomically (a temporary file renamed into place: a plan file is written
+//! whole or not at all).
+//!
+//! Fields (units: bytes, seconds):
+//! * `format` = `"tofu-plan"`, `version` = 1;
+//! * `search`, `workers` (k), `factors` (worker factor per recursion level,
+//!   outermost first; their product is k);
+//! * `comm_bytes_per_step`: bytes sent by all workers together in one
+//!   training step; `max_worker_memory_bytes`; `stop_reason`; `plan_seconds`;
+//! * `tensors[i]`: `name`, `shape`, `splits` (per level: the split dim, or
+//!   `null` for replicated at that level);
+//! * `ops[i]`: `name`, `spec`, `choices` (per level: `{"strategy": n}` or
+//!   `"replicate"`), `strategies` (the chosen strategies' names per level),
+//!   `comm_bytes` (per step);
+//! * `memory[w]`: per worker `training_state_bytes`, `peak_activation_bytes`,
+//!   `largest_tile`;
+//! * `graph_sha256` and `graph` (the `tofu-graph` JSON document).
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use super::cost::OpChoice;
+use super::driver::{Planned, SearchKind};
+use super::level::Decisions;
+use super::memory::WorkerMemory;
+use super::model::Model;
+use crate::graph::{format, Graph};
+use crate::search::StopReason;
+
+/// Format name in every plan file.
+pub const FORMAT: &str = "tofu-plan";
+/// Current version of the plan format.
+pub const VERSION: u32 = 1;
+
+/// One tensor's decisions.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TensorPlan {
+    /// Tensor name (as in the graph).
+    pub name: String,
+    /// Shape (elements per dim).
+    pub shape: Vec<usize>,
+    /// Split dim per level; `null` = replicated at that level.
+    pub splits: Vec<Option<u32>>,
+}
+
+/// One operator's decisions.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OpPlan {
+    /// Operator name (as in the graph).
+    pub name: String,
+    /// Its spec.
+    pub spec: String,
+    /// Choice per level.
+    pub choices: Vec<OpChoice>,
+    /// Name of the chosen strategy per level (`replicate` for replication).
+    pub strategies: Vec<String>,
+    /// Bytes per step attributed to this operator.
+    pub comm_bytes: u64,
+}
+
+/// A plan file (see the module doc).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PlanFile {
+    /// Always [`FORMAT`].
+    pub format: String,
+    /// Always [`VERSION`] when written by this version.
+    pub version: u32,
+    /// The search that made the plan.
+    pub search: SearchKind,
+    /// Number of workers k.
+    pub workers: usize,
+    /// Worker factor per recursion level.
+    pub factors: Vec<usize>,
+    /// Bytes sent by all workers together per training step.
+    pub comm_bytes_per_step: u64,
+    /// The largest per-worker memory (bytes).
+    pub max_worker_memory_bytes: u64,
+    /// Why the search stopped.
+    pub stop_reason: StopReason,
+    /// Search time (seconds).
+    pub plan_seconds: f64,
+    /// Per tensor, in graph order.
+    pub tensors: Vec<TensorPlan>,
+    /// Per operator, in graph order.
+    pub ops: Vec<OpPlan>,
+    /// Per worker.
+    pub memory: Vec<WorkerMemory>,
+    /// SHA-256 (hex) of the embedded graph document.
+    pub graph_sha256: String,
+    /// The graph, as a `tofu-graph` document.
+    pub graph: serde_json::Value,
+}
+
+/// Why a plan file cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum PlanFileError {
+    /// Reading or writing failed.
+    #[error("{path}: {message}")]
+    Io {
+        /// The file.
+        path: String,
+        /// What failed.
+        message: String,
+    },
+    /// Not JSON of the plan format (field and position given).
+    #[error("{path}: not a valid tofu plan: {message}")]
+    Parse {
+        /// The file.
+        path: String,
+        /// serde's message with the field path, line and column.
+        message: String,
+    },
+    /// Wrong format name or version.
+    #[error("{path}: format `{format}` version {version} is not supported (expected `{FORMAT}` version {VERSION})")]
+    Version {
+        /// The file.
+        path: String,
+        /// Its format field.
+        format: String,
+        /// Its version field.
+        version: u32,
+    },
+    /// The plan does not match its graph (tampered, or made for another graph).
+    #[error("{path}: the plan does not match its graph: {message}")]
+    Mismatch {
+        /// The file.
+        path: String,
+        /// What does not match.
+        message: String,
+    },
+}
+
+/// SHA-256 (hex) of a graph's canonical JSON document.
+pub fn graph_sha256(graph: &Graph) -> String {
+    let digest = Sha256::digest(format::to_json(graph).as_bytes());
+    digest.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+impl PlanFile {
+    /// The file for a finished plan.
+    pub fn new(graph: &Graph, model: &Model, planned: &Planned) -> PlanFile {
+        let doc = format::to_json(graph);
+        let tensors = graph
+            .tensors()
+            .iter()
+            .zip(&planned.decisions.tensors)
+            .map(|(t, s)| TensorPlan {
+                name: t.name.clone(),
+                shape: t.shape.clone(),
+                splits: s.clone(),
+            })
+            .collect();
+        let ops = graph
+            .ops()
+            .iter()
+            .enumerate()
+            .map(|(i, o)| OpPlan {
+                name: o.name.clone(),
+                spec: o.spec.clone(),
+                choices: planned.decisions.ops[i].clone(),
+                strategies: planned.decisions.ops[i]
+                    .iter()
+                    .map(|c| match c {
+                        OpChoice::Strategy(s) => model.ops[i]
+                            .strategies
+                            .strategies
+                            .get(*s as usize)
+                            .map_or_else(|| format!("#{s}"), |st| st.name.clone()),
+                        OpChoice::Replicate => "replicate".to_string(),
+                    })
+                    .collect(),
+                comm_bytes: planned.op_comm_bytes[i],
+            })
+            .collect();
+        PlanFile {
+            format: FORMAT.to_string(),
+            version: VERSION,
+            search: planned.search,
+            workers: planned.factors.iter().product(),
+            factors: planned.factors.clone(),
+            comm_bytes_per_step: planned.comm_bytes,
+            max_worker_memory_bytes: planned
+                .memory
+                .iter()
+                .map(WorkerMemory::total)
+                .max()
+                .unwrap_or(0),
+            stop_reason: planned.stop_reason,
+            plan_seconds: planned.plan_seconds,
+            tensors,
+            ops,
+            memory: planned.memory.clone(),
+            graph_sha256: graph_sha256(graph),
+            graph: serde_json::from_str(&doc).unwrap_or(serde_json::Value::Null),
+        }
+    }
+
+    /// Write atomically (whole or not at all).
+    pub fn save(&self, path: &Path) -> Result<(), PlanFileError> {
+        let text = serde_json::to_string_pretty(self).map_err(|e| PlanFileError::Io {
+            path: path.display().to_string(),
+            message: e.to_string(),
+        })?;
+        format::write_atomic(path, text.as_bytes()).map_err(|e| PlanFileError::Io {
+            path: path.display().to_string(),
+            message: e.to_string(),
+        })
+    }
+
+    /// Read and check a plan file: format, version, graph hash, and that the
+    /// decisions fit the graph (one entry per tensor/op, one per level, split
+    /// dims within rank, strategy indices that exist). Gives the file, its
+    /// graph and its decisions.
+    pub fn load(
+        path: &Path,
+        lib: &tdl::Library,
+        cache: &interval::cache::StrategyCache,
+    ) -> Result<(PlanFile, Graph, Decisions), PlanFileError> {
+        let p = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|e| PlanFileError::Io {
+            path: p.clone(),
+            message: e.to_string(),
+        })?;
+        let de = &mut serde_json::Deserializer::from_str(&text);
+        let file: PlanFile =
+            serde_path_to_error::deserialize(de).map_err(|e| PlanFileError::Parse {
+                path: p.clone(),
+                message: format!("at `{}`: {}", e.path(), e.inner()),
+            })?;
+        if file.format != FORMAT || file.version != VERSION {
+            return Err(PlanFileError::Version {
+                path: p,
+                format: file.format,
+                version: file.version,
+            });
+        }
+        let mismatch = |m: String| PlanFileError::Mismatch {
+            path: p.clone(),
+            message: m,
+        };
+        let graph = format::from_json(&file.graph.to_string())
+            .map_err(|e| mismatch(format!("embedded graph: {e}")))?;
+        if graph_sha256(&graph) != file.graph_sha256 {
+            return Err(mismatch(
+                "graph_sha256 differs from the embedded graph".into(),
+            ));
+        }
+        let decisions = file.check(&graph, lib, cache).map_err(mismatch)?;
+        Ok((file, graph, decisions))
+    }
+
+    /// Check the decisions against the graph; gives them as [`Decisions`].
+    pub fn check(
+        &self,
+        graph: &Graph,
+        lib: &tdl::Library,
+        cache: &interval::cache::StrategyCache,
+    ) -> Result<Decisions, String> {
+        let levels = self.factors.len();
+        if self.factors.iter().product::<usize>() != self.workers || self.factors.contains(&0) {
+            return Err(format!(
+                "factors {:?} do not multiply to {} workers",
+                self.factors, self.workers
+            ));
+        }
+        if self.tensors.len() != graph.tensors().len() || self.ops.len() != graph.ops().len() {
+            return Err(format!(
+                "{} tensors and {} ops in the plan, {} and {} in the graph",
+                self.tensors.len(),
+                self.ops.len(),
+                graph.tensors().len(),
+                graph.ops().len()
+            ));
+        }
+        for (tp, t) in self.tensors.iter().zip(graph.tensors()) {
+            if tp.name != t.name || tp.shape != t.shape {
+                return Err(format!(
+                    "tensor `{}` {:?} does not match graph tensor `{}` {:?}",
+                    tp.name, tp.shape, t.name, t.shape
+                ));
+            }
+            if tp.splits.len() != levels {
+                return Err(format!(
+                    "tensor `{}` has {} split entries for {levels} levels",
+                    tp.name,
+                    tp.splits.len()
+                ));
+            }
+            if let Some(d) = tp
+                .splits
+                .iter()
+                .flatten()
+                .find(|d| **d as usize >= t.shape.len())
+            {
+                return Err(format!(
+                    "tensor `{}` is split along dim {d} but has rank {}",
+                    tp.name,
+                    t.shape.len()
+                ));
+            }
+        }
+        let model = Model::new(graph, lib, cache).map_err(|e| e.to_string())?;
+        for (i, (op, o)) in self.ops.iter().zip(graph.ops()).enumerate() {
+            if op.name != o.name || op.spec != o.spec {
+                return Err(format!(
+                    "op `{}` ({}) does not match graph op `{}` ({})",
+                    op.name, op.spec, o.name, o.spec
+                ));
+            }
+            if op.choices.len() != levels {
+                return Err(format!(
+                    "op `{}` has {} choices for {levels} levels",
+                    op.name,
+                    op.choices.len()
+                ));
+            }
+            let n = model.ops[i].strategies.strategies.len() as u32;
+            if let Some(OpChoice::Strategy(s)) = op
+                .choices
+                .iter()
+                .find(|c| matches!(c, OpChoice::Strategy(s) if *s >= n))
+            {
+                return Err(format!(
+                    "op `{}` uses strategy {s}, but `{}` has {n}",
+                    op.name, op.spec
+                ));
+            }
+        }
+        Ok(Decisions {
+            tensors: self.tensors.iter().map(|t| t.splits.clone()).collect(),
+            ops: self.ops.iter().map(|o| o.choices.clone()).collect(),
+        })
+    }
+}

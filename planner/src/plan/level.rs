@@ -1,0 +1,404 @@
+//! One recursion level as a pairwise [`Problem`] (Tofu §4.4).
+//!
+//! Takes the clusters (coarsened graph), the decisions of the outer levels and
+//! the worker factor of this level; gives a `Problem` whose nodes are the
+//! clusters (in topological order), whose configurations are the clusters'
+//! joint choices at this level (operator strategies, tensor split dims), and
+//! whose costs are the exact bytes of the plan made of the outer levels plus
+//! this one ([`CostModel`]). Costs between an operator and a tensor of the
+//! same cluster are node costs; across clusters they are edge costs.
+
+use std::collections::HashMap;
+
+use super::coarsen::Cluster;
+use super::cost::{CostModel, OpChoice};
+use super::model::Model;
+use crate::graph::{Graph, OpId, TensorId, TensorRole};
+use crate::search::{Edge, Node, Problem};
+
+/// Tensors at most this large (bytes) may be replicated on every worker
+/// instead of split (scalars, biases, norm scales of small models).
+pub const REPLICATE_MAX_BYTES: u64 = 64 * 1024;
+
+/// The decisions of a plan so far: per tensor and per operator, one entry per
+/// decided level (outermost first).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Decisions {
+    /// Split dim per level (`None` = replicated at that level), indexed by tensor id.
+    pub tensors: Vec<Vec<Option<u32>>>,
+    /// Choice per level, indexed by op id.
+    pub ops: Vec<Vec<OpChoice>>,
+}
+
+impl Decisions {
+    /// No level decided.
+    pub fn empty(graph: &Graph) -> Self {
+        Decisions {
+            tensors: vec![Vec::new(); graph.tensors().len()],
+            ops: vec![Vec::new(); graph.ops().len()],
+        }
+    }
+}
+
+/// Which tensor layouts a search may use (baselines restrict them).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LayoutRule {
+    /// Any split dim; replication only for small tensors (Tofu's searches).
+    Free,
+    /// Data parallelism: weights, their gradients and optimizer state
+    /// replicated, everything else split along dim 0 (the batch).
+    DataParallel,
+    /// Every tensor split along dim 0 (AllRow-Greedy, Tofu §6.3).
+    AllRow,
+}
+
+/// One cluster configuration: the choice of each op and layout of each tensor.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ClusterConfig {
+    /// Choice per op of the cluster.
+    pub ops: Vec<(OpId, OpChoice)>,
+    /// Split dim (or replication) per tensor of the cluster.
+    pub tensors: Vec<(TensorId, Option<u32>)>,
+}
+
+/// A level's problem and what each configuration means.
+pub struct LevelProblem {
+    /// The pairwise problem (node i = cluster i).
+    pub problem: Problem,
+    /// Per node, per configuration: the decisions.
+    pub configs: Vec<Vec<ClusterConfig>>,
+}
+
+/// Inputs shared by every level.
+pub struct LevelInput<'a> {
+    /// The graph.
+    pub graph: &'a Graph,
+    /// Its per-op model.
+    pub model: &'a Model,
+    /// Clusters in topological order.
+    pub clusters: &'a [Cluster],
+    /// Factors of every level (outermost first).
+    pub factors: &'a [usize],
+    /// Layout restriction.
+    pub rule: LayoutRule,
+}
+
+impl LevelInput<'_> {
+    /// Local size of every dim of a tensor after the outer levels.
+    fn local_shape(&self, t: TensorId, d: &Decisions, level: usize) -> Vec<usize> {
+        let mut shape = self.graph.tensor(t).shape.clone();
+        for (l, s) in d.tensors[t.index()].iter().enumerate().take(level) {
+            if let Some(dim) = s {
+                if let Some(n) = shape.get_mut(*dim as usize) {
+                    *n = n.div_ceil(self.factors[l]);
+                }
+            }
+        }
+        shape
+    }
+
+    fn is_weight_like(&self, t: TensorId) -> bool {
+        let tensor = self.graph.tensor(t);
+        match tensor.role {
+            TensorRole::Weight | TensorRole::OptimizerState => true,
+            TensorRole::Gradient => tensor
+                .grad_of
+                .is_some_and(|f| self.graph.tensor(f).role == TensorRole::Weight),
+            _ => false,
+        }
+    }
+
+    /// Candidate layouts of a tensor slot at `level`.
+    fn layouts(&self, slot: &[TensorId], d: &Decisions, level: usize) -> Vec<Option<u32>> {
+        let t = slot[0];
+        let p = self.factors[level];
+        let shape = self.local_shape(t, d, level);
+        let replicated_so_far = d.tensors[t.index()].iter().take(level).all(Option::is_none);
+        let bytes = self.graph.tensor(t).bytes();
+        let splittable: Vec<Option<u32>> = (0..shape.len())
+            .filter(|&i| shape[i] >= p)
+            .map(|i| Some(i as u32))
+            .collect();
+        let mut out = match self.rule {
+            LayoutRule::DataParallel if self.is_weight_like(t) && replicated_so_far => vec![None],
+            LayoutRule::DataParallel | LayoutRule::AllRow if !shape.is_empty() => vec![Some(0)],
+            _ => splittable.clone(),
+        };
+        if self.rule == LayoutRule::Free
+            && replicated_so_far
+            && (bytes <= REPLICATE_MAX_BYTES || splittable.is_empty())
+        {
+            out.push(None);
+        }
+        if out.is_empty() {
+            // Nothing divides evenly: split the largest local dim (some parts
+            // empty), or replicate a scalar.
+            out.push(if shape.is_empty() {
+                None
+            } else {
+                Some(
+                    (0..shape.len())
+                        .max_by_key(|&i| (shape[i], usize::MAX - i))
+                        .unwrap_or(0) as u32,
+                )
+            });
+        }
+        out
+    }
+
+    /// Local extent of a strategy's split variables after the outer levels.
+    fn strategy_extent(&self, op: OpId, s: usize, d: &Decisions, level: usize) -> i64 {
+        let m = self.model.op(op);
+        let Some(st) = m.strategies.strategies.get(s) else {
+            return 0;
+        };
+        let mut ranges = m.access.var_ranges.clone();
+        for (l, c) in d.ops[op.index()].iter().enumerate().take(level) {
+            if let OpChoice::Strategy(x) = c {
+                if let Some(o) = m.strategies.strategies.get(*x as usize) {
+                    for sv in &o.splits {
+                        let r = &mut ranges[sv.var.0 as usize];
+                        r.1 =
+                            r.0 + (r.1 - r.0 + self.factors[l] as i64 - 1) / self.factors[l] as i64;
+                    }
+                }
+            }
+        }
+        st.splits
+            .iter()
+            .map(|sv| ranges[sv.var.0 as usize].1 - ranges[sv.var.0 as usize].0)
+            .min()
+            .unwrap_or(0)
+    }
+
+    /// Candidate choices of an op at `level`: strategies whose split extent
+    /// covers every part, else any strategy with a non-empty extent, else
+    /// replication.
+    fn choices(&self, op: OpId, d: &Decisions, level: usize) -> Vec<OpChoice> {
+        let p = self.factors[level] as i64;
+        let n = self.model.op(op).strategies.strategies.len();
+        let ext: Vec<i64> = (0..n)
+            .map(|s| self.strategy_extent(op, s, d, level))
+            .collect();
+        let mut out: Vec<OpChoice> = (0..n)
+            .filter(|&s| ext[s] >= p)
+            .map(|s| OpChoice::Strategy(s as u32))
+            .collect();
+        if out.is_empty() {
+            out = (0..n)
+                .filter(|&s| ext[s] >= 1)
+                .map(|s| OpChoice::Strategy(s as u32))
+                .collect();
+        }
+        if out.is_empty() {
+            out.push(OpChoice::Replicate);
+        }
+        out
+    }
+
+    /// The choice of an op that follows a layout: split output `o` along the
+    /// tensor's dim (or replicate with a replicated tensor).
+    fn follow(&self, op: OpId, layout: Option<u32>, d: &Decisions, level: usize) -> OpChoice {
+        let Some(dim) = layout else {
+            return OpChoice::Replicate;
+        };
+        let candidates = self.choices(op, d, level);
+        let m = self.model.op(op);
+        candidates
+            .iter()
+            .copied()
+            .find(|c| match c {
+                OpChoice::Strategy(s) => m.strategies.strategies[*s as usize].splits.iter().all(|sv| {
+                    matches!(sv.kind, interval::strategy::SplitKind::Output { axis } if axis == dim)
+                }),
+                OpChoice::Replicate => false,
+            })
+            .unwrap_or(OpChoice::Replicate)
+    }
+
+    /// Every configuration of a cluster at `level`.
+    pub fn configs(&self, c: &Cluster, d: &Decisions, level: usize) -> Vec<ClusterConfig> {
+        let all_tensors = |layouts: &[Option<u32>]| -> Vec<(TensorId, Option<u32>)> {
+            c.tensor_slots
+                .iter()
+                .zip(layouts)
+                .flat_map(|(s, l)| s.iter().map(move |t| (*t, *l)))
+                .collect()
+        };
+        if c.tied_axis || !c.tensor_slots.is_empty() {
+            // Enumerate the first tensor slot's layouts; other tensor slots and
+            // every op follow that dim.
+            let root: Vec<Option<u32>> = match c.tensor_slots.first() {
+                Some(slot) => self.layouts(slot, d, level),
+                None => vec![None],
+            };
+            return root
+                .into_iter()
+                .map(|l| {
+                    let layouts: Vec<Option<u32>> = c
+                        .tensor_slots
+                        .iter()
+                        .map(|s| {
+                            let opts = self.layouts(s, d, level);
+                            if opts.contains(&l) {
+                                l
+                            } else {
+                                opts[0]
+                            }
+                        })
+                        .collect();
+                    let ops = c.op_slots.iter().flat_map(|s| {
+                        let ch = self.follow(s[0], l, d, level);
+                        s.iter().map(move |o| (*o, ch))
+                    });
+                    ClusterConfig {
+                        ops: ops.collect(),
+                        tensors: all_tensors(&layouts),
+                    }
+                })
+                .collect();
+        }
+        // An op cluster: the product of its slots' choices.
+        let per_slot: Vec<Vec<OpChoice>> = c
+            .op_slots
+            .iter()
+            .map(|s| self.choices(s[0], d, level))
+            .collect();
+        let mut configs: Vec<Vec<OpChoice>> = vec![Vec::new()];
+        for (i, opts) in per_slot.iter().enumerate() {
+            // Bound the product: past 1024 configurations, later slots keep their first choice.
+            let opts: &[OpChoice] = if configs.len() * opts.len() > 1024 && i > 0 {
+                &opts[..1]
+            } else {
+                opts
+            };
+            configs = configs
+                .into_iter()
+                .flat_map(|p| opts.iter().map(move |o| [p.clone(), vec![*o]].concat()))
+                .collect();
+        }
+        configs
+            .into_iter()
+            .map(|choice| ClusterConfig {
+                ops: c
+                    .op_slots
+                    .iter()
+                    .zip(&choice)
+                    .flat_map(|(s, ch)| s.iter().map(move |o| (*o, *ch)))
+                    .collect(),
+                tensors: Vec::new(),
+            })
+            .collect()
+    }
+
+    /// Build the problem of `level` given the outer levels' decisions.
+    pub fn build(&self, d: &Decisions, level: usize) -> LevelProblem {
+        let graph = self.graph;
+        let factors = &self.factors[..=level];
+        let cm = CostModel::new(graph, self.model, factors);
+        let configs: Vec<Vec<ClusterConfig>> = self
+            .clusters
+            .iter()
+            .map(|c| self.configs(c, d, level))
+            .collect();
+        // Where each op / tensor lives, and its decision per configuration.
+        let mut op_home: HashMap<OpId, (usize, Vec<OpChoice>)> = HashMap::new();
+        let mut t_home: HashMap<TensorId, (usize, Vec<Option<u32>>)> = HashMap::new();
+        for (ci, cfgs) in configs.iter().enumerate() {
+            for (k, cfg) in cfgs.iter().enumerate() {
+                for (o, ch) in &cfg.ops {
+                    let e = op_home
+                        .entry(*o)
+                        .or_insert_with(|| (ci, vec![OpChoice::Replicate; cfgs.len()]));
+                    e.1[k] = *ch;
+                }
+                for (t, l) in &cfg.tensors {
+                    let e = t_home
+                        .entry(*t)
+                        .or_insert_with(|| (ci, vec![None; cfgs.len()]));
+                    e.1[k] = *l;
+                }
+            }
+        }
+        let mut nodes: Vec<Node> = self
+            .clusters
+            .iter()
+            .zip(&configs)
+            .map(|(c, cfgs)| Node {
+                name: c.name.clone(),
+                costs: vec![0.0; cfgs.len()],
+                weight: c.tensors().map(|t| graph.tensor(t).bytes() as f64).sum(),
+            })
+            .collect();
+        let mut edges: HashMap<(usize, usize), Vec<f64>> = HashMap::new();
+        let mut pair_cache: HashMap<(OpId, bool, usize, OpChoice, Option<u32>), f64> =
+            HashMap::new();
+        for (oi, op) in graph.ops().iter().enumerate() {
+            let o = OpId(oi as u32);
+            let Some((a, ochoices)) = op_home.get(&o) else {
+                continue;
+            };
+            let slots = op
+                .inputs
+                .iter()
+                .enumerate()
+                .map(|(j, t)| (true, j, *t))
+                .chain(op.outputs.iter().enumerate().map(|(j, t)| (false, j, *t)));
+            for (is_input, j, t) in slots {
+                let Some((b, layouts)) = t_home.get(&t) else {
+                    continue;
+                };
+                let mut cost = |ch: OpChoice, l: Option<u32>| -> f64 {
+                    *pair_cache
+                        .entry((o, is_input, j, ch, l))
+                        .or_insert_with(|| {
+                            let mut chs = d.ops[oi][..level].to_vec();
+                            chs.push(ch);
+                            let mut sp = d.tensors[t.index()][..level].to_vec();
+                            sp.push(l);
+                            (if is_input {
+                                cm.input_bytes(o, j, &chs, &sp)
+                            } else {
+                                cm.output_bytes(o, j, &chs, &sp)
+                            }) as f64
+                        })
+                };
+                if a == b {
+                    for (k, (&ch, &ly)) in ochoices.iter().zip(layouts.iter()).enumerate() {
+                        nodes[*a].costs[k] += cost(ch, ly);
+                    }
+                } else {
+                    let (lo, hi) = (*a.min(b), *a.max(b));
+                    let (nl, nh) = (configs[lo].len(), configs[hi].len());
+                    let m = edges.entry((lo, hi)).or_insert_with(|| vec![0.0; nl * nh]);
+                    for (ka, &ch) in ochoices.iter().enumerate() {
+                        for (kb, &ly) in layouts.iter().enumerate() {
+                            let c = cost(ch, ly);
+                            let (x, y) = if *a == lo { (ka, kb) } else { (kb, ka) };
+                            m[x * nh + y] += c;
+                        }
+                    }
+                }
+            }
+        }
+        let mut edges: Vec<Edge> = edges
+            .into_iter()
+            .map(|((from, to), cost)| Edge {
+                from,
+                to,
+                cost,
+                weight: 0.0,
+            })
+            .collect();
+        edges.sort_by_key(|e| (e.from, e.to));
+        for n in &mut nodes {
+            if n.costs.is_empty() {
+                n.costs.push(0.0);
+            }
+        }
+        LevelProblem {
+            problem: Problem { nodes, edges },
+            configs,
+        }
+    }
+}

@@ -1,0 +1,33 @@
+//! Plans: how every tensor and operator is partitioned over k workers, and
+//! what that costs (Tofu §4).
+//!
+//! * [`tile`]: boxes, uneven splits, worker digits, factorisation of k.
+//! * [`access`]: which input elements a share of an operator reads.
+//! * [`model`]: per-operator access models and strategies for a graph.
+//! * [`cost`]: the exact bytes of a (partial) plan per operator and tensor.
+//! * [`coarsen`]: the coarsening rules of §4.2.1, one file each.
+//! * [`level`]: one recursion level as a pairwise search problem.
+//! * [`memory`]: per-worker memory of a plan.
+//! * [`transfer`]: the point-to-point transfers behind every byte the cost model counts.
+//! * [`driver`]: the recursive planner and the searches it runs.
+//! * [`file`]: the versioned plan file (`tofu-plan` JSON).
+//! * [`dot`]: a Graphviz picture of the coarsened graph.
+//! * [`compare`]: every search side by side (the planner benchmark).
+pub mod access;
+pub mod coarsen;
+pub mod compare;
+pub mod cost;
+pub mod dot;
+pub mod driver;
+pub mod file;
+pub mod level;
+pub mod memory;
+pub mod model;
+pub mod tile;
+pub mod transfer;
+
+pub use cost::OpChoice;
+pub use driver::{plan, CoarseGraph, PlanError, Planned, SearchKind};
+pub use file::PlanFile;
+pub use level::Decisions;
+pub use transfer::{transfers, Phase, Transfer};

@@ -1,0 +1,105 @@
+//! Per-operator facts the cost model and the searches need, computed once per
+//! graph.
+//!
+//! Takes a [`Graph`], the spec [`Library`] and a [`StrategyCache`]; gives a
+//! [`Model`]: for every operator its bound spec's [`OpAccess`], its exact
+//! partition strategies (from the interval analysis, Tofu §3.2) and whether it
+//! is elementwise. Errors name the operator whose spec or strategies failed.
+
+use std::sync::Arc;
+
+use interval::cache::StrategyCache;
+use interval::strategy::OpStrategies;
+use tdl::Library;
+
+use super::access::OpAccess;
+use crate::graph::{Graph, OpId};
+
+/// Why a graph cannot be planned.
+#[derive(Debug, thiserror::Error)]
+pub enum ModelError {
+    /// An operator's spec is missing from the library.
+    #[error(
+        "operator `{op}` uses spec `{spec}`, which the library does not define; add it to specs/"
+    )]
+    UnknownSpec {
+        /// Operator name.
+        op: String,
+        /// Spec name.
+        spec: String,
+    },
+    /// Shapes or attributes do not fit the spec.
+    #[error("operator `{op}`: {source}")]
+    Shape {
+        /// Operator name.
+        op: String,
+        /// The shape error.
+        source: Box<tdl::ShapeError>,
+    },
+    /// The interval analysis failed on the spec.
+    #[error("operator `{op}`: strategy analysis failed: {message}")]
+    Analysis {
+        /// Operator name.
+        op: String,
+        /// What went wrong.
+        message: String,
+    },
+}
+
+/// What the planner knows about one operator instance.
+#[derive(Clone, Debug)]
+pub struct OpModel {
+    /// Which input elements a share reads, which output elements it writes.
+    pub access: OpAccess,
+    /// Its exact strategies (shape-free, from the interval analysis).
+    pub strategies: Arc<OpStrategies>,
+}
+
+/// Per-operator facts for a whole graph (see the module doc).
+#[derive(Clone, Debug)]
+pub struct Model {
+    /// Indexed by [`OpId`].
+    pub ops: Vec<OpModel>,
+}
+
+impl Model {
+    /// Bind every operator and look up its strategies.
+    ///
+    /// Errors: unknown spec, shape mismatch, failed analysis (naming the operator).
+    pub fn new(graph: &Graph, lib: &Library, cache: &StrategyCache) -> Result<Model, ModelError> {
+        let mut ops = Vec::with_capacity(graph.ops().len());
+        for op in graph.ops() {
+            let spec = lib.get(&op.spec).ok_or_else(|| ModelError::UnknownSpec {
+                op: op.name.clone(),
+                spec: op.spec.clone(),
+            })?;
+            let shapes: Vec<Vec<usize>> = op
+                .inputs
+                .iter()
+                .map(|t| graph.tensor(*t).shape.clone())
+                .collect();
+            let binding = spec
+                .bind(&shapes, &op.attrs)
+                .map_err(|source| ModelError::Shape {
+                    op: op.name.clone(),
+                    source: Box::new(source),
+                })?;
+            let strategies = cache
+                .for_shapes(spec, &shapes)
+                .map_err(|e| ModelError::Analysis {
+                    op: op.name.clone(),
+                    message: e.to_string(),
+                })?;
+            ops.push(OpModel {
+                access: OpAccess::new(&binding),
+                strategies,
+            });
+        }
+        Ok(Model { ops })
+    }
+
+    /// The model of one operator.
+    pub fn op(&self, id: OpId) -> &OpModel {
+        &self.ops[id.index()]
+    }
+}

@@ -1,0 +1,171 @@
+//! The model zoo: the Tofu paper's benchmarks and a modern transformer.
+//!
+//! Takes a model name and options; gives its forward graph or its training
+//! graph (forward + backward + optimizer update). Names:
+//!
+//! | name | model | default batch |
+//! | --- | --- | --- |
+//! | `mlp-<layers>-<hidden>` | [`mlp`]: `layers` dense layers of `hidden`×`hidden` | 512 |
+//! | `wresnet-<depth>-<widen>` | [`wresnet`]: Wide ResNet, depth 50/101/152, every conv widened, 224×224 | 32 |
+//! | `rnn-<layers>-<hidden>` | [`rnn`]: LSTM language model, 20 steps, embedding 512 | 512 |
+//! | `gpt-<layers>-<d_model>` | [`gpt`]: decoder-only transformer, d_model/64 heads, sequence 1024, vocabulary 50257 | 8 |
+//!
+//! Sizes accept a `k` suffix for ×1024 (`rnn-10-8k` = hidden 8192). Each
+//! family's config also has a `tiny()` configuration of the same structure
+//! (fewer layers, small dims and images) for tests that execute the graph.
+
+pub mod gpt;
+pub mod mlp;
+pub mod rnn;
+pub mod wresnet;
+
+use tdl::Library;
+
+use crate::graph::{training_graph, Graph, GraphError, Optimizer};
+
+pub use gpt::GptConfig;
+pub use mlp::MlpConfig;
+pub use rnn::RnnConfig;
+pub use wresnet::WResNetConfig;
+
+/// Why a model could not be named or built.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ZooError {
+    /// The name matches no family or has the wrong parts.
+    #[error("unknown model `{name}`: {hint}")]
+    UnknownModel {
+        /// The name given.
+        name: String,
+        /// What is expected.
+        hint: String,
+    },
+    /// Building the graph failed (a spec missing or not fitting).
+    #[error("building `{model}`: {source}")]
+    Graph {
+        /// Model name.
+        model: String,
+        /// The graph error (names the operator).
+        source: Box<GraphError>,
+    },
+}
+
+/// A zoo model with its configuration.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Model {
+    /// Multi-layer perceptron.
+    Mlp(MlpConfig),
+    /// Wide ResNet.
+    WResNet(WResNetConfig),
+    /// Multi-layer LSTM language model.
+    Rnn(RnnConfig),
+    /// Decoder-only transformer.
+    Gpt(GptConfig),
+}
+
+const NAMES: &str = "expected mlp-<layers>-<hidden>, wresnet-<50|101|152>-<widen>, rnn-<layers>-<hidden> or gpt-<layers>-<d_model> (sizes may end in k = ×1024, e.g. rnn-10-8k)";
+
+/// Parse a size: digits with an optional `k`/`K` suffix (×1024).
+pub fn parse_size(s: &str) -> Option<usize> {
+    let (digits, mult) = match s.strip_suffix(['k', 'K']) {
+        Some(d) => (d, 1024),
+        None => (s, 1),
+    };
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse::<usize>().ok()?.checked_mul(mult)
+}
+
+impl Model {
+    /// Parse a zoo name (see the module doc) with the family's default configuration.
+    ///
+    /// Errors: [`ZooError::UnknownModel`] saying what is expected.
+    pub fn parse(name: &str) -> Result<Model, ZooError> {
+        let bad = |hint: String| ZooError::UnknownModel {
+            name: name.to_string(),
+            hint,
+        };
+        let lower = name.trim().to_ascii_lowercase();
+        let parts: Vec<&str> = lower.split('-').collect();
+        let [family, a, b] = parts.as_slice() else {
+            return Err(bad(NAMES.into()));
+        };
+        let (Some(a), Some(b)) = (parse_size(a), parse_size(b)) else {
+            return Err(bad(NAMES.into()));
+        };
+        if a == 0 || b == 0 {
+            return Err(bad("sizes must be positive".into()));
+        }
+        match *family {
+            "mlp" => Ok(Model::Mlp(MlpConfig::new(a, b))),
+            "wresnet" => WResNetConfig::new(a, b)
+                .map(Model::WResNet)
+                .ok_or_else(|| bad(format!("WResNet depth must be 50, 101 or 152, not {a}"))),
+            "rnn" => Ok(Model::Rnn(RnnConfig::new(a, b))),
+            "gpt" => GptConfig::new(a, b).map(Model::Gpt).ok_or_else(|| {
+                bad(format!(
+                    "GPT d_model must be a multiple of 64 (heads = d_model/64), not {b}"
+                ))
+            }),
+            _ => Err(bad(NAMES.into())),
+        }
+    }
+
+    /// The model's name as the zoo spells it (`wresnet-50-4`, `rnn-10-8192`).
+    pub fn name(&self) -> String {
+        match self {
+            Model::Mlp(c) => c.name(),
+            Model::WResNet(c) => c.name(),
+            Model::Rnn(c) => c.name(),
+            Model::Gpt(c) => c.name(),
+        }
+    }
+
+    /// The batch size.
+    pub fn batch(&self) -> usize {
+        match self {
+            Model::Mlp(c) => c.batch,
+            Model::WResNet(c) => c.batch,
+            Model::Rnn(c) => c.batch,
+            Model::Gpt(c) => c.batch,
+        }
+    }
+
+    /// The same model with another batch size.
+    pub fn with_batch(mut self, batch: usize) -> Model {
+        match &mut self {
+            Model::Mlp(c) => c.batch = batch,
+            Model::WResNet(c) => c.batch = batch,
+            Model::Rnn(c) => c.batch = batch,
+            Model::Gpt(c) => c.batch = batch,
+        }
+        self
+    }
+
+    /// The forward graph (ends in a scalar loss).
+    ///
+    /// Errors: [`ZooError::Graph`] (a spec the model needs is missing or does not fit).
+    pub fn forward(&self, lib: &Library) -> Result<Graph, ZooError> {
+        let r = match self {
+            Model::Mlp(c) => c.forward(lib),
+            Model::WResNet(c) => c.forward(lib),
+            Model::Rnn(c) => c.forward(lib),
+            Model::Gpt(c) => c.forward(lib),
+        };
+        r.map_err(|source| ZooError::Graph {
+            model: self.name(),
+            source: Box::new(source),
+        })
+    }
+
+    /// The training graph: forward + backward + `optimizer` update.
+    ///
+    /// Errors: [`ZooError::Graph`].
+    pub fn training(&self, lib: &Library, optimizer: &Optimizer) -> Result<Graph, ZooError> {
+        let fwd = self.forward(lib)?;
+        training_graph(&fwd, lib, optimizer).map_err(|source| ZooError::Graph {
+            model: self.name(),
+            source: Box::new(source),
+        })
+    }
+}

@@ -1,0 +1,61 @@
+//! Step time of mlp-4-4096 (batch 256) at k = 1 and k = 2 on CPU threads,
+//! and the fraction of the step spent communicating.
+//!
+//! Run: `cargo bench -p runner --bench step` (env `TOFU_BENCH_STEPS`, default 3).
+
+use codegen::generate;
+use interval::cache::StrategyCache;
+use planner::graph::Optimizer;
+use planner::plan::model::Model;
+use planner::plan::{plan, SearchKind};
+use planner::zoo;
+use runner::{run_programs, RunOptions};
+use tdl::Library;
+
+fn main() {
+    let steps: usize = std::env::var("TOFU_BENCH_STEPS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(3);
+    let name = std::env::var("TOFU_BENCH_MODEL").unwrap_or_else(|_| "mlp-4-4096".into());
+    let lib = Library::shipped().expect("specs");
+    let cache = StrategyCache::new();
+    let g = zoo::Model::parse(&name)
+        .expect("model")
+        .with_batch(256)
+        .training(&lib, &Optimizer::Sgd { lr: 0.1 })
+        .expect("graph");
+    let model = Model::new(&g, &lib, &cache).expect("model");
+    for k in [1usize, 2] {
+        let p = plan(&g, &lib, &cache, k, SearchKind::CriticalDp).expect("plan");
+        let progs = generate(&g, &lib, &model, &p.factors, &p.decisions).expect("programs");
+        let r = run_programs(
+            &g,
+            &lib,
+            &progs,
+            RunOptions {
+                steps: steps + 1,
+                seed: 1,
+            },
+            None,
+        )
+        .expect("run");
+        // Skip the first (warm-up) step.
+        let t: Vec<f64> = r.step_seconds[1..].to_vec();
+        let mean = t.iter().sum::<f64>() / t.len() as f64;
+        let comm: f64 = r.comm_seconds[1..]
+            .iter()
+            .map(|s| s.iter().cloned().fold(0.0, f64::max))
+            .sum::<f64>()
+            / t.len() as f64;
+        println!(
+            "{name} batch 256 k={k}: step {:.3} s (min {:.3}), comm {:.3} s = {:.1}% of the step, {} bytes sent per step per rank, peak {:?} bytes per rank",
+            mean,
+            t.iter().cloned().fold(f64::INFINITY, f64::min),
+            comm,
+            100.0 * comm / mean,
+            r.bytes_sent[1].iter().max().unwrap_or(&0),
+            r.peak_bytes_per_rank
+        );
+    }
+}

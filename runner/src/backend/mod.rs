@@ -1,0 +1,139 @@
+//! Backends: where a worker's buffers live and how its kernels run.
+//!
+//! Takes op instances (a TDL spec, input shapes, attributes) and buffer
+//! requests from a worker's program; gives allocated buffers, prepared
+//! kernels that run on them, and per-rank memory accounting (bytes in use and
+//! the peak). One trait, several backends (STYLE item 10): [`cpu::CpuBackend`]
+//! here; a CUDA one (cuBLAS/cuDNN/NVRTC) behind the `cuda` feature later,
+//! with the same API.
+//!
+//! Keeps true: [`MemoryStats::in_use`] is the sum of the sizes of the live
+//! buffers allocated through the backend (a buffer counts until it is freed
+//! or dropped), and [`MemoryStats::peak`] is the largest value `in_use` has
+//! had since creation or [`Backend::reset_peak`]. Kernel workspace (im2col
+//! columns, `let` temporaries of compiled kernels) is not counted.
+
+pub mod cpu;
+
+use tdl::{Attrs, OpSpec};
+
+use crate::kernels::KernelError;
+
+pub use cpu::{CpuBackend, CpuBuffer};
+
+/// Bytes of device memory of one rank.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MemoryStats {
+    /// Bytes held by live buffers now.
+    pub in_use: u64,
+    /// Highest `in_use` so far (bytes).
+    pub peak: u64,
+    /// Number of live buffers.
+    pub buffers: u64,
+    /// The allocation limit (bytes), if any.
+    pub capacity: Option<u64>,
+}
+
+/// Why a backend call failed.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum BackendError {
+    /// An allocation would exceed the backend's capacity.
+    #[error(
+        "out of memory: allocating {requested} bytes with {in_use} of {capacity} bytes in use"
+    )]
+    OutOfMemory {
+        /// Bytes asked for.
+        requested: u64,
+        /// Bytes in use before the request.
+        in_use: u64,
+        /// The capacity (bytes).
+        capacity: u64,
+    },
+    /// A host copy whose length differs from the buffer's.
+    #[error("copy of {got} elements into or out of a buffer of {expected} elements")]
+    CopyLength {
+        /// The buffer's elements.
+        expected: usize,
+        /// The host slice's elements.
+        got: usize,
+    },
+    /// Preparing or running a kernel failed.
+    #[error(transparent)]
+    Kernel(#[from] KernelError),
+}
+
+/// Memory and kernels of one rank (see the module doc).
+pub trait Backend: Send {
+    /// A buffer of f32 elements owned by this backend.
+    type Buffer: Send;
+    /// A kernel prepared for one op instance.
+    type Kernel: Send + Sync;
+
+    /// Short name (`"cpu"`, `"cuda"`).
+    fn name(&self) -> &'static str;
+
+    /// A zero-filled buffer of `elems` f32 elements; counts `4 · elems` bytes.
+    ///
+    /// Errors: [`BackendError::OutOfMemory`] past the capacity.
+    fn alloc(&self, elems: usize) -> Result<Self::Buffer, BackendError>;
+
+    /// A buffer holding a copy of `host`.
+    ///
+    /// Errors: as [`Backend::alloc`].
+    fn upload(&self, host: &[f32]) -> Result<Self::Buffer, BackendError>;
+
+    /// Copy a buffer to `host` (same number of elements).
+    ///
+    /// Errors: [`BackendError::CopyLength`].
+    fn download(&self, buf: &Self::Buffer, host: &mut [f32]) -> Result<(), BackendError>;
+
+    /// Release a buffer (dropping it does the same).
+    fn free(&self, buf: Self::Buffer);
+
+    /// Number of f32 elements of a buffer.
+    fn buffer_len(&self, buf: &Self::Buffer) -> usize;
+
+    /// Bytes in use and the peak.
+    fn memory(&self) -> MemoryStats;
+
+    /// Start a new peak measurement from the bytes in use now.
+    fn reset_peak(&self);
+
+    /// Prepare an op instance once: shape inference, then the library kernel
+    /// or the compiled evaluator (see [`crate::kernels`]). The kernel's output
+    /// shapes are those of the spec's shape inference.
+    ///
+    /// Errors: shapes or attributes that do not fit the spec; a spec the
+    /// evaluator cannot compile.
+    fn prepare(
+        &self,
+        spec: &OpSpec,
+        input_shapes: &[Vec<usize>],
+        attrs: &Attrs,
+    ) -> Result<Self::Kernel, BackendError>;
+
+    /// Prepare one worker's share of an op instance in global coordinates
+    /// (codegen's local compute, Tofu §5): `input_shapes` are the whole
+    /// tensors' shapes, `window` the share's index box and the regions its
+    /// input buffers hold (see [`crate::kernels::compiled::Window`]).
+    ///
+    /// Errors: as [`Backend::prepare`]; a window that does not fit the spec.
+    fn prepare_window(
+        &self,
+        spec: &OpSpec,
+        input_shapes: &[Vec<usize>],
+        attrs: &Attrs,
+        window: &crate::kernels::compiled::Window,
+    ) -> Result<Self::Kernel, BackendError>;
+
+    /// Run a prepared kernel: one buffer per input and per output, each of
+    /// its tensor's element count; every output element is overwritten.
+    ///
+    /// Errors: wrong buffer count or length, run-time failures of the op.
+    fn launch(
+        &self,
+        kernel: &Self::Kernel,
+        inputs: &[&Self::Buffer],
+        outputs: &mut [&mut Self::Buffer],
+    ) -> Result<(), BackendError>;
+}

@@ -1,0 +1,236 @@
+//! Row evaluation: an expression evaluated for a whole run of the innermost
+//! target variable at once.
+//!
+//! Takes an expression of a statement and that statement's innermost
+//! variable `rv`; gives a [`RowFn`] that fills `out[t]` with the value at
+//! `rv = first + t` (`first` is `rv`'s value in the [`Env`] on entry, and is
+//! unchanged on exit). One dynamic call per node then covers a whole row, and
+//! the loops inside are plain loops over slices: affine reads become strided
+//! copies (or a broadcast when the read does not depend on `rv`),
+//! arithmetic and built-ins map over the row, and a reduction evaluates its
+//! body as rows, one per value of its variables, and combines them element
+//! by element.
+//!
+//! Nodes whose semantics are per element (`select`, `&&`, `||`, reads that
+//! may leave their tensor or depend on data, opaque calls) run the scalar
+//! closure of [`super::expr`] once per element, so results are identical to
+//! the scalar path and to the interpreter's semantics.
+
+use tdl::{BinOp, Builtin, Expr, ExprKind, Reducer, TensorRef, Type, UnOp};
+
+use super::expr::{Affine, Bufs, Compiler, Env, Src, I};
+use crate::kernels::KernelError;
+
+/// A compiled expression over a row: fills the slice (see the module doc).
+pub(super) type RowFn = Box<dyn Fn(&mut Env, &Bufs<'_>, &mut [f64]) + Send + Sync>;
+
+/// A scratch row from the environment's pool.
+fn take(e: &mut Env, len: usize) -> Vec<f64> {
+    let mut v = e.pool.pop().unwrap_or_default();
+    v.clear();
+    v.resize(len, 0.0);
+    v
+}
+
+fn map(a: RowFn, f: impl Fn(f64) -> f64 + Send + Sync + Copy + 'static) -> RowFn {
+    Box::new(move |e, b, out| {
+        a(e, b, out);
+        out.iter_mut().for_each(|x| *x = f(*x));
+    })
+}
+
+fn zip(a: RowFn, c: RowFn, f: impl Fn(f64, f64) -> f64 + Send + Sync + Copy + 'static) -> RowFn {
+    Box::new(move |e, b, out| {
+        a(e, b, out);
+        let mut tmp = take(e, out.len());
+        c(e, b, &mut tmp);
+        out.iter_mut().zip(&tmp).for_each(|(x, y)| *x = f(*x, *y));
+        e.pool.push(tmp);
+    })
+}
+
+impl Compiler<'_> {
+    /// Compile `e` for rows of variable `rv` (see the module doc).
+    pub(super) fn row(&mut self, e: &Expr, rv: usize) -> Result<RowFn, KernelError> {
+        if e.ty == Type::Int {
+            return Ok(match self.int(e)? {
+                I::Const(c) => Box::new(move |_, _, out| out.fill(c as f64)),
+                I::Affine(a) => {
+                    let k = a.terms.iter().find(|t| t.0 == rv).map_or(0, |t| t.1);
+                    Box::new(move |e, _, out| {
+                        let base = a.eval(e);
+                        out.iter_mut()
+                            .enumerate()
+                            .for_each(|(t, o)| *o = (base + k * t as i64) as f64);
+                    })
+                }
+                I::Dyn(_) => self.per_element(e, rv)?,
+            });
+        }
+        Ok(match &e.kind {
+            ExprKind::Int(i) => {
+                let c = *i as f64;
+                Box::new(move |_, _, out| out.fill(c))
+            }
+            ExprKind::Real(r) => {
+                let c = *r;
+                Box::new(move |_, _, out| out.fill(c))
+            }
+            ExprKind::Attr(a) => {
+                let c = self.b.attrs[a.0 as usize].as_f64();
+                Box::new(move |_, _, out| out.fill(c))
+            }
+            ExprKind::Read { tensor, indices } => match self.safe_offset(*tensor, indices)? {
+                Some((src, off)) => read_row(src, off, rv),
+                None => self.per_element(e, rv)?,
+            },
+            ExprKind::Unary(UnOp::Neg, a) => map(self.row(a, rv)?, |x| -x),
+            ExprKind::Binary(op, a, c) => {
+                let f: fn(f64, f64) -> f64 = match op {
+                    BinOp::Add => |x, y| x + y,
+                    BinOp::Sub => |x, y| x - y,
+                    BinOp::Mul => |x, y| x * y,
+                    BinOp::Div => |x, y| x / y,
+                    BinOp::FloorDiv => |x, y| (x / y).floor(),
+                    BinOp::Mod => |x, y| x - y * (x / y).floor(),
+                    BinOp::Lt => |x, y| (x < y) as i64 as f64,
+                    BinOp::Le => |x, y| (x <= y) as i64 as f64,
+                    BinOp::Gt => |x, y| (x > y) as i64 as f64,
+                    BinOp::Ge => |x, y| (x >= y) as i64 as f64,
+                    BinOp::Eq => |x, y| (x == y) as i64 as f64,
+                    BinOp::Ne => |x, y| (x != y) as i64 as f64,
+                    // Short-circuit: per element.
+                    BinOp::And | BinOp::Or => return self.per_element(e, rv),
+                };
+                zip(self.row(a, rv)?, self.row(c, rv)?, f)
+            }
+            ExprKind::Call(Builtin::Select, _) => self.per_element(e, rv)?,
+            ExprKind::Call(f, args) => {
+                let x = self.row(&args[0], rv)?;
+                match f {
+                    Builtin::Max => zip(x, self.row(&args[1], rv)?, f64::max),
+                    Builtin::Min => zip(x, self.row(&args[1], rv)?, f64::min),
+                    Builtin::Pow => zip(x, self.row(&args[1], rv)?, f64::powf),
+                    Builtin::Exp => map(x, f64::exp),
+                    Builtin::Log => map(x, f64::ln),
+                    Builtin::Sqrt => map(x, f64::sqrt),
+                    Builtin::Tanh => map(x, f64::tanh),
+                    Builtin::Abs => map(x, f64::abs),
+                    Builtin::Sigmoid => map(x, |x| 1.0 / (1.0 + (-x).exp())),
+                    _ => self.per_element(e, rv)?,
+                }
+            }
+            ExprKind::Reduce {
+                reducer,
+                vars,
+                body,
+            } => {
+                let vars: Vec<(usize, i64, i64)> = vars
+                    .iter()
+                    .map(|v| {
+                        let v = v.0 as usize;
+                        (v, self.lo[v], self.ranges[v])
+                    })
+                    .collect();
+                let body = self.row(body, rv)?;
+                match reducer {
+                    Reducer::Sum => reduce_row(vars, body, 0.0, |a, x| a + x),
+                    Reducer::Prod => reduce_row(vars, body, 1.0, |a, x| a * x),
+                    Reducer::Max => reduce_row(vars, body, f64::NEG_INFINITY, f64::max),
+                    Reducer::Min => reduce_row(vars, body, f64::INFINITY, f64::min),
+                }
+            }
+            _ => self.per_element(e, rv)?,
+        })
+    }
+
+    /// The scalar closure, once per element of the row.
+    fn per_element(&mut self, e: &Expr, rv: usize) -> Result<RowFn, KernelError> {
+        let f = self.real(e)?.into_fn();
+        Ok(Box::new(move |e, b, out| {
+            let first = e.vars[rv];
+            for (t, o) in out.iter_mut().enumerate() {
+                e.vars[rv] = first + t as i64;
+                *o = f(e, b);
+            }
+            e.vars[rv] = first;
+        }))
+    }
+
+    /// The flat offset of a read as one affine form, if every index provably
+    /// stays inside the tensor and the region its buffer holds.
+    fn safe_offset(
+        &mut self,
+        tensor: TensorRef,
+        indices: &[tdl::Index],
+    ) -> Result<Option<(Src, Affine)>, KernelError> {
+        let src = self.src(tensor)?;
+        let idx = self.indices(indices)?;
+        Ok(self.window_offset(tensor, &idx).map(|off| (src, off)))
+    }
+}
+
+/// A strided copy (or broadcast) of a provably in-bounds affine read.
+fn read_row(src: Src, off: Affine, rv: usize) -> RowFn {
+    let k = off.terms.iter().find(|t| t.0 == rv).map_or(0, |t| t.1);
+    let rest = Affine {
+        c: off.c,
+        terms: off.terms.into_iter().filter(|t| t.0 != rv).collect(),
+    };
+    Box::new(move |e, b, out| {
+        let base = rest.eval(e) + k * e.vars[rv];
+        macro_rules! copy {
+            ($s:expr) => {{
+                let s = $s;
+                if k == 0 {
+                    out.fill(s[base as usize] as f64);
+                } else if k == 1 {
+                    let (b, n) = (base as usize, out.len());
+                    out.iter_mut()
+                        .zip(&s[b..b + n])
+                        .for_each(|(o, x)| *o = *x as f64);
+                } else {
+                    for (t, o) in out.iter_mut().enumerate() {
+                        *o = s[(base + k * t as i64) as usize] as f64;
+                    }
+                }
+            }};
+        }
+        match src {
+            Src::In(i) => copy!(b.inputs[i]),
+            Src::Out(o) => copy!(b.outputs[o]),
+            Src::Loc(l) => copy!(b.locals[l]),
+        }
+    })
+}
+
+fn reduce_row(
+    vars: Vec<(usize, i64, i64)>,
+    body: RowFn,
+    id: f64,
+    f: impl Fn(f64, f64) -> f64 + Send + Sync + Copy + 'static,
+) -> RowFn {
+    if vars.iter().any(|&(_, _, n)| n <= 0) {
+        return Box::new(move |_, _, out| out.fill(id));
+    }
+    Box::new(move |e, b, out| {
+        out.fill(id);
+        let mut tmp = take(e, out.len());
+        for &(v, lo, _) in &vars {
+            e.vars[v] = lo;
+        }
+        'outer: loop {
+            body(e, b, &mut tmp);
+            out.iter_mut().zip(&tmp).for_each(|(a, x)| *a = f(*a, *x));
+            for &(v, lo, n) in vars.iter().rev() {
+                e.vars[v] += 1;
+                if e.vars[v] < lo + n {
+                    continue 'outer;
+                }
+                e.vars[v] = lo;
+            }
+            break;
+        }
+        e.pool.push(tmp);
+    })
+}

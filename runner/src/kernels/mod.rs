@@ -1,0 +1,367 @@
+//! CPU kernels: an op instance (spec + input shapes + attributes) → a
+//! callable that computes its outputs from f32 buffers.
+//!
+//! Takes a [`tdl::Binding`] (the ellipsis-expanded spec with concrete dims,
+//! attributes and shapes); gives an [`OpKernel`], prepared once per op
+//! instance and run any number of times on row-major f32 buffers.
+//!
+//! Which implementation runs is data, not code: [`Registry`] maps op names to
+//! library kernels ([`gemm`]: the matmul family on the `gemm` crate; [`conv`]:
+//! convolutions as im2col + gemm), and every other op (or a library kernel
+//! that declines an unusual instance) falls back to the evaluator
+//! [`compiled`] builds from the op's TDL spec. Adding a spec therefore needs
+//! no change here. The reference interpreter is never called: it is the test
+//! oracle only.
+//!
+//! Keeps true: every kernel overwrites every element of every output (callers
+//! need not zero them); inputs are never written.
+
+pub mod compiled;
+pub mod conv;
+pub mod gemm;
+
+use std::collections::BTreeMap;
+
+use tdl::{Attrs, Binding, OpSpec, ShapeError};
+
+/// Why preparing or running a kernel failed.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum KernelError {
+    /// The input shapes or attributes do not fit the op's spec.
+    #[error(transparent)]
+    Shape(#[from] ShapeError),
+    /// Wrong number of input or output buffers.
+    #[error("`{op}`: expected {expected} {what} buffer(s), got {got}")]
+    BufferCount {
+        /// The op.
+        op: String,
+        /// `"input"` or `"output"`.
+        what: &'static str,
+        /// Buffers the op has.
+        expected: usize,
+        /// Buffers given.
+        got: usize,
+    },
+    /// A buffer's length does not match its tensor's shape.
+    #[error(
+        "`{op}`: buffer of `{tensor}` has {got} elements but its shape {shape:?} needs {expected}"
+    )]
+    BufferLength {
+        /// The op.
+        op: String,
+        /// The tensor.
+        tensor: String,
+        /// Its shape (elements per dim).
+        shape: Vec<usize>,
+        /// Elements the shape needs.
+        expected: usize,
+        /// Elements given.
+        got: usize,
+    },
+    /// A read of an unpadded tensor outside its shape (a spec bug or a bad
+    /// data-dependent index such as an embedding id out of range).
+    #[error("`{op}`: read of `{tensor}` at {index:?} is outside its shape {shape:?}")]
+    OutOfBounds {
+        /// The op.
+        op: String,
+        /// The tensor read.
+        tensor: String,
+        /// The index.
+        index: Vec<i64>,
+        /// The tensor's shape.
+        shape: Vec<usize>,
+    },
+    /// An integer division or modulo by zero in an index expression.
+    #[error("`{op}`: division by zero in an index expression")]
+    DivByZero {
+        /// The op.
+        op: String,
+    },
+    /// An opaque function failed (e.g. Cholesky of a non-SPD matrix).
+    #[error("`{op}`: opaque function `{name}` failed: {message}")]
+    Opaque {
+        /// The op.
+        op: String,
+        /// The function.
+        name: String,
+        /// Its message.
+        message: String,
+    },
+    /// The spec uses something the compiled evaluator cannot run.
+    #[error("`{op}`: cannot compile: {what}")]
+    Unsupported {
+        /// The op.
+        op: String,
+        /// What.
+        what: String,
+    },
+}
+
+/// The computation of a prepared kernel on row-major f32 buffers whose
+/// lengths [`OpKernel::run`] has already checked against the shapes.
+pub trait KernelImpl: Send + Sync {
+    /// Compute every output element from the inputs.
+    fn run(&self, inputs: &[&[f32]], outputs: &mut [&mut [f32]]) -> Result<(), KernelError>;
+}
+
+/// A library kernel's constructor: gives `None` when this op instance is one
+/// the kernel does not handle (unknown attribute, unexpected ranks or tensor
+/// names), and the compiled evaluator runs it instead.
+pub type KernelFactory = fn(&Binding) -> Option<Box<dyn KernelImpl>>;
+
+/// Where an [`OpKernel`]'s implementation comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Provider {
+    /// A library kernel from the [`Registry`], named (e.g. `"gemm"`, `"im2col+gemm"`).
+    Library(&'static str),
+    /// The evaluator compiled from the op's TDL spec.
+    Compiled,
+}
+
+/// An op instance ready to run: shapes fixed, implementation chosen.
+pub struct OpKernel {
+    op: String,
+    provider: Provider,
+    input_names: Vec<String>,
+    output_names: Vec<String>,
+    input_shapes: Vec<Vec<usize>>,
+    output_shapes: Vec<Vec<usize>>,
+    imp: Box<dyn KernelImpl>,
+}
+
+impl std::fmt::Debug for OpKernel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OpKernel")
+            .field("op", &self.op)
+            .field("provider", &self.provider)
+            .field("input_shapes", &self.input_shapes)
+            .field("output_shapes", &self.output_shapes)
+            .finish_non_exhaustive()
+    }
+}
+
+impl OpKernel {
+    /// The op's name.
+    pub fn op(&self) -> &str {
+        &self.op
+    }
+
+    /// Which implementation runs.
+    pub fn provider(&self) -> Provider {
+        self.provider
+    }
+
+    /// Shape of each input (elements per dim).
+    pub fn input_shapes(&self) -> &[Vec<usize>] {
+        &self.input_shapes
+    }
+
+    /// Shape of each output (elements per dim), from the spec's shape inference.
+    pub fn output_shapes(&self) -> &[Vec<usize>] {
+        &self.output_shapes
+    }
+
+    /// Compute the outputs: one row-major buffer per input and per output,
+    /// each of its shape's element count. Every output element is written.
+    ///
+    /// Errors: wrong buffer count or length ([`KernelError::BufferCount`],
+    /// [`KernelError::BufferLength`]); run-time failures of the op itself
+    /// (out-of-bounds data-dependent reads, failing opaque functions).
+    pub fn run(&self, inputs: &[&[f32]], outputs: &mut [&mut [f32]]) -> Result<(), KernelError> {
+        self.check(
+            "input",
+            &self.input_names,
+            &self.input_shapes,
+            inputs.iter().map(|b| b.len()),
+        )?;
+        self.check(
+            "output",
+            &self.output_names,
+            &self.output_shapes,
+            outputs.iter().map(|b| b.len()),
+        )?;
+        self.imp.run(inputs, outputs)
+    }
+
+    fn check(
+        &self,
+        what: &'static str,
+        names: &[String],
+        shapes: &[Vec<usize>],
+        lens: impl ExactSizeIterator<Item = usize>,
+    ) -> Result<(), KernelError> {
+        if lens.len() != shapes.len() {
+            return Err(KernelError::BufferCount {
+                op: self.op.clone(),
+                what,
+                expected: shapes.len(),
+                got: lens.len(),
+            });
+        }
+        for ((len, shape), name) in lens.zip(shapes).zip(names) {
+            let expected: usize = shape.iter().product();
+            if len != expected {
+                return Err(KernelError::BufferLength {
+                    op: self.op.clone(),
+                    tensor: name.clone(),
+                    shape: shape.clone(),
+                    expected,
+                    got: len,
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Op name → library kernel table, with the compiled evaluator as fallback.
+#[derive(Clone)]
+pub struct Registry {
+    table: BTreeMap<String, (&'static str, KernelFactory)>,
+}
+
+impl Default for Registry {
+    /// The library kernels of [`LIBRARY_KERNELS`].
+    fn default() -> Self {
+        let mut r = Registry::empty();
+        for &(op, provider, f) in LIBRARY_KERNELS {
+            r.register(op, provider, f);
+        }
+        r
+    }
+}
+
+/// The library kernels, one line per op: (op name, provider, constructor).
+/// A name not listed here runs through the compiled evaluator.
+pub const LIBRARY_KERNELS: &[(&str, &str, KernelFactory)] = &[
+    ("matmul", "gemm", gemm::matmul),
+    ("matmul_nt", "gemm", gemm::matmul_nt),
+    ("matmul_tn", "gemm", gemm::matmul_tn),
+    ("batch_matmul", "gemm", gemm::batch_matmul),
+    ("batch_matmul_nt", "gemm", gemm::batch_matmul_nt),
+    ("batch_matmul_tn", "gemm", gemm::batch_matmul_tn),
+    ("dense", "gemm", gemm::dense),
+    ("dense_nt", "gemm", gemm::dense_nt),
+    ("dense_grad_w", "gemm", gemm::dense_grad_w),
+    ("gate_matmul", "gemm", gemm::gate_matmul),
+    ("gate_matmul_grad_x", "gemm", gemm::gate_matmul_grad_x),
+    ("gate_matmul_grad_w", "gemm", gemm::gate_matmul_grad_w),
+    ("conv1d", "im2col+gemm", conv::conv1d),
+    ("conv1d_grad_x", "im2col+gemm", conv::conv1d_grad_x),
+    ("conv1d_grad_w", "im2col+gemm", conv::conv1d_grad_w),
+    ("conv2d", "im2col+gemm", conv::conv2d),
+    ("conv2d_grad_x", "im2col+gemm", conv::conv2d_grad_x),
+    ("conv2d_grad_w", "im2col+gemm", conv::conv2d_grad_w),
+];
+
+impl Registry {
+    /// A registry without library kernels: everything runs compiled.
+    pub fn empty() -> Self {
+        Registry {
+            table: BTreeMap::new(),
+        }
+    }
+
+    /// Add or replace the library kernel of `op`.
+    pub fn register(&mut self, op: &str, provider: &'static str, factory: KernelFactory) {
+        self.table.insert(op.to_string(), (provider, factory));
+    }
+
+    /// Names of the ops with a library kernel.
+    pub fn library_ops(&self) -> impl Iterator<Item = &str> {
+        self.table.keys().map(String::as_str)
+    }
+
+    /// Prepare an op instance: bind shapes (shape inference), then the
+    /// library kernel if one is registered and accepts the instance, else the
+    /// compiled evaluator.
+    ///
+    /// Errors: [`KernelError::Shape`] when shapes or attributes do not fit
+    /// the spec; [`KernelError::Unsupported`] if the spec cannot be compiled.
+    pub fn prepare(
+        &self,
+        spec: &OpSpec,
+        input_shapes: &[Vec<usize>],
+        attrs: &Attrs,
+    ) -> Result<OpKernel, KernelError> {
+        let binding = spec.bind(input_shapes, attrs)?;
+        self.prepare_bound(&binding)
+    }
+
+    /// One worker's share of an op instance in global coordinates, always
+    /// through the compiled evaluator (see [`compiled::compile_window`]): the
+    /// kernel's input buffers hold `window.inputs`, its outputs the boxes of
+    /// [`compiled::Window::output_region`].
+    ///
+    /// Errors: as [`Registry::prepare`]; a window that does not fit the spec.
+    pub fn prepare_window(
+        &self,
+        spec: &OpSpec,
+        input_shapes: &[Vec<usize>],
+        attrs: &Attrs,
+        window: &compiled::Window,
+    ) -> Result<OpKernel, KernelError> {
+        let binding = spec.bind(input_shapes, attrs)?;
+        let imp = compiled::compile_window(&binding, window)?;
+        let ext = |r: &[(i64, i64)]| r.iter().map(|&(l, h)| (h - l).max(0) as usize).collect();
+        Ok(OpKernel {
+            op: binding.spec.name.clone(),
+            provider: Provider::Compiled,
+            input_names: binding.spec.inputs.iter().map(|t| t.name.clone()).collect(),
+            output_names: binding
+                .spec
+                .outputs
+                .iter()
+                .map(|t| t.name.clone())
+                .collect(),
+            input_shapes: window.inputs.iter().map(|r| ext(r)).collect(),
+            output_shapes: (0..binding.output_shapes.len())
+                .map(|o| ext(&window.output_region(&binding, o)))
+                .collect(),
+            imp: Box::new(imp),
+        })
+    }
+
+    /// [`Registry::prepare`] for an already bound op.
+    pub fn prepare_bound(&self, binding: &Binding) -> Result<OpKernel, KernelError> {
+        let lib = self
+            .table
+            .get(&binding.spec.name)
+            .and_then(|(provider, f)| f(binding).map(|k| (Provider::Library(provider), k)));
+        let (provider, imp) = match lib {
+            Some(x) => x,
+            None => (Provider::Compiled, compiled::compile(binding)?),
+        };
+        Ok(OpKernel {
+            op: binding.spec.name.clone(),
+            provider,
+            input_names: binding.spec.inputs.iter().map(|t| t.name.clone()).collect(),
+            output_names: binding
+                .spec
+                .outputs
+                .iter()
+                .map(|t| t.name.clone())
+                .collect(),
+            input_shapes: binding.input_shapes.clone(),
+            output_shapes: binding.output_shapes.clone(),
+            imp,
+        })
+    }
+}
+
+/// The value of an int attribute of a bound op, `None` if the spec has no
+/// attribute of that name.
+pub(crate) fn int_attr(b: &Binding, name: &str) -> Option<i64> {
+    b.spec
+        .attr(name)
+        .map(|id| b.attrs[id.0 as usize].as_f64() as i64)
+}
+
+/// Whether every attribute of the spec is one of `known` (library kernels
+/// decline specs with attributes they do not understand).
+pub(crate) fn only_attrs(b: &Binding, known: &[&str]) -> bool {
+    b.spec
+        .attrs
+        .iter()
+        .all(|a| known.contains(&a.name.as_str()))
+}

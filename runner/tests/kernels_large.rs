@@ -1,0 +1,242 @@
+//! The library kernels (gemm for the matmul family, im2col + gemm for
+//! convolutions and their gradients) against the interpreter on larger
+//! random shapes, with strides, paddings and dilations, using the shipped
+//! specs. Every op of `LIBRARY_KERNELS` that the shipped library has must
+//! have a case here and must run its library kernel (no silent fallback to
+//! the compiled evaluator).
+
+mod common;
+
+use std::collections::BTreeSet;
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use runner::kernels::LIBRARY_KERNELS;
+use runner::{Provider, Registry};
+use tdl::{AttrValue, Attrs, Library, Tensor};
+
+/// Run op `op` through the registry (must be a library kernel) and compare
+/// with the interpreter; gives false if the shipped library lacks the op.
+fn check(
+    lib: &Library,
+    op: &str,
+    shapes: &[Vec<usize>],
+    attrs: &[(&str, i64)],
+    rng: &mut StdRng,
+) -> bool {
+    let Some(spec) = lib.get(op) else {
+        return false;
+    };
+    let attrs: Attrs = attrs
+        .iter()
+        .map(|(k, v)| (k.to_string(), AttrValue::Int(*v)))
+        .collect();
+    let inputs: Vec<Vec<f32>> = shapes
+        .iter()
+        .map(|s| {
+            (0..s.iter().product::<usize>())
+                .map(|_| rng.gen_range(-1.0..1.0))
+                .collect()
+        })
+        .collect();
+    let tensors: Vec<Tensor> = inputs
+        .iter()
+        .zip(shapes)
+        .map(|(v, s)| Tensor::new(s, v.iter().map(|&x| x as f64).collect()).unwrap())
+        .collect();
+    let want = tdl::evaluate(spec, &tensors, &attrs).unwrap_or_else(|e| panic!("{e}"));
+    let case = common::Case {
+        shapes: shapes.to_vec(),
+        attrs: attrs.clone(),
+        inputs,
+        reference: want,
+    };
+    let (k, got) = common::run(&Registry::default(), spec, &case).unwrap();
+    assert!(
+        matches!(k.provider(), Provider::Library(_)),
+        "`{op}` {shapes:?} {attrs:?}: {:?}",
+        k.provider()
+    );
+    common::compare(op, &got, &case.reference, 1e-4)
+        .unwrap_or_else(|e| panic!("{e} (shapes {shapes:?}, attrs {attrs:?})"));
+    true
+}
+
+fn out(i: usize, k: usize, s: i64, p: i64, d: i64) -> usize {
+    ((i as i64 + 2 * p - d * (k as i64 - 1) - 1).div_euclid(s) + 1) as usize
+}
+
+#[test]
+fn library_kernels_on_larger_shapes() {
+    let lib = Library::shipped().unwrap();
+    let mut rng = StdRng::seed_from_u64(21);
+    let mut covered = BTreeSet::new();
+    let mut cover = |op: &'static str, ok: bool| {
+        if ok {
+            covered.insert(op);
+        }
+    };
+    for (m, k, n) in [(67, 129, 45), (1, 300, 7), (96, 33, 128)] {
+        cover(
+            "matmul",
+            check(&lib, "matmul", &[vec![m, k], vec![k, n]], &[], &mut rng),
+        );
+        cover(
+            "matmul_nt",
+            check(&lib, "matmul_nt", &[vec![m, k], vec![n, k]], &[], &mut rng),
+        );
+        cover(
+            "matmul_tn",
+            check(&lib, "matmul_tn", &[vec![k, m], vec![k, n]], &[], &mut rng),
+        );
+    }
+    for batch in [vec![], vec![3], vec![2, 5]] {
+        let (m, k, n) = (17, 40, 23);
+        let sh = |a: usize, b: usize| [batch.clone(), vec![a, b]].concat();
+        cover(
+            "batch_matmul",
+            check(&lib, "batch_matmul", &[sh(m, k), sh(k, n)], &[], &mut rng),
+        );
+        cover(
+            "batch_matmul_nt",
+            check(
+                &lib,
+                "batch_matmul_nt",
+                &[sh(m, k), sh(n, k)],
+                &[],
+                &mut rng,
+            ),
+        );
+        cover(
+            "batch_matmul_tn",
+            check(
+                &lib,
+                "batch_matmul_tn",
+                &[sh(k, m), sh(k, n)],
+                &[],
+                &mut rng,
+            ),
+        );
+        let bt = |last: usize| [batch.clone(), vec![m, last]].concat();
+        cover(
+            "dense",
+            check(&lib, "dense", &[bt(k), vec![k, n]], &[], &mut rng),
+        );
+        cover(
+            "dense_nt",
+            check(&lib, "dense_nt", &[bt(n), vec![k, n]], &[], &mut rng),
+        );
+        cover(
+            "dense_grad_w",
+            check(&lib, "dense_grad_w", &[bt(k), bt(n)], &[], &mut rng),
+        );
+    }
+    let (b, k, g, h) = (19, 33, 4, 9);
+    cover(
+        "gate_matmul",
+        check(
+            &lib,
+            "gate_matmul",
+            &[vec![b, k], vec![k, g, h]],
+            &[],
+            &mut rng,
+        ),
+    );
+    cover(
+        "gate_matmul_grad_x",
+        check(
+            &lib,
+            "gate_matmul_grad_x",
+            &[vec![b, g, h], vec![k, g, h]],
+            &[],
+            &mut rng,
+        ),
+    );
+    cover(
+        "gate_matmul_grad_w",
+        check(
+            &lib,
+            "gate_matmul_grad_w",
+            &[vec![b, k], vec![b, g, h]],
+            &[],
+            &mut rng,
+        ),
+    );
+
+    // (B, CI, H, W, CO, KH, KW, stride, pad, dilation); the last one has
+    // enough images for the batch-parallel path.
+    let cases = [
+        (2, 3, 9, 8, 4, 3, 3, (1, 1), (0, 0), (1, 1)),
+        (3, 2, 11, 10, 5, 3, 2, (2, 1), (1, 2), (1, 2)),
+        (1, 4, 7, 7, 3, 1, 1, (1, 1), (0, 0), (1, 1)),
+        (5, 2, 8, 9, 2, 3, 3, (2, 3), (1, 1), (2, 1)),
+    ];
+    for (bs, ci, hh, ww, co, kh, kw, (sh, sw), (ph, pw), (dh, dw)) in cases {
+        let conv = [
+            ("stride_h", sh),
+            ("stride_w", sw),
+            ("pad_h", ph),
+            ("pad_w", pw),
+            ("dilation_h", dh),
+            ("dilation_w", dw),
+        ];
+        let (oh, ow) = (out(hh, kh, sh, ph, dh), out(ww, kw, sw, pw, dw));
+        let (x, wt, dy) = (
+            vec![bs, ci, hh, ww],
+            vec![co, ci, kh, kw],
+            vec![bs, co, oh, ow],
+        );
+        cover(
+            "conv2d",
+            check(&lib, "conv2d", &[x.clone(), wt.clone()], &conv, &mut rng),
+        );
+        let gx = [&conv[..], &[("in_h", hh as i64), ("in_w", ww as i64)]].concat();
+        cover(
+            "conv2d_grad_x",
+            check(
+                &lib,
+                "conv2d_grad_x",
+                &[dy.clone(), wt.clone()],
+                &gx,
+                &mut rng,
+            ),
+        );
+        let gw = [
+            &conv[..],
+            &[("kernel_h", kh as i64), ("kernel_w", kw as i64)],
+        ]
+        .concat();
+        cover(
+            "conv2d_grad_w",
+            check(&lib, "conv2d_grad_w", &[x, dy], &gw, &mut rng),
+        );
+
+        // The same along one axis as a conv1d.
+        let conv = [("stride", sw), ("pad", pw), ("dilation", dw)];
+        let (x, wt, dy) = (vec![bs, ci, ww], vec![co, ci, kw], vec![bs, co, ow]);
+        cover(
+            "conv1d",
+            check(&lib, "conv1d", &[x.clone(), wt.clone()], &conv, &mut rng),
+        );
+        let gx = [&conv[..], &[("in_x", ww as i64)]].concat();
+        cover(
+            "conv1d_grad_x",
+            check(&lib, "conv1d_grad_x", &[dy.clone(), wt], &gx, &mut rng),
+        );
+        let gw = [&conv[..], &[("kernel", kw as i64)]].concat();
+        cover(
+            "conv1d_grad_w",
+            check(&lib, "conv1d_grad_w", &[x, dy], &gw, &mut rng),
+        );
+    }
+
+    let missing: Vec<&str> = LIBRARY_KERNELS
+        .iter()
+        .map(|(n, _, _)| *n)
+        .filter(|n| lib.get(n).is_some() && !covered.contains(n))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "library kernels without a case here: {missing:?}"
+    );
+}

@@ -1,0 +1,162 @@
+//! `tofu graph --model NAME [--batch N] [--optimizer O] [-o graph.json] [--json]`:
+//! build a zoo model's training graph and summarise it.
+//!
+//! `tofu graph FILE.onnx [--training [--loss NAME]] [--batch N] [--dim name=value]...
+//! [--opaque-unsupported]`: import an ONNX model (see the `onnx` crate) as its
+//! inference graph, or with `--training` its training graph; the summary also
+//! lists the opsets, the nodes folded at import, every dynamic dim that took
+//! a default and every node imported as an opaque operator.
+//!
+//! Prints operators, tensors, parameter count, bytes of parameters +
+//! gradients + optimizer state and the peak activation bytes (liveness
+//! estimate, see `planner::graph::memory`); with `--json`, one JSON object
+//! with the fields `model`, `batch`, `optimizer`, `ops`, `tensors`,
+//! `parameters`, `parameter_bytes`, `gradient_bytes`,
+//! `optimizer_state_bytes`, `training_state_bytes`, `input_bytes`,
+//! `peak_activation_bytes`, `peak_bytes` (all sizes in bytes). `-o` writes
+//! the graph file (planner's versioned JSON format) atomically.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use miette::IntoDiagnostic;
+use planner::graph::{format, MemoryReport, OpRole, Optimizer};
+use planner::zoo::Model;
+use tdl::Library;
+
+/// Arguments of `tofu graph`.
+#[derive(clap::Args)]
+pub struct Args {
+    /// Zoo model: mlp-<layers>-<hidden>, wresnet-<50|101|152>-<widen>,
+    /// rnn-<layers>-<hidden>, gpt-<layers>-<d_model> (sizes may end in k).
+    #[arg(long, conflicts_with = "file")]
+    model: Option<String>,
+    /// An ONNX model file to import instead of a zoo model.
+    #[arg(value_name = "FILE.onnx", required_unless_present = "model")]
+    file: Option<PathBuf>,
+    /// ONNX: build the training graph (backward + optimizer) instead of the inference graph.
+    #[arg(long, requires = "file")]
+    training: bool,
+    /// ONNX: the output the loss is taken on (default: the first graph output;
+    /// a non-scalar output gets a softmax cross-entropy loss).
+    #[arg(long, value_name = "NAME", requires = "training")]
+    loss: Option<String>,
+    /// ONNX: value of a named dynamic dim, e.g. `--dim seq_len=512` (repeatable).
+    /// Defaults: batch dim (axis 0) → --batch or 1; sequence-like names → 128;
+    /// height/width → 224.
+    #[arg(long = "dim", value_name = "NAME=VALUE", requires = "file")]
+    dims: Vec<String>,
+    /// ONNX: import nodes without a spec mapping as opaque operators
+    /// (replicated or split along their batch dim only) instead of failing.
+    #[arg(long, requires = "file")]
+    opaque_unsupported: bool,
+    /// Batch size (default: the model family's).
+    #[arg(long)]
+    batch: Option<usize>,
+    /// Optimizer: sgd, momentum or adam.
+    #[arg(long, default_value = "momentum")]
+    optimizer: String,
+    /// Write the training graph to this JSON file.
+    #[arg(short = 'o', long = "output")]
+    output: Option<PathBuf>,
+    /// Print the summary as one JSON object.
+    #[arg(long)]
+    json: bool,
+}
+
+impl Args {
+    fn onnx_args(&self) -> super::graph_onnx::OnnxArgs {
+        super::graph_onnx::OnnxArgs {
+            batch: self.batch,
+            dims: self.dims.clone(),
+            training: self.training,
+            loss: self.loss.clone(),
+            optimizer: self.optimizer.clone(),
+            opaque_unsupported: self.opaque_unsupported,
+            output: self.output.clone(),
+            json: self.json,
+        }
+    }
+}
+
+/// Run `tofu graph`.
+pub fn run(args: Args) -> miette::Result<ExitCode> {
+    if let Some(file) = args.file.clone() {
+        return super::graph_onnx::run(&file, &args.onnx_args());
+    }
+    let mut model = Model::parse(args.model.as_deref().unwrap_or_default()).into_diagnostic()?;
+    if let Some(b) = args.batch {
+        if b == 0 {
+            return Err(miette::miette!("--batch must be at least 1"));
+        }
+        model = model.with_batch(b);
+    }
+    let optimizer = Optimizer::from_name(&args.optimizer).ok_or_else(|| {
+        miette::miette!(
+            "unknown optimizer `{}`: expected sgd, momentum or adam",
+            args.optimizer
+        )
+    })?;
+    let lib = Library::shipped().map_err(|e| miette::miette!("loading the operator specs: {e}"))?;
+    let graph = model.training(&lib, &optimizer).into_diagnostic()?;
+    if let Some(path) = &args.output {
+        format::save(&graph, path).into_diagnostic()?;
+    }
+    let mem = MemoryReport::of(&graph);
+    let count = |r: OpRole| graph.ops().iter().filter(|o| o.role == r).count();
+    if args.json {
+        let summary = serde_json::json!({
+            "model": model.name(),
+            "batch": model.batch(),
+            "optimizer": args.optimizer,
+            "ops": graph.ops().len(),
+            "forward_ops": count(OpRole::Forward),
+            "backward_ops": count(OpRole::Backward),
+            "update_ops": count(OpRole::Update),
+            "tensors": graph.tensors().len(),
+            "parameters": mem.parameters,
+            "parameter_bytes": mem.parameter_bytes,
+            "gradient_bytes": mem.gradient_bytes,
+            "optimizer_state_bytes": mem.optimizer_state_bytes,
+            "training_state_bytes": mem.training_state_bytes(),
+            "input_bytes": mem.input_bytes,
+            "peak_activation_bytes": mem.peak_activation_bytes,
+            "peak_bytes": mem.peak_bytes(),
+        });
+        println!("{summary}");
+    } else {
+        let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
+        println!(
+            "model        {} (batch {}, optimizer {})",
+            model.name(),
+            model.batch(),
+            args.optimizer
+        );
+        println!(
+            "operators    {} ({} forward, {} backward, {} update)",
+            graph.ops().len(),
+            count(OpRole::Forward),
+            count(OpRole::Backward),
+            count(OpRole::Update)
+        );
+        println!("tensors      {}", graph.tensors().len());
+        println!("parameters   {}", mem.parameters);
+        println!(
+            "state        {} bytes ({:.2} GiB) = parameters {} + gradients {} + optimizer state {}",
+            mem.training_state_bytes(),
+            gib(mem.training_state_bytes()),
+            mem.parameter_bytes,
+            mem.gradient_bytes,
+            mem.optimizer_state_bytes
+        );
+        println!(
+            "activations  peak {} bytes ({:.2} GiB)",
+            mem.peak_activation_bytes,
+            gib(mem.peak_activation_bytes)
+        );
+        if let Some(p) = &args.output {
+            println!("wrote        {}", p.display());
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

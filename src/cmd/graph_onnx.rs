@@ -1,0 +1,181 @@
+//! `tofu graph FILE.onnx ...`: import an ONNX model and summarise its graph.
+//!
+//! Takes the ONNX options of `tofu graph` ([`OnnxArgs`]); prints the same
+//! summary as for zoo models (operators by role, tensors, parameters,
+//! training state and peak activation bytes) plus the ONNX facts: opsets,
+//! nodes mapped and folded, dims that took a default, opaque nodes and the
+//! loss. `--json` prints one object with the zoo fields and `onnx_nodes`,
+//! `mapped_nodes`, `folded_nodes`, `opsets`, `defaulted_dims`, `opaque`,
+//! `loss`, `training`. `-o` writes the graph file.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use miette::IntoDiagnostic;
+use planner::graph::{format, MemoryReport, OpRole, Optimizer};
+
+/// The ONNX-related options of `tofu graph`.
+pub struct OnnxArgs {
+    /// `--batch`.
+    pub batch: Option<usize>,
+    /// `--dim name=value`.
+    pub dims: Vec<String>,
+    /// `--training`.
+    pub training: bool,
+    /// `--loss`.
+    pub loss: Option<String>,
+    /// `--optimizer`.
+    pub optimizer: String,
+    /// `--opaque-unsupported`.
+    pub opaque_unsupported: bool,
+    /// `-o`.
+    pub output: Option<PathBuf>,
+    /// `--json`.
+    pub json: bool,
+}
+
+/// Parse the ONNX options into importer options.
+pub fn options(args: &OnnxArgs) -> miette::Result<onnx::Options> {
+    let mut opts = onnx::Options {
+        training: args.training,
+        loss: args.loss.clone(),
+        opaque_unsupported: args.opaque_unsupported,
+        ..Default::default()
+    };
+    if let Some(b) = args.batch {
+        if b == 0 {
+            return Err(miette::miette!("--batch must be at least 1"));
+        }
+        opts.dims.batch = Some(b);
+    }
+    for d in &args.dims {
+        let (name, value) = d
+            .split_once('=')
+            .and_then(|(n, v)| Some((n.trim(), v.trim().parse::<usize>().ok()?)))
+            .filter(|(n, v)| !n.is_empty() && *v > 0)
+            .ok_or_else(|| {
+                miette::miette!("--dim `{d}`: expected NAME=VALUE with a positive integer, e.g. --dim seq_len=512")
+            })?;
+        opts.dims.named.insert(name.to_string(), value);
+    }
+    opts.optimizer = Some(Optimizer::from_name(&args.optimizer).ok_or_else(|| {
+        miette::miette!(
+            "unknown optimizer `{}`: expected sgd, momentum or adam",
+            args.optimizer
+        )
+    })?);
+    Ok(opts)
+}
+
+/// Run `tofu graph FILE.onnx`.
+pub fn run(file: &Path, args: &OnnxArgs) -> miette::Result<ExitCode> {
+    let opts = options(args)?;
+    let imported = onnx::load_graph(file, &opts).map_err(|e| miette::miette!("{e}"))?;
+    let graph = &imported.graph;
+    let s = &imported.summary;
+    if let Some(path) = &args.output {
+        format::save(graph, path).into_diagnostic()?;
+    }
+    let mem = MemoryReport::of(graph);
+    let count = |r: OpRole| graph.ops().iter().filter(|o| o.role == r).count();
+    let mapped: usize = s.mapped.values().sum();
+    let folded: usize = s.folded.values().sum();
+    if args.json {
+        let summary = serde_json::json!({
+            "model": s.model,
+            "file": file.display().to_string(),
+            "training": args.training,
+            "batch": opts.dims.batch.unwrap_or(onnx::dims::DEFAULT_BATCH),
+            "optimizer": if args.training { Some(args.optimizer.clone()) } else { None },
+            "opsets": s.opsets,
+            "onnx_nodes": s.nodes,
+            "mapped_nodes": mapped,
+            "folded_nodes": folded,
+            "defaulted_dims": s.defaulted_dims.iter().map(|d| serde_json::json!({
+                "input": d.input, "axis": d.axis, "name": d.name, "value": d.value, "rule": d.rule,
+            })).collect::<Vec<_>>(),
+            "opaque": s.opaque.iter().map(|o| serde_json::json!({
+                "node": o.node, "op_type": o.op_type, "spec": o.spec,
+            })).collect::<Vec<_>>(),
+            "loss": s.loss,
+            "ops": graph.ops().len(),
+            "forward_ops": count(OpRole::Forward),
+            "backward_ops": count(OpRole::Backward),
+            "update_ops": count(OpRole::Update),
+            "tensors": graph.tensors().len(),
+            "parameters": mem.parameters,
+            "parameter_bytes": mem.parameter_bytes,
+            "gradient_bytes": mem.gradient_bytes,
+            "optimizer_state_bytes": mem.optimizer_state_bytes,
+            "training_state_bytes": mem.training_state_bytes(),
+            "input_bytes": mem.input_bytes,
+            "peak_activation_bytes": mem.peak_activation_bytes,
+            "peak_bytes": mem.peak_bytes(),
+        });
+        println!("{summary}");
+        return Ok(ExitCode::SUCCESS);
+    }
+    let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
+    let opsets: Vec<String> = s.opsets.iter().map(|(d, v)| format!("{d} {v}")).collect();
+    println!("model        {} ({})", s.model, file.display());
+    println!("opsets       {}", opsets.join(", "));
+    println!(
+        "onnx nodes   {} ({mapped} mapped, {folded} folded at import, {} opaque)",
+        s.nodes,
+        s.opaque.len()
+    );
+    if !s.folded.is_empty() {
+        let f: Vec<String> = s.folded.iter().map(|(k, v)| format!("{k} {v}")).collect();
+        println!("folded       {}", f.join(", "));
+    }
+    for d in &s.defaulted_dims {
+        println!(
+            "default dim  input `{}` axis {} (`{}`) = {} ({} default; set with {})",
+            d.input,
+            d.axis,
+            d.name,
+            d.value,
+            d.rule,
+            if d.rule == "batch" {
+                "--batch".to_string()
+            } else {
+                format!("--dim {}=N", d.name)
+            }
+        );
+    }
+    for o in &s.opaque {
+        println!(
+            "opaque       node `{}` ({}) → spec `{}`",
+            o.node, o.op_type, o.spec
+        );
+    }
+    if let Some(l) = &s.loss {
+        println!("loss         on `{l}` (optimizer {})", args.optimizer);
+    }
+    println!(
+        "operators    {} ({} forward, {} backward, {} update)",
+        graph.ops().len(),
+        count(OpRole::Forward),
+        count(OpRole::Backward),
+        count(OpRole::Update)
+    );
+    println!("tensors      {}", graph.tensors().len());
+    println!("parameters   {}", mem.parameters);
+    println!(
+        "state        {} bytes ({:.2} GiB) = parameters {} + gradients {} + optimizer state {}",
+        mem.training_state_bytes(),
+        gib(mem.training_state_bytes()),
+        mem.parameter_bytes,
+        mem.gradient_bytes,
+        mem.optimizer_state_bytes
+    );
+    println!(
+        "activations  peak {} bytes ({:.2} GiB)",
+        mem.peak_activation_bytes,
+        gib(mem.peak_activation_bytes)
+    );
+    if let Some(p) = &args.output {
+        println!("wrote        {}", p.display());
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,310 @@
+//! `tofu plan (--model NAME | FILE.json | FILE.onnx) --workers K [--batch N] [--search S]
+//! [--device-memory BYTES] [-o plan.json] [--dot plan.dot] [--json]`: find a
+//! partition plan (Tofu §4) and explain it.
+//!
+//! Takes a zoo model or a graph file; prints workers, per-worker memory
+//! against the device memory, communication bytes per training step, the ten
+//! operators that communicate most, the same figures for data parallelism,
+//! and why the search stopped. `--json` prints one object with `workers`,
+//! `search`, `comm_bytes_per_step`, `max_worker_memory_bytes`,
+//! `plan_seconds`, `stop_reason` and more. `-o` writes the plan file
+//! atomically; `--dot` a Graphviz picture of the coarsened graph. Any error
+//! exits non-zero before anything is written.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use interval::cache::StrategyCache;
+use miette::IntoDiagnostic;
+use planner::graph::{format, Graph, Optimizer};
+use planner::plan::{dot, model::Model, plan, PlanFile, Planned, SearchKind};
+use planner::zoo;
+use tdl::Library;
+
+/// Arguments of `tofu plan`.
+#[derive(clap::Args)]
+pub struct Args {
+    /// A graph file (`tofu graph -o`) or an ONNX model (trained with a loss
+    /// on `--loss`), instead of --model.
+    file: Option<PathBuf>,
+    /// Zoo model: mlp-<layers>-<hidden>, wresnet-<50|101|152>-<widen>,
+    /// rnn-<layers>-<hidden>, gpt-<layers>-<d_model>.
+    #[arg(long, conflicts_with = "file")]
+    model: Option<String>,
+    /// Number of workers k (any k ≥ 1).
+    #[arg(long, short = 'k')]
+    workers: usize,
+    /// Batch size of a zoo model (default: the family's).
+    #[arg(long)]
+    batch: Option<usize>,
+    /// Optimizer of a zoo model: sgd, momentum or adam.
+    #[arg(long, default_value = "momentum")]
+    optimizer: String,
+    /// critical-dp, ilp, data-parallel, allrow-greedy, spartan or equal-chop.
+    #[arg(long, default_value = "critical-dp")]
+    search: String,
+    /// Memory of one device in bytes (suffixes K, M, G, T = powers of 1024):
+    /// a plan that needs more on some worker is reported.
+    #[arg(long, value_parser = parse_bytes)]
+    device_memory: Option<u64>,
+    /// Write the plan file (JSON, `tofu-plan` v1) here.
+    #[arg(short = 'o', long = "output")]
+    output: Option<PathBuf>,
+    /// Write a Graphviz picture of the coarsened graph here.
+    #[arg(long)]
+    dot: Option<PathBuf>,
+    /// Print one JSON object instead of the summary.
+    #[arg(long)]
+    json: bool,
+    /// ONNX: value of a dynamic dim, `name=value` (repeatable).
+    #[arg(long = "dim", value_name = "NAME=VALUE")]
+    dim: Vec<String>,
+    /// ONNX: the output the loss is taken on (default: the first output).
+    #[arg(long)]
+    loss: Option<String>,
+    /// ONNX: turn unsupported nodes into opaque operators instead of failing.
+    #[arg(long)]
+    opaque_unsupported: bool,
+}
+
+/// Parse `80G`, `512M`, `1073741824` (powers of 1024).
+fn parse_bytes(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let (num, mul) = match t.chars().last() {
+        Some('K' | 'k') => (&t[..t.len() - 1], 1u64 << 10),
+        Some('M' | 'm') => (&t[..t.len() - 1], 1 << 20),
+        Some('G' | 'g') => (&t[..t.len() - 1], 1 << 30),
+        Some('T' | 't') => (&t[..t.len() - 1], 1 << 40),
+        _ => (t, 1),
+    };
+    let v: f64 = num
+        .parse()
+        .map_err(|_| format!("`{s}` is not a size in bytes; write e.g. 80G, 512M or 1073741824"))?;
+    if !(v >= 0.0 && v.is_finite()) {
+        return Err(format!("`{s}` is not a size in bytes"));
+    }
+    Ok((v * mul as f64) as u64)
+}
+
+/// Human-readable bytes (powers of 1024).
+pub fn human(b: u64) -> String {
+    let units = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = b as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < units.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{b} B")
+    } else {
+        format!("{v:.2} {}", units[u])
+    }
+}
+
+/// Build the graph the arguments name, with the operator library to plan it
+/// with (an ONNX import adds generated specs for opaque nodes).
+fn load_graph(args: &Args, lib: Library) -> miette::Result<(String, Graph, Library)> {
+    match (&args.file, &args.model) {
+        (Some(path), _) => {
+            let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("");
+            if ext.eq_ignore_ascii_case("onnx") {
+                let onnx_args = super::graph_onnx::OnnxArgs {
+                    batch: args.batch,
+                    dims: args.dim.clone(),
+                    training: true,
+                    loss: args.loss.clone(),
+                    optimizer: args.optimizer.clone(),
+                    opaque_unsupported: args.opaque_unsupported,
+                    output: None,
+                    json: false,
+                };
+                let opts = super::graph_onnx::options(&onnx_args)?;
+                let imported = onnx::load_graph_with(path, &lib, &opts).map_err(|e| miette::miette!("{e}"))?;
+                return Ok((path.display().to_string(), imported.graph, imported.library));
+            }
+            let g = format::load(path).map_err(|e| miette::miette!("{}: {e}", path.display()))?;
+            g.check_shapes(&lib).map_err(|e| miette::miette!("{}: {e}", path.display()))?;
+            Ok((path.display().to_string(), g, lib))
+        }
+        (None, Some(name)) => {
+            let mut m = zoo::Model::parse(name).into_diagnostic()?;
+            if let Some(b) = args.batch {
+                if b == 0 {
+                    return Err(miette::miette!("--batch must be at least 1"));
+                }
+                m = m.with_batch(b);
+            }
+            let opt = Optimizer::from_name(&args.optimizer)
+                .ok_or_else(|| miette::miette!("unknown optimizer `{}`: expected sgd, momentum or adam", args.optimizer))?;
+            let g = m.training(&lib, &opt).into_diagnostic()?;
+            Ok((m.name(), g, lib))
+        }
+        (None, None) => Err(miette::miette!(
+            "say what to plan: `--model NAME` (e.g. --model mlp-8-8192), a graph file `tofu plan graph.json` or an ONNX model `tofu plan model.onnx`"
+        )),
+    }
+}
+
+/// Run `tofu plan`.
+pub fn run(args: Args) -> miette::Result<ExitCode> {
+    let search: SearchKind = args
+        .search
+        .parse()
+        .map_err(|e: String| miette::miette!("{e}"))?;
+    if args.workers == 0 {
+        return Err(miette::miette!("--workers must be at least 1"));
+    }
+    let lib = Library::shipped().map_err(|e| miette::miette!("loading the operator specs: {e}"))?;
+    let (name, graph, lib) = load_graph(&args, lib)?;
+    let cache = StrategyCache::new();
+    let planned = plan(&graph, &lib, &cache, args.workers, search).into_diagnostic()?;
+    let dp = if search == SearchKind::DataParallel {
+        None
+    } else {
+        plan(&graph, &lib, &cache, args.workers, SearchKind::DataParallel).ok()
+    };
+    let model = Model::new(&graph, &lib, &cache).into_diagnostic()?;
+    let file = PlanFile::new(&graph, &model, &planned);
+    if let Some(path) = &args.output {
+        file.save(path).into_diagnostic()?;
+    }
+    if let Some(path) = &args.dot {
+        let title = format!("{name}: {} on {} workers", search.name(), args.workers);
+        planner::graph::format::write_atomic(path, dot::to_dot(&planned.coarse, &title).as_bytes())
+            .into_diagnostic()?;
+    }
+    let over = args.device_memory.and_then(|cap| {
+        let (w, m) = planned
+            .memory
+            .iter()
+            .enumerate()
+            .max_by_key(|(_, m)| m.total())?;
+        (m.total() > cap).then(|| (w, m.clone(), cap))
+    });
+    if args.json {
+        let top = top_ops(&graph, &planned, 10);
+        let obj = serde_json::json!({
+            "model": name,
+            "workers": args.workers,
+            "factors": planned.factors,
+            "search": search.name(),
+            "comm_bytes_per_step": planned.comm_bytes,
+            "max_worker_memory_bytes": file.max_worker_memory_bytes,
+            "plan_seconds": planned.plan_seconds,
+            "stop_reason": planned.stop_reason,
+            "ops": graph.ops().len(),
+            "tensors": graph.tensors().len(),
+            "coarsened_nodes": planned.levels.first().map_or(0, |l| l.nodes),
+            "fits_device_memory": over.is_none(),
+            "device_memory_bytes": args.device_memory,
+            "data_parallel_comm_bytes_per_step": dp.as_ref().map(|d| d.comm_bytes),
+            "data_parallel_max_worker_memory_bytes": dp.as_ref().map(|d| d.memory.iter().map(|m| m.total()).max().unwrap_or(0)),
+            "top_ops": top.iter().map(|(n, s, b)| serde_json::json!({"op": n, "spec": s, "comm_bytes": b})).collect::<Vec<_>>(),
+        });
+        println!("{obj}");
+    } else {
+        print_summary(
+            &name,
+            &graph,
+            &planned,
+            dp.as_ref(),
+            args.device_memory,
+            &over,
+        );
+        if let Some(p) = &args.output {
+            println!("plan written to {}", p.display());
+        }
+        if let Some(p) = &args.dot {
+            println!(
+                "picture written to {} (render with `dot -Tsvg`)",
+                p.display()
+            );
+        }
+    }
+    Ok(if over.is_some() {
+        ExitCode::from(2)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+fn top_ops(graph: &Graph, planned: &Planned, n: usize) -> Vec<(String, String, u64)> {
+    let mut v: Vec<(String, String, u64)> = graph
+        .ops()
+        .iter()
+        .zip(&planned.op_comm_bytes)
+        .filter(|(_, b)| **b > 0)
+        .map(|(o, b)| (o.name.clone(), o.spec.clone(), *b))
+        .collect();
+    v.sort_by(|a, b| b.2.cmp(&a.2).then(a.0.cmp(&b.0)));
+    v.truncate(n);
+    v
+}
+
+fn print_summary(
+    name: &str,
+    graph: &Graph,
+    p: &Planned,
+    dp: Option<&Planned>,
+    cap: Option<u64>,
+    over: &Option<(usize, planner::plan::memory::WorkerMemory, u64)>,
+) {
+    let k: usize = p.factors.iter().product();
+    let max_mem = p.memory.iter().map(|m| m.total()).max().unwrap_or(0);
+    let min_mem = p.memory.iter().map(|m| m.total()).min().unwrap_or(0);
+    println!(
+        "model      {name}: {} ops, {} tensors, {} coarsened nodes",
+        graph.ops().len(),
+        graph.tensors().len(),
+        p.levels.first().map_or(0, |l| l.nodes)
+    );
+    println!(
+        "search     {} on {k} workers (levels {:?}), {:.3} s, stopped: {:?}",
+        p.search.name(),
+        p.factors,
+        p.plan_seconds,
+        p.stop_reason
+    );
+    println!(
+        "comm       {} per training step (all workers together)",
+        human(p.comm_bytes)
+    );
+    match cap {
+        Some(c) => println!(
+            "memory     {} … {} per worker (device: {})",
+            human(min_mem),
+            human(max_mem),
+            human(c)
+        ),
+        None => println!(
+            "memory     {} … {} per worker",
+            human(min_mem),
+            human(max_mem)
+        ),
+    }
+    if let Some(d) = dp {
+        let dmem = d.memory.iter().map(|m| m.total()).max().unwrap_or(0);
+        println!(
+            "data-par.  {} per step, {} per worker (for comparison)",
+            human(d.comm_bytes),
+            human(dmem)
+        );
+    }
+    let top = top_ops(graph, p, 10);
+    if !top.is_empty() {
+        println!("top operators by communication:");
+        for (n, s, b) in top {
+            println!("  {:>12}  {n} ({s})", human(b));
+        }
+    }
+    if let Some((w, m, c)) = over {
+        println!(
+            "DOES NOT FIT: worker {w} needs {} > device memory {} (largest tile: `{}`, {})",
+            human(m.total()),
+            human(*c),
+            m.largest_tile.0,
+            human(m.largest_tile.1)
+        );
+    }
+}

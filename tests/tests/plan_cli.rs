@@ -1,0 +1,155 @@
+//! End-to-end tests of `tofu plan`: the summary and `--json` fields, the
+//! plan file and the picture, `--device-memory` reports, and that bad
+//! arguments, missing files and unknown operators exit non-zero with an
+//! explanation and leave no partial plan file.
+
+use tofu_tests::{temp_dir, text, tofu};
+
+#[test]
+fn json_summary_has_the_documented_fields() {
+    let o = tofu(&[
+        "plan",
+        "--model",
+        "mlp-3-64",
+        "--batch",
+        "16",
+        "--workers",
+        "4",
+        "--json",
+    ]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{err}");
+    let v: serde_json::Value = serde_json::from_str(out.trim()).expect("one JSON object");
+    for f in [
+        "workers",
+        "search",
+        "comm_bytes_per_step",
+        "max_worker_memory_bytes",
+        "plan_seconds",
+        "stop_reason",
+    ] {
+        assert!(v.get(f).is_some(), "missing `{f}` in {v}");
+    }
+    assert_eq!(v["workers"], 4);
+    assert_eq!(v["search"], "critical-dp");
+    assert!(v["comm_bytes_per_step"].as_u64().unwrap() > 0);
+}
+
+#[test]
+fn writes_plan_and_picture_and_summarises() {
+    let dir = temp_dir("plan-ok");
+    let plan = dir.join("plan.json");
+    let dot = dir.join("plan.dot");
+    let o = tofu(&[
+        "plan",
+        "--model",
+        "rnn-1-32",
+        "--batch",
+        "4",
+        "--workers",
+        "3",
+        "--search",
+        "spartan",
+        "-o",
+        plan.to_str().unwrap(),
+        "--dot",
+        dot.to_str().unwrap(),
+    ]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{err}");
+    for needle in ["comm", "memory", "data-par.", "top operators", "stopped"] {
+        assert!(out.contains(needle), "summary lacks `{needle}`:\n{out}");
+    }
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&plan).unwrap()).unwrap();
+    assert_eq!(v["format"], "tofu-plan");
+    assert_eq!(v["workers"], 3);
+    assert!(
+        v["graph"]["ops"].as_array().is_some_and(|a| !a.is_empty()),
+        "plan embeds its graph"
+    );
+    assert!(std::fs::read_to_string(&dot)
+        .unwrap()
+        .starts_with("digraph plan"));
+}
+
+#[test]
+fn device_memory_overflow_names_the_worst_worker_and_tensor() {
+    let o = tofu(&[
+        "plan",
+        "--model",
+        "mlp-3-256",
+        "--batch",
+        "64",
+        "--workers",
+        "2",
+        "--device-memory",
+        "1K",
+    ]);
+    let (out, _) = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{out}");
+    assert!(
+        out.contains("DOES NOT FIT") && out.contains("worker") && out.contains("largest tile"),
+        "{out}"
+    );
+}
+
+#[test]
+fn bad_inputs_exit_nonzero_and_write_no_plan() {
+    let dir = temp_dir("plan-bad");
+    let plan = dir.join("plan.json");
+    let p = plan.to_str().unwrap();
+    let bad_graph = dir.join("graph.json");
+    std::fs::write(
+        &bad_graph,
+        "{\"format\": \"tofu-graph\", \"version\": 1, \"name\": \"x\", \"ops\": [{\"oops\": 1}]}",
+    )
+    .unwrap();
+    let unknown_op = dir.join("unknown.json");
+    // A graph with an operator whose spec does not exist.
+    std::fs::write(
+        &unknown_op,
+        r#"{"format":"tofu-graph","version":1,"name":"u","tensors":[{"name":"x","shape":[2],"dtype":"f32","role":"input","group":0,"fill":{"constant":{"value":1.0}}},{"name":"y","shape":[2],"dtype":"f32","role":"activation","group":1}],"groups":[{"tensor":0},{"op":0}],"ops":[{"name":"frob","spec":"no_such_op","inputs":[0],"outputs":[1],"role":"forward","group":1}]}"#,
+    )
+    .unwrap();
+    let cases: Vec<Vec<&str>> = vec![
+        vec!["plan", "--model", "mlp-2-8", "--workers", "0", "-o", p],
+        vec![
+            "plan",
+            "--model",
+            "mlp-2-8",
+            "--workers",
+            "2",
+            "--search",
+            "magic",
+            "-o",
+            p,
+        ],
+        vec!["plan", "--model", "resnet-9000", "--workers", "2", "-o", p],
+        vec!["plan", "/no/such/graph.json", "--workers", "2", "-o", p],
+        vec![
+            "plan",
+            bad_graph.to_str().unwrap(),
+            "--workers",
+            "2",
+            "-o",
+            p,
+        ],
+        vec![
+            "plan",
+            unknown_op.to_str().unwrap(),
+            "--workers",
+            "2",
+            "-o",
+            p,
+        ],
+        vec!["plan", "--workers", "2", "-o", p],
+    ];
+    for args in cases {
+        let o = tofu(&args);
+        let (out, err) = text(&o);
+        assert!(!o.status.success(), "{args:?} succeeded:\n{out}");
+        assert!(err.trim().len() > 20, "{args:?}: no explanation:\n{err}");
+        assert!(!plan.exists(), "{args:?} left a plan file");
+    }
+}
