@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use miette::IntoDiagnostic;
-use planner::graph::{format, MemoryReport, OpRole, Optimizer};
+use planner::graph::{format, MemoryReport, Optimizer};
 
 /// The ONNX-related options of `tofu graph`.
 pub struct OnnxArgs {
@@ -77,7 +77,6 @@ pub fn run(file: &Path, args: &OnnxArgs) -> miette::Result<ExitCode> {
         format::save(graph, path).into_diagnostic()?;
     }
     let mem = MemoryReport::of(graph);
-    let count = |r: OpRole| graph.ops().iter().filter(|o| o.role == r).count();
     let mapped: usize = s.mapped.values().sum();
     let folded: usize = s.folded.values().sum();
     if args.json {
@@ -98,24 +97,15 @@ pub fn run(file: &Path, args: &OnnxArgs) -> miette::Result<ExitCode> {
                 "node": o.node, "op_type": o.op_type, "spec": o.spec,
             })).collect::<Vec<_>>(),
             "loss": s.loss,
-            "ops": graph.ops().len(),
-            "forward_ops": count(OpRole::Forward),
-            "backward_ops": count(OpRole::Backward),
-            "update_ops": count(OpRole::Update),
-            "tensors": graph.tensors().len(),
-            "parameters": mem.parameters,
-            "parameter_bytes": mem.parameter_bytes,
-            "gradient_bytes": mem.gradient_bytes,
-            "optimizer_state_bytes": mem.optimizer_state_bytes,
-            "training_state_bytes": mem.training_state_bytes(),
-            "input_bytes": mem.input_bytes,
-            "peak_activation_bytes": mem.peak_activation_bytes,
-            "peak_bytes": mem.peak_bytes(),
         });
-        println!("{summary}");
+        let mut summary = match summary {
+            serde_json::Value::Object(m) => m,
+            _ => unreachable!("json! of an object literal is an object"),
+        };
+        summary.extend(super::graph::graph_fields(graph, &mem));
+        println!("{}", serde_json::Value::Object(summary));
         return Ok(ExitCode::SUCCESS);
     }
-    let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
     let opsets: Vec<String> = s.opsets.iter().map(|(d, v)| format!("{d} {v}")).collect();
     println!("model        {} ({})", s.model, file.display());
     println!("opsets       {}", opsets.join(", "));
@@ -152,28 +142,7 @@ pub fn run(file: &Path, args: &OnnxArgs) -> miette::Result<ExitCode> {
     if let Some(l) = &s.loss {
         println!("loss         on `{l}` (optimizer {})", args.optimizer);
     }
-    println!(
-        "operators    {} ({} forward, {} backward, {} update)",
-        graph.ops().len(),
-        count(OpRole::Forward),
-        count(OpRole::Backward),
-        count(OpRole::Update)
-    );
-    println!("tensors      {}", graph.tensors().len());
-    println!("parameters   {}", mem.parameters);
-    println!(
-        "state        {} bytes ({:.2} GiB) = parameters {} + gradients {} + optimizer state {}",
-        mem.training_state_bytes(),
-        gib(mem.training_state_bytes()),
-        mem.parameter_bytes,
-        mem.gradient_bytes,
-        mem.optimizer_state_bytes
-    );
-    println!(
-        "activations  peak {} bytes ({:.2} GiB)",
-        mem.peak_activation_bytes,
-        gib(mem.peak_activation_bytes)
-    );
+    super::graph::print_graph_summary(graph, &mem);
     if let Some(p) = &args.output {
         println!("wrote        {}", p.display());
     }
