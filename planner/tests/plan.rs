@@ -12,7 +12,9 @@ use planner::graph::{Graph, Optimizer};
 use planner::plan::cost::CostModel;
 use planner::plan::model::Model;
 use planner::plan::tile::digits;
-use planner::plan::{plan, transfers, Phase, PlanFile, Planned, SearchKind};
+use planner::plan::{
+    plan, plan_with, transfers, Phase, PlanFile, PlanOptions, Planned, SearchKind,
+};
 use planner::zoo::{self, GptConfig, MlpConfig, RnnConfig, WResNetConfig};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -185,7 +187,12 @@ fn critical_dp_is_never_worse_than_the_partitioning_baselines() {
         for k in [2usize, 4] {
             let cdp = plan(&g, &lib, &cache, k, SearchKind::CriticalDp).unwrap();
             let ilp = plan(&g, &lib, &cache, k, SearchKind::Ilp).unwrap();
-            for s in [SearchKind::AllrowGreedy, SearchKind::Spartan] {
+            for s in [
+                SearchKind::DataParallel,
+                SearchKind::AllrowGreedy,
+                SearchKind::Spartan,
+                SearchKind::EqualChop,
+            ] {
                 let b = plan(&g, &lib, &cache, k, s).unwrap();
                 assert!(
                     cdp.comm_bytes <= b.comm_bytes,
@@ -207,6 +214,54 @@ fn critical_dp_is_never_worse_than_the_partitioning_baselines() {
             );
         }
     }
+}
+
+/// CriticalDP keeps data parallelism only when it moves fewer bytes and fits
+/// `--device-memory`; with a device one byte smaller than data parallelism
+/// needs, it keeps a partitioned plan.
+#[test]
+fn critical_dp_keeps_data_parallelism_only_when_it_fits() {
+    let lib = lib();
+    let cache = StrategyCache::new();
+    let opt = Optimizer::Sgd { lr: 0.1 };
+    let max_mem = |p: &Planned| p.memory.iter().map(|m| m.total()).max().unwrap();
+    let mut chosen = 0;
+    for (m, b, k) in [
+        ("gpt-2-128", 8, 2usize),
+        ("gpt-2-128", 8, 4),
+        ("gpt-2-128", 1, 2),
+        ("mlp-4-512", 64, 2),
+    ] {
+        let g = zoo::Model::parse(m)
+            .unwrap()
+            .with_batch(b)
+            .training(&lib, &opt)
+            .unwrap();
+        let dp = plan(&g, &lib, &cache, k, SearchKind::DataParallel).unwrap();
+        let free = plan(&g, &lib, &cache, k, SearchKind::CriticalDp).unwrap();
+        assert!(free.comm_bytes <= dp.comm_bytes, "{m} k={k}");
+        if free.choice != "data parallelism" {
+            continue;
+        }
+        chosen += 1;
+        assert_eq!(free.comm_bytes, dp.comm_bytes, "{m} k={k}");
+        let cap = max_mem(&dp) - 1;
+        let opts = PlanOptions {
+            device_memory: Some(cap),
+        };
+        let capped = plan_with(&g, &lib, &cache, k, SearchKind::CriticalDp, opts).unwrap();
+        assert_ne!(capped.choice, "data parallelism", "{m} k={k}");
+        assert!(
+            max_mem(&capped) <= cap,
+            "{m} k={k}: {} > {cap}",
+            max_mem(&capped)
+        );
+        assert!(capped.comm_bytes > dp.comm_bytes, "{m} k={k}");
+    }
+    assert!(
+        chosen > 0,
+        "no case where data parallelism wins: the test checks nothing"
+    );
 }
 
 /// The cost model's regions contain every element the interpreter reads, for

@@ -5,7 +5,7 @@
 //! Takes a zoo model or a graph file; prints workers, per-worker memory
 //! against the device memory, communication bytes per training step, the ten
 //! operators that communicate most, the same figures for data parallelism,
-//! and why the search stopped. `--json` prints one object with `workers`,
+//! why the search stopped and which candidate plan it kept. `--json` prints one object with `workers`,
 //! `search`, `comm_bytes_per_step`, `max_worker_memory_bytes`,
 //! `plan_seconds`, `stop_reason` and more. `-o` writes the plan file
 //! atomically; `--dot` a Graphviz picture of the coarsened graph. Any error
@@ -17,7 +17,9 @@ use std::process::ExitCode;
 use interval::cache::StrategyCache;
 use miette::IntoDiagnostic;
 use planner::graph::{format, Graph, Optimizer};
-use planner::plan::{dot, model::Model, plan, PlanFile, Planned, SearchKind};
+use planner::plan::{
+    dot, model::Model, plan, plan_with, PlanFile, PlanOptions, Planned, SearchKind,
+};
 use planner::zoo;
 use tdl::Library;
 
@@ -43,8 +45,9 @@ pub struct Args {
     /// critical-dp, ilp, data-parallel, allrow-greedy, spartan or equal-chop.
     #[arg(long, default_value = "critical-dp")]
     search: String,
-    /// Memory of one device in bytes (suffixes K, M, G, T = powers of 1024):
-    /// a plan that needs more on some worker is reported.
+    /// Memory of one device in bytes (suffixes K, M, G, T = powers of 1024).
+    /// critical-dp keeps data parallelism (when it moves fewer bytes) only if
+    /// it fits; a plan that needs more on some worker is reported (exit 2).
     #[arg(long, value_parser = parse_bytes)]
     device_memory: Option<u64>,
     /// Write the plan file (JSON, `tofu-plan` v1) here.
@@ -158,7 +161,10 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
     let lib = Library::shipped().map_err(|e| miette::miette!("loading the operator specs: {e}"))?;
     let (name, graph, lib) = load_graph(&args, lib)?;
     let cache = StrategyCache::new();
-    let planned = plan(&graph, &lib, &cache, args.workers, search).into_diagnostic()?;
+    let opts = PlanOptions {
+        device_memory: args.device_memory,
+    };
+    let planned = plan_with(&graph, &lib, &cache, args.workers, search, opts).into_diagnostic()?;
     let dp = if search == SearchKind::DataParallel {
         None
     } else {
@@ -193,6 +199,7 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
             "max_worker_memory_bytes": file.max_worker_memory_bytes,
             "plan_seconds": planned.plan_seconds,
             "stop_reason": planned.stop_reason,
+            "choice": planned.choice,
             "ops": graph.ops().len(),
             "tensors": graph.tensors().len(),
             "coarsened_nodes": planned.levels.first().map_or(0, |l| l.nodes),
@@ -260,11 +267,12 @@ fn print_summary(
         p.levels.first().map_or(0, |l| l.nodes)
     );
     println!(
-        "search     {} on {k} workers (levels {:?}), {:.3} s, stopped: {:?}",
+        "search     {} on {k} workers (levels {:?}), {:.3} s, stopped: {:?}, kept: {}",
         p.search.name(),
         p.factors,
         p.plan_seconds,
-        p.stop_reason
+        p.stop_reason,
+        p.choice
     );
     println!(
         "comm       {} per training step (all workers together)",

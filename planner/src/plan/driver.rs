@@ -143,6 +143,17 @@ pub struct Planned {
     pub plan_seconds: f64,
     /// The coarsened graph of the first level, for pictures.
     pub coarse: CoarseGraph,
+    /// Which of the search's candidate plans was kept, e.g. `recursion 2·2·2`,
+    /// `one 8-way level` or `data parallelism` (see [`plan_with`]).
+    pub choice: String,
+}
+
+/// Options of [`plan_with`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PlanOptions {
+    /// Memory of one device (bytes). CriticalDP keeps only candidate plans
+    /// whose largest worker fits it; `None`: no limit.
+    pub device_memory: Option<u64>,
 }
 
 /// The coarsened graph and the first level's decision per node (for `--dot`).
@@ -158,16 +169,10 @@ pub struct CoarseGraph {
     pub edges: Vec<(usize, usize)>,
 }
 
-/// Plan `graph` for `workers` workers with `search` (see the module doc).
+/// Plan `graph` for `workers` workers with `search` and no device-memory
+/// limit: [`plan_with`] with the default [`PlanOptions`].
 ///
-/// Errors: k = 0; an operator whose spec is missing or does not fit; a level
-/// whose problem has no feasible assignment.
-///
-/// CriticalDP tries two recursions and keeps the plan with fewer bytes: over
-/// the prime factors of k (Tofu §4.4) and, for composite k, one k-way level
-/// (the greedy level-by-level recursion can lose to a direct split, e.g. on
-/// unrolled RNNs). The other searches use the prime factors (EqualChop: one
-/// level).
+/// Errors: as [`plan_with`].
 pub fn plan(
     graph: &Graph,
     lib: &Library,
@@ -175,27 +180,89 @@ pub fn plan(
     workers: usize,
     search: SearchKind,
 ) -> Result<Planned, PlanError> {
+    plan_with(graph, lib, cache, workers, search, PlanOptions::default())
+}
+
+/// Plan `graph` for `workers` workers with `search` (see the module doc).
+///
+/// Errors: k = 0; an operator whose spec is missing or does not fit; a level
+/// whose problem has no feasible assignment.
+///
+/// CriticalDP compares candidate plans and keeps the one with the fewest
+/// bytes among those whose largest worker fits `opts.device_memory` (all of
+/// them when no limit is given; the partitioned ones when none fits):
+/// the recursion over the prime factors of k (Tofu §4.4); for composite k,
+/// one k-way level (the greedy level-by-level recursion can lose to a direct
+/// split, e.g. on unrolled RNNs); and data parallelism (every weight
+/// replicated, gradients all-reduced), which moves fewer bytes than any
+/// partitioning when weights are small next to activations (2·(k−1)/k of the
+/// weights against ≥ 3·(k−1)/k for splitting them: all-gather forward and
+/// backward, reduce-scatter the gradient) but needs the whole model on every
+/// worker. The other searches use the prime factors (EqualChop: one level).
+pub fn plan_with(
+    graph: &Graph,
+    lib: &Library,
+    cache: &StrategyCache,
+    workers: usize,
+    search: SearchKind,
+    opts: PlanOptions,
+) -> Result<Planned, PlanError> {
     if workers == 0 {
         return Err(PlanError::NoWorkers);
     }
     let start = Instant::now();
     let model = Model::new(graph, lib, cache)?;
     let clusters = ordered_clusters(graph, &model);
+    // (factors, search run on them, choice label)
     let mut candidates = match search {
-        SearchKind::EqualChop if workers > 1 => vec![vec![workers]],
-        _ => vec![factorize(workers)],
+        SearchKind::EqualChop if workers > 1 => vec![(vec![workers], search)],
+        _ => vec![(factorize(workers), search)],
     };
-    if search == SearchKind::CriticalDp && candidates[0].len() > 1 {
-        candidates.push(vec![workers]);
-    }
-    let mut best: Option<Planned> = None;
-    for factors in candidates {
-        let p = plan_levels(graph, &model, &clusters, factors, search)?;
-        if best.as_ref().is_none_or(|b| p.comm_bytes < b.comm_bytes) {
-            best = Some(p);
+    if search == SearchKind::CriticalDp {
+        if candidates[0].0.len() > 1 {
+            candidates.push((vec![workers], search));
+        }
+        if workers > 1 {
+            candidates.push((factorize(workers), SearchKind::DataParallel));
         }
     }
-    let mut best = best.expect("at least one candidate");
+    let fits = |p: &Planned| {
+        opts.device_memory
+            .is_none_or(|cap| p.memory.iter().all(|m| m.total() <= cap))
+    };
+    // (fits, plan): a fitting plan beats any that does not; then fewer bytes.
+    let mut best: Option<(bool, Planned)> = None;
+    for (factors, s) in candidates {
+        let mut p = plan_levels(graph, &model, &clusters, factors, s)?;
+        p.choice = if s == SearchKind::DataParallel && search != s {
+            "data parallelism".to_string()
+        } else if p.factors.len() > 1 {
+            format!(
+                "recursion {}",
+                p.factors
+                    .iter()
+                    .map(|f| f.to_string())
+                    .collect::<Vec<_>>()
+                    .join("·")
+            )
+        } else {
+            format!("one {workers}-way level")
+        };
+        p.search = search;
+        let f = fits(&p);
+        // Data parallelism only replaces a partitioned plan when it fits.
+        if s != search && !f {
+            continue;
+        }
+        let better = match &best {
+            None => true,
+            Some((bf, b)) => (f && !bf) || (f == *bf && p.comm_bytes < b.comm_bytes),
+        };
+        if better {
+            best = Some((f, p));
+        }
+    }
+    let (_, mut best) = best.expect("at least one candidate");
     best.plan_seconds = start.elapsed().as_secs_f64();
     Ok(best)
 }
@@ -293,6 +360,7 @@ fn plan_levels(
         stop_reason,
         plan_seconds: 0.0,
         coarse,
+        choice: String::new(),
     })
 }
 

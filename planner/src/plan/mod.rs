@@ -27,7 +27,7 @@ pub mod tile;
 pub mod transfer;
 
 pub use cost::OpChoice;
-pub use driver::{plan, CoarseGraph, PlanError, Planned, SearchKind};
+pub use driver::{plan, plan_with, CoarseGraph, PlanError, PlanOptions, Planned, SearchKind};
 pub use file::PlanFile;
 pub use level::Decisions;
 pub use transfer::{transfers, Phase, Transfer};
