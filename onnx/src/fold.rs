@@ -11,13 +11,15 @@
 //! * views (`Reshape`, `Flatten`, `Squeeze`, `Unsqueeze`, `Identity`) of a
 //!   known value: the same elements under a new shape, keeping its kind, so a
 //!   weight stays a weight (DenseNet's unsqueezed batch-norm scales);
-//! * `Cast`, `Concat`, `Gather`, `Add`/`Sub`/`Mul`/`Div` of small known values
-//!   (shape arithmetic of exported models).
+//! * `Cast`, `Concat`, `Gather`, `Slice`, `Neg`, `Add`/`Sub`/`Mul`/`Div` of
+//!   small known values (shape arithmetic of exported models and of ONNX's
+//!   function expansions, e.g. LayerNormalization's `Shape` → `Slice` →
+//!   `ConstantOfShape` → `Concat` chain for the statistics' shape).
 //!
 //! Folded nodes are listed in the import summary; they emit no operator.
 
 use crate::lower::{Kind, Known, LResult, Lower, NodeError, Src};
-use crate::map_shape::view_shape;
+use crate::map_shape::{slice_args, slice_indices, view_shape};
 use crate::node::Node;
 use crate::tensor::{Data, Elem};
 
@@ -167,27 +169,27 @@ pub fn fold(l: &Lower, n: &Node) -> LResult<Option<Vec<Known>>> {
             }]
         }
         "Cast" | "CastLike" => {
-            let any = |i: usize| n.input(i).and_then(|x| l.arg_data(x));
-            let Some(d) = any(0) else { return Ok(None) };
+            // Only constants: a cast of a supplied input runs through its spec.
+            let Some(d) = small(0) else { return Ok(None) };
             let to = if op == "CastLike" {
-                any(1).map(|t| t.elem)
+                n.input(1)
+                    .and_then(|x| l.values.get(x)?.known.as_ref())
+                    .map(|k| k.elem)
+                    .or_else(|| n.input(1).map(|x| l.elem_of(x)))
             } else {
                 Elem::from_code(n.attrs.int("to", 1) as i32)
             };
             let Some(to) = to else { return Ok(None) };
-            let values = if to == Elem::Bool {
+            let saturate = n.attrs.int("saturate", 1) != 0;
+            let unchanged = to == d.elem
+                || (d.elem.is_integer() && to.is_integer() && to.small_int().is_none());
+            let values = if unchanged {
+                d.values.clone()
+            } else {
                 d.values
                     .iter()
-                    .map(|&v| if v != 0.0 { 1.0 } else { 0.0 })
+                    .map(|&v| crate::tensor::round_to(to, v, saturate))
                     .collect()
-            } else if to.is_integer() {
-                d.values.iter().map(|v| v.trunc()).collect()
-            } else if to == Elem::BF16 {
-                d.values.iter().map(|&v| round_bf16(v)).collect()
-            } else if to == Elem::F32 || to == Elem::F16 {
-                d.values.iter().map(|&v| v as f32 as f64).collect()
-            } else {
-                d.values.clone()
             };
             vec![dense(Data {
                 elem: to,
@@ -241,15 +243,14 @@ pub fn fold(l: &Lower, n: &Node) -> LResult<Option<Vec<Known>>> {
             if !(a.elem.is_integer() && b.elem.is_integer()) || a.numel() > 64 || b.numel() > 64 {
                 return Ok(None);
             }
-            let shape = if a.numel() >= b.numel() {
-                a.shape.clone()
-            } else {
-                b.shape.clone()
-            };
             let n_out = a.numel().max(b.numel());
             if (a.numel() != n_out && a.numel() != 1) || (b.numel() != n_out && b.numel() != 1) {
                 return Ok(None);
             }
+            // numpy broadcasting: a scalar and a [1] give [1].
+            let Some(shape) = crate::lower::broadcast_shape(&a.shape, &b.shape) else {
+                return Ok(None);
+            };
             let at = |d: &Data, i: usize| {
                 if d.numel() == 1 {
                     d.values[0]
@@ -274,17 +275,58 @@ pub fn fold(l: &Lower, n: &Node) -> LResult<Option<Vec<Known>>> {
                 values,
             })]
         }
+        "Neg" => {
+            let Some(d) = small(0) else { return Ok(None) };
+            if !d.elem.is_integer() || d.numel() > 64 {
+                return Ok(None);
+            }
+            let values = d.values.iter().map(|v| -v).collect();
+            vec![dense(Data { values, ..d })]
+        }
+        "Slice" => {
+            // Shape arithmetic (`Shape` → `Slice`): a small known value, any rank.
+            let Some(d) = small(0) else { return Ok(None) };
+            let args = slice_args(l, n, d.shape.len())?;
+            let mut picks: Vec<Vec<usize>> = d.shape.iter().map(|&s| (0..s).collect()).collect();
+            for (axis, start, end, step) in args {
+                picks[axis] = slice_indices(d.shape[axis], start, end, step);
+            }
+            vec![dense(gather_box(&d, &picks))]
+        }
         _ => return Ok(None),
     }))
 }
 
-/// Round to bfloat16 (round to nearest even on the f32 bits), as ONNX's Cast does.
-fn round_bf16(v: f64) -> f64 {
-    let f = v as f32;
-    if f.is_nan() {
-        return f64::NAN;
+/// The elements of `d` at the cartesian product of `picks` (one index list
+/// per dim), row-major.
+fn gather_box(d: &Data, picks: &[Vec<usize>]) -> Data {
+    let shape: Vec<usize> = picks.iter().map(Vec::len).collect();
+    let total: usize = shape.iter().product();
+    let mut strides = vec![1usize; d.shape.len()];
+    for i in (0..d.shape.len().saturating_sub(1)).rev() {
+        strides[i] = strides[i + 1] * d.shape[i + 1];
     }
-    let bits = f.to_bits();
-    let rounded = bits.wrapping_add(0x7fff + ((bits >> 16) & 1)) & 0xffff_0000;
-    f32::from_bits(rounded) as f64
+    let mut values = Vec::with_capacity(total);
+    let mut idx = vec![0usize; shape.len()];
+    for _ in 0..total {
+        let flat: usize = idx
+            .iter()
+            .zip(picks)
+            .zip(&strides)
+            .map(|((&i, p), &s)| p[i] * s)
+            .sum();
+        values.push(d.values[flat]);
+        for k in (0..idx.len()).rev() {
+            idx[k] += 1;
+            if idx[k] < shape[k] {
+                break;
+            }
+            idx[k] = 0;
+        }
+    }
+    Data {
+        elem: d.elem,
+        shape,
+        values,
+    }
 }

@@ -9,17 +9,23 @@
 //! `scale`; anything else → explicit `broadcast_R` of each operand to the
 //! common shape, then the plain spec.
 
-use planner::graph::{float, Fill, TensorId};
+use planner::graph::{float, int, Attr, Fill, TensorId};
 use tdl::AttrValue;
 
 use crate::lower::{broadcast_shape, unsupported, Kind, Known, LResult, Lower, Out, Src};
 use crate::node::Node;
 use crate::table::Mapping;
-use crate::tensor::Elem;
+use crate::tensor::{Elem, FloatFormat, F8};
 
 /// A unary op: one spec, float attributes copied from ONNX (with ONNX's defaults).
 pub fn unary(l: &mut Lower, n: &Node, m: &Mapping) -> LResult<Vec<Out>> {
-    let x = input(l, n, 0)?;
+    let xn = required(n, 0)?;
+    let s = shape(l, xn)?;
+    if s.contains(&0) {
+        // An empty tensor maps to an empty tensor.
+        return Ok(vec![Out::C(crate::map_shape::empty(l.elem_of(xn), s))]);
+    }
+    let x = l.tensor(xn)?;
     let attrs: Vec<(&str, AttrValue)> = m
         .attrs
         .iter()
@@ -50,10 +56,13 @@ pub fn input(l: &mut Lower, n: &Node, i: usize) -> LResult<TensorId> {
 /// Binary op with broadcasting (see the module doc).
 pub fn binary(l: &mut Lower, n: &Node, m: &Mapping) -> LResult<Vec<Out>> {
     let (a, b) = (required(n, 0)?, required(n, 1)?);
-    if m.op == "Div" && (l.elem_of(a).is_integer() || l.elem_of(b).is_integer()) {
-        return unsupported("integer Div truncates, which no spec models (float inputs only)");
-    }
-    Ok(vec![Out::T(broadcast_binary(l, m.specs[0], a, b)?)])
+    // Integer Div truncates toward zero.
+    let spec = if m.op == "Div" && (l.elem_of(a).is_integer() || l.elem_of(b).is_integer()) {
+        "div_trunc"
+    } else {
+        m.specs[0]
+    };
+    Ok(vec![Out::T(broadcast_binary(l, spec, a, b)?)])
 }
 
 fn required<'a>(n: &Node<'a>, i: usize) -> LResult<&'a str> {
@@ -206,32 +215,45 @@ pub fn clip(l: &mut Lower, n: &Node, _m: &Mapping) -> LResult<Vec<Out>> {
     Ok(vec![Out::T(t)])
 }
 
-/// PRelu with a per-channel slope ([C] or [C, 1, …, 1]) → `prelu`.
+/// PRelu: a per-channel slope ([C], [C, 1, …, 1] or [1, C, 1, …, 1] against
+/// x of shape [B, C, …]) → `prelu`; any other slope that broadcasts to x
+/// (numpy rules) → `broadcast_R` of the slope, then `prelu_full`.
 pub fn prelu(l: &mut Lower, n: &Node, _m: &Mapping) -> LResult<Vec<Out>> {
     let (xn, sn) = (required(n, 0)?, required(n, 1)?);
     let (sx, ss) = (shape(l, xn)?, shape(l, sn)?);
-    let numel: usize = ss.iter().product();
-    if sx.len() < 2
-        || numel != sx[1]
-        || (ss.len() >= 2 && ss.len() != sx.len() - 1 && ss.len() != sx.len())
-    {
-        if ss == sx {
-            return unsupported(
-                "elementwise PRelu slope (same shape as x): only per-channel slopes map to `prelu`",
-            );
-        }
-        return unsupported(format!(
-            "slope of shape {ss:?} for x of shape {sx:?}: only per-channel slopes map to `prelu`"
-        ));
-    }
+    let per_channel = sx.len() >= 2 && sx[1] > 1 && {
+        // The slope padded to x's rank has C at axis 1 and 1 elsewhere.
+        let mut padded = vec![1; sx.len().saturating_sub(ss.len())];
+        padded.extend(&ss);
+        let channel_first = ss.len() < sx.len()
+            && !ss.is_empty()
+            && ss[0] == sx[1]
+            && ss[1..].iter().all(|&d| d == 1)
+            && ss.len() == sx.len() - 1;
+        channel_first
+            || (padded.len() == sx.len()
+                && padded[1] == sx[1]
+                && padded.iter().enumerate().all(|(i, &d)| i == 1 || d == 1))
+    };
     let x = l.tensor(xn)?;
     let s = l.tensor(sn)?;
-    let s = l.reshape(s, &[sx[1]])?;
-    Ok(vec![Out::T(l.emit1("prelu", &[x, s], &[])?)])
+    if per_channel {
+        let s = l.reshape(s, &[sx[1]])?;
+        return Ok(vec![Out::T(l.emit1("prelu", &[x, s], &[])?)]);
+    }
+    if broadcast_shape(&sx, &ss).as_deref() != Some(&sx[..]) {
+        return unsupported(format!(
+            "slope of shape {ss:?} does not broadcast to x of shape {sx:?}"
+        ));
+    }
+    let s = l.broadcast_to(s, &sx)?;
+    Ok(vec![Out::T(l.emit1("prelu_full", &[x, s], &[])?)])
 }
 
-/// Dropout: identity when not training (mask output: all ones); `dropout` with a
-/// random 0/1 mask input when training.
+/// Dropout: identity when not training or when ratio = 0 (mask output: all
+/// ones); when training, `dropout` with a random 0/1 keep-mask that is a
+/// per-step graph input (`<node>.mask`, drawn by the runtime), which is also
+/// the node's Mask output.
 pub fn dropout(l: &mut Lower, n: &Node, _m: &Mapping) -> LResult<Vec<Out>> {
     let name = required(n, 0)?;
     let x = l.tensor(name)?;
@@ -244,19 +266,24 @@ pub fn dropout(l: &mut Lower, n: &Node, _m: &Mapping) -> LResult<Vec<Out>> {
     }
     let shape = l.shape(x);
     let mut outs = Vec::new();
-    if training {
-        let ratio = if n.opset >= 12 {
-            match n.input(1).map(|r| l.arg_data(r)) {
-                None => 0.5,
-                Some(Some(d)) if d.numel() == 1 => d.values[0],
-                Some(_) => return unsupported("ratio must be a known scalar"),
-            }
-        } else {
-            n.attrs.float("ratio", 0.5)
-        };
-        if n.wants_output(1) {
-            return unsupported("the mask output of a training-mode Dropout is random");
+    let ratio = if !training {
+        0.0
+    } else if n.opset >= 12 {
+        match n.input(1).map(|r| l.arg_data(r)) {
+            None => 0.5,
+            Some(Some(d)) if d.numel() == 1 => d.values[0],
+            Some(_) => return unsupported("ratio must be a known scalar"),
         }
+    } else {
+        n.attrs.float("ratio", 0.5)
+    };
+    // ONNX: with ratio 0 nothing is dropped, even in training mode.
+    if training && ratio != 0.0 {
+        if !(0.0..1.0).contains(&ratio) {
+            return unsupported(format!("ratio {ratio} (must be in [0, 1))"));
+        }
+        // The random keep-mask is a per-step input of the graph (drawn by the
+        // runtime); the Mask output is that input.
         let mask_name = format!("{}.mask", n.name);
         let mask = l.b.input(
             &mask_name,
@@ -269,6 +296,9 @@ pub fn dropout(l: &mut Lower, n: &Node, _m: &Mapping) -> LResult<Vec<Out>> {
             &[x, mask],
             &[("ratio", float(ratio))],
         )?));
+        if n.wants_output(1) {
+            outs.push(Out::T(mask));
+        }
     } else {
         outs.push(Out::T(l.emit1("identity", &[x], &[])?));
         if n.wants_output(1) {
@@ -296,9 +326,12 @@ pub fn splat_const(l: &mut Lower, name: &str, shape: &[usize], value: f64) -> LR
     l.tensor(name)
 }
 
-/// Cast / CastLike of a run-time tensor: between float types (or between
-/// integer types) the values do not change → `identity`; float → integer
-/// (truncation) and → bool are not mapped. Known values are folded instead.
+/// Cast / CastLike of a run-time tensor: to a float format narrower than the
+/// source (f16, bf16, the 8- and 4-bit floats) → `cast_float_round` (round to
+/// nearest even, `saturate`); to int4/uint4/int2/uint2 → `cast_int_wrap`; to
+/// E8M0 → `cast_e8m0`; float → other integers truncates → `cast_trunc`; → bool
+/// → `cast_bool`; otherwise the values do not change → `identity`. Constants
+/// and weights are folded instead ([`crate::tensor::round_to`]).
 pub fn cast(l: &mut Lower, n: &Node, m: &Mapping) -> LResult<Vec<Out>> {
     let name = required(n, 0)?;
     let from = l.elem_of(name);
@@ -310,12 +343,62 @@ pub fn cast(l: &mut Lower, n: &Node, m: &Mapping) -> LResult<Vec<Out>> {
             None => return unsupported("target type tofu does not hold"),
         }
     };
-    if to == Elem::Bool && from != Elem::Bool {
-        return unsupported("cast to bool");
-    }
-    if to.is_integer() && !from.is_integer() {
-        return unsupported("float → integer cast (truncation) has no spec");
-    }
+    let saturate = int(i64::from(n.attrs.int("saturate", 1) != 0));
     let x = l.tensor(name)?;
-    Ok(vec![Out::T(l.emit1("identity", &[x], &[])?)])
+    // Formats whose values every source value may not fit: round onto their grid.
+    let grid = match to {
+        Elem::F16 => Some(FloatFormat {
+            mant: 10,
+            emin: -14,
+            max: 65504.0,
+            has_inf: true,
+            has_nan: true,
+        }),
+        Elem::BF16 => Some(FloatFormat {
+            mant: 7,
+            emin: -126,
+            max: 3.389_531_389_251_535_5e38,
+            has_inf: true,
+            has_nan: true,
+        }),
+        other => other.float_format(),
+    };
+    let (spec, attrs): (&str, Vec<Attr>) = if to == from {
+        ("identity", vec![])
+    } else if let Some(f) = grid.filter(|_| from.float_format() != grid) {
+        // f16 and bf16 have infinities and no saturation in ONNX.
+        let sat = if to.float_format().is_some() {
+            saturate
+        } else {
+            int(0)
+        };
+        (
+            "cast_float_round",
+            vec![
+                ("mant", int(f.mant.into())),
+                ("emin", int(f.emin.into())),
+                ("maxv", float(f.max)),
+                ("saturate", sat),
+                ("has_inf", int(i64::from(f.has_inf))),
+                ("has_nan", int(i64::from(f.has_nan))),
+            ],
+        )
+    } else if let Some((bits, signed)) = to.small_int() {
+        (
+            "cast_int_wrap",
+            vec![
+                ("bits", int(bits.into())),
+                ("signed", int(i64::from(signed))),
+            ],
+        )
+    } else if to == Elem::F8(F8::E8M0) {
+        ("cast_e8m0", vec![("saturate", saturate)])
+    } else if to == Elem::Bool && from != Elem::Bool {
+        ("cast_bool", vec![])
+    } else if to.is_integer() && !from.is_integer() {
+        ("cast_trunc", vec![])
+    } else {
+        ("identity", vec![])
+    };
+    Ok(vec![Out::T(l.emit1(spec, &[x], &attrs)?)])
 }

@@ -242,20 +242,20 @@ pub fn conv(l: &mut Lower, n: &Node, _m: &Mapping) -> LResult<Vec<Out>> {
     Ok(vec![Out::T(l.emit1(spec, &ins, &attrs)?)])
 }
 
-/// MaxPool / AveragePool (1-D via a [B, C, 1, X] view, 2-D) → `maxpool2d_ext` / `avgpool2d_ext`.
+/// MaxPool / AveragePool → `maxpool2d_ext` / `avgpool2d_ext` (1-D via a
+/// [B, C, 1, X] view, 2-D), `maxpool3d_ext` / `avgpool3d_ext` (3-D, and dilated
+/// average pooling of lower rank as a volume with unit leading dims); MaxPool's
+/// Indices output (1-D, 2-D) → `maxpool2d_ext_indices`.
 pub fn pool(l: &mut Lower, n: &Node, m: &Mapping) -> LResult<Vec<Out>> {
     let x = input(l, n, 0)?;
     let sx = l.shape(x);
     let k = sx.len().saturating_sub(2);
-    if !(1..=2).contains(&k) {
-        return unsupported(format!("{k}-D pooling (1-D and 2-D are mapped)"));
+    if !(1..=3).contains(&k) {
+        return unsupported(format!("{k}-D pooling (1-D, 2-D and 3-D are mapped)"));
     }
-    if n.wants_output(1) {
-        return unsupported("the Indices output of MaxPool");
-    }
-    if n.attrs.int("storage_order", 0) != 0 {
-        return unsupported("storage_order = 1");
-    }
+    let max = m.op == "MaxPool";
+    // storage_order only changes the Indices output (row- or column-major).
+    let storage_order = n.attrs.int("storage_order", 0);
     let kernel: Vec<usize> = match n.attrs.ints("kernel_shape") {
         Some(v) if v.len() == k && v.iter().all(|&d| d > 0) => {
             v.iter().map(|&d| d as usize).collect()
@@ -265,53 +265,93 @@ pub fn pool(l: &mut Lower, n: &Node, m: &Mapping) -> LResult<Vec<Out>> {
     let strides = ints_or(n, "strides", k, 1)?;
     let dil = ints_or(n, "dilations", k, 1)?;
     let p = pads(n, &sx[2..], &kernel, &strides, &dil)?;
-    // Lift 1-D to 2-D with a unit H.
-    let (x, kernel, strides, dil, p) = if k == 1 {
-        let v = l.reshape(x, &[sx[0], sx[1], 1, sx[2]])?;
-        (
-            v,
-            vec![1, kernel[0]],
-            vec![1, strides[0]],
-            vec![1, dil[0]],
-            vec![0, p[0], 0, p[1]],
-        )
-    } else {
-        (x, kernel, strides, dil, p)
+    let dilated = dil.iter().any(|&d| d != 1);
+    // Rank of the spec's spatial block: lift by unit leading spatial dims.
+    let rank = if k == 3 || (!max && dilated) { 3 } else { 2 };
+    if max && rank == 3 && n.wants_output(1) {
+        return unsupported("the Indices output of 3-D MaxPool");
+    }
+    let lift = rank - k;
+    let ones = |v: &[usize], fill: usize| -> Vec<usize> {
+        std::iter::repeat_n(fill, lift)
+            .chain(v.iter().copied())
+            .collect()
     };
+    let (kernel, strides, dil) = (ones(&kernel, 1), ones(&strides, 1), ones(&dil, 1));
+    let (begin, end) = (ones(&p[..k], 0), ones(&p[k..], 0));
+    let mut view = sx[..2].to_vec();
+    view.extend(ones(&sx[2..], 1));
+    let xv = l.reshape(x, &view)?;
     let ceil = n.attrs.int("ceil_mode", 0);
-    let mut attrs: Vec<Attr> = vec![
-        ("kernel_h", int(kernel[0] as i64)),
-        ("kernel_w", int(kernel[1] as i64)),
-        ("stride_h", int(strides[0] as i64)),
-        ("stride_w", int(strides[1] as i64)),
-        ("pad_t", int(p[0] as i64)),
-        ("pad_l", int(p[1] as i64)),
-        ("pad_b", int(p[2] as i64)),
-        ("pad_r", int(p[3] as i64)),
-        ("ceil_mode", int(ceil)),
-    ];
-    let spec = if m.op == "MaxPool" {
-        attrs.push(("dilation_h", int(dil[0] as i64)));
-        attrs.push(("dilation_w", int(dil[1] as i64)));
-        "maxpool2d_ext"
+    let names: &[&str] = if rank == 3 {
+        &["d", "h", "w"]
     } else {
-        if dil.iter().any(|&d| d != 1) {
-            return unsupported("dilated AveragePool");
+        &["h", "w"]
+    };
+    let (pb, pe): (&[&str], &[&str]) = if rank == 3 {
+        (&["pad_f", "pad_t", "pad_l"], &["pad_k", "pad_b", "pad_r"])
+    } else {
+        (&["pad_t", "pad_l"], &["pad_b", "pad_r"])
+    };
+    let keys: Vec<(String, i64)> = names
+        .iter()
+        .enumerate()
+        .flat_map(|(i, a)| {
+            [
+                (format!("kernel_{a}"), kernel[i] as i64),
+                (format!("stride_{a}"), strides[i] as i64),
+                (pb[i].to_string(), begin[i] as i64),
+                (pe[i].to_string(), end[i] as i64),
+            ]
+        })
+        .collect();
+    let mut attrs: Vec<Attr> = keys.iter().map(|(k, v)| (k.as_str(), int(*v))).collect();
+    attrs.push(("ceil_mode", int(ceil)));
+    let dil_keys: Vec<(String, i64)> = names
+        .iter()
+        .enumerate()
+        .map(|(i, a)| (format!("dilation_{a}"), dil[i] as i64))
+        .collect();
+    let spec = if max {
+        attrs.extend(dil_keys.iter().map(|(k, v)| (k.as_str(), int(*v))));
+        if rank == 3 {
+            "maxpool3d_ext"
+        } else {
+            "maxpool2d_ext"
         }
+    } else {
         attrs.push((
             "count_include_pad",
             int(n.attrs.int("count_include_pad", 0)),
         ));
-        "avgpool2d_ext"
+        if rank == 3 {
+            attrs.extend(dil_keys.iter().map(|(k, v)| (k.as_str(), int(*v))));
+            "avgpool3d_ext"
+        } else {
+            "avgpool2d_ext"
+        }
     };
-    let y = l.emit1(spec, &[x], &attrs)?;
-    let y = if k == 1 {
-        let s = l.shape(y);
-        l.reshape(y, &[s[0], s[1], s[3]])?
-    } else {
-        y
-    };
-    Ok(vec![Out::T(y)])
+    let y = l.emit1(spec, &[xv], &attrs)?;
+    let mut out = l.shape(y);
+    out.drain(2..2 + lift);
+    let mut outs = vec![Out::T(l.reshape(y, &out)?)];
+    if max && n.wants_output(1) {
+        // Flat indices into x: the lifted unit dim does not change them.
+        let ia: Vec<Attr> = attrs
+            .iter()
+            .filter(|(k, _)| {
+                !k.starts_with("pad_b") && !k.starts_with("pad_r") && *k != "ceil_mode"
+            })
+            .cloned()
+            .chain([("storage_order", int(storage_order))])
+            .collect();
+        if storage_order != 0 && lift > 0 {
+            return unsupported("storage_order = 1 for 1-D MaxPool Indices");
+        }
+        let idx = l.emit1("maxpool2d_ext_indices", &[xv, y], &ia)?;
+        outs.push(Out::T(l.reshape(idx, &out)?));
+    }
+    Ok(outs)
 }
 
 /// View x as NCHW: [B, C, prod(spatial), 1] unless it is rank 4 already.
@@ -338,19 +378,40 @@ pub fn global_pool(l: &mut Lower, n: &Node, m: &Mapping) -> LResult<Vec<Out>> {
 }
 
 /// BatchNormalization: `batchnorm_inference` (running statistics), or `batchnorm`
-/// (batch statistics) when building a training graph.
+/// (batch statistics) when building a training graph or when the node is in
+/// training mode (`training_mode = 1`), whose running-mean / running-var
+/// outputs come from `batchnorm_running_stats`.
 pub fn batchnorm(l: &mut Lower, n: &Node, _m: &Mapping) -> LResult<Vec<Out>> {
-    if n.attrs.int("training_mode", 0) != 0 || n.n_outputs() > 1 {
-        return unsupported("training_mode = 1 (running-statistics outputs)");
-    }
+    // Opset ≥ 14 says training mode with the attribute; before, the extra
+    // outputs (running mean / var, saved statistics) did.
+    let training_mode = n.attrs.int("training_mode", 0) != 0 || (n.opset < 14 && n.n_outputs() > 1);
     if n.opset < 7 && n.attrs.int("spatial", 1) == 0 {
         return unsupported("spatial = 0");
+    }
+    if (3..5).any(|i| n.wants_output(i)) {
+        return unsupported("the saved mean / variance outputs (opset < 14)");
     }
     let eps = n.attrs.float("epsilon", 1e-5);
     let x = input(l, n, 0)?;
     let (v, s) = as_nchw(l, x)?;
     let gamma = input(l, n, 1)?;
     let beta = input(l, n, 2)?;
+    if training_mode {
+        let y = l.emit1("batchnorm", &[v, gamma, beta], &[("eps", float(eps))])?;
+        let mut outs = vec![Out::T(l.reshape(y, &s)?)];
+        if n.wants_output(1) || n.wants_output(2) {
+            let mean = input(l, n, 3)?;
+            let var = input(l, n, 4)?;
+            let momentum = n.attrs.float("momentum", 0.9);
+            let st = l.emit(
+                "batchnorm_running_stats",
+                &[v, mean, var],
+                &[("momentum", float(momentum))],
+            )?;
+            outs.extend(st.into_iter().map(Out::T));
+        }
+        return Ok(outs);
+    }
     let y = if l.training {
         l.emit1("batchnorm", &[v, gamma, beta], &[("eps", float(eps))])?
     } else {
@@ -398,9 +459,6 @@ pub fn groupnorm(l: &mut Lower, n: &Node, _m: &Mapping) -> LResult<Vec<Out>> {
 /// LayerNormalization over the dims from `axis` on → `layernorm` on a view
 /// whose last dim merges them.
 pub fn layernorm(l: &mut Lower, n: &Node, _m: &Mapping) -> LResult<Vec<Out>> {
-    if n.wants_output(1) || n.wants_output(2) {
-        return unsupported("the Mean / InvStdDev outputs");
-    }
     let eps = n.attrs.float("epsilon", 1e-5);
     let x = input(l, n, 0)?;
     let s = l.shape(x);
@@ -425,7 +483,17 @@ pub fn layernorm(l: &mut Lower, n: &Node, _m: &Mapping) -> LResult<Vec<Out>> {
         None => splat_const(l, &format!("{}.zero_bias", n.name), &[nn], 0.0)?,
     };
     let y = l.emit1("layernorm", &[v, g, b], &[("eps", float(eps))])?;
-    Ok(vec![Out::T(l.reshape(y, &s)?)])
+    let mut outs = vec![Out::T(l.reshape(y, &s)?)];
+    if n.wants_output(1) || n.wants_output(2) {
+        // Mean and InvStdDev have x's shape with the normalised dims set to 1.
+        let st = l.emit("layernorm_stats", &[v], &[("eps", float(eps))])?;
+        let mut reduced = s[..axis].to_vec();
+        reduced.extend(std::iter::repeat_n(1, s.len() - axis));
+        for t in st {
+            outs.push(Out::T(l.reshape(t, &reduced)?));
+        }
+    }
+    Ok(outs)
 }
 
 /// LRN → `lrn` (across channels, axis 1).
@@ -467,15 +535,17 @@ pub fn softmax(l: &mut Lower, n: &Node, m: &Mapping) -> LResult<Vec<Out>> {
     Ok(vec![Out::T(l.last_to_axis(y, axis)?)])
 }
 
-/// LpNormalization with p = 2 → `l2_normalize` along `axis`.
+/// LpNormalization → `l1_normalize` (p = 1) / `l2_normalize` (p = 2) along `axis`.
 pub fn lp_normalization(l: &mut Lower, n: &Node, _m: &Mapping) -> LResult<Vec<Out>> {
-    if n.attrs.int("p", 2) != 2 {
-        return unsupported("p ≠ 2");
-    }
+    let spec = match n.attrs.int("p", 2) {
+        1 => "l1_normalize",
+        2 => "l2_normalize",
+        p => return unsupported(format!("p = {p} (ONNX allows only 1 and 2)")),
+    };
     let x = input(l, n, 0)?;
     let s = l.shape(x);
     let axis = norm_axis(n.attrs.int("axis", -1), s.len())?;
     let v = l.axis_to_last(x, axis)?;
-    let y = l.emit1("l2_normalize", &[v], &[])?;
+    let y = l.emit1(spec, &[v], &[])?;
     Ok(vec![Out::T(l.last_to_axis(y, axis)?)])
 }

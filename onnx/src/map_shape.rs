@@ -243,13 +243,18 @@ pub fn split(l: &mut Lower, n: &Node, _m: &Mapping) -> LResult<Vec<Out>> {
     if sizes.iter().sum::<usize>() != s[axis] || sizes.len() != outs {
         return unsupported(format!("split sizes {sizes:?} for a dim of {}", s[axis]));
     }
-    if sizes.contains(&0) {
-        return unsupported("empty split part");
-    }
+    // Empty parts are empty constants; the others peel off the front.
+    let last = sizes.iter().rposition(|&sz| sz > 0);
     let mut rest = l.axis_to_last(x, axis)?;
     let mut result = Vec::new();
     for (i, &sz) in sizes.iter().enumerate() {
-        let part = if i + 1 == sizes.len() {
+        if sz == 0 {
+            let mut es = s.clone();
+            es[axis] = 0;
+            result.push(Out::C(empty(Elem::F32, es)));
+            continue;
+        }
+        let part = if Some(i) == last {
             rest
         } else {
             let o = l.emit("split_last", &[rest], &[("n", int(sz as i64))])?;
@@ -261,12 +266,10 @@ pub fn split(l: &mut Lower, n: &Node, _m: &Mapping) -> LResult<Vec<Out>> {
     Ok(result)
 }
 
-/// Slice (attributes before opset 10, inputs after) → per axis `slice` (negative
-/// steps via `reverse_last`).
-pub fn slice(l: &mut Lower, n: &Node, _m: &Mapping) -> LResult<Vec<Out>> {
-    let x = input(l, n, 0)?;
-    let s = l.shape(x);
-    let r = s.len();
+/// The (axis, start, end, step) of each sliced axis of a Slice node on an
+/// input of rank `r` (attributes before opset 10, inputs after; raw values,
+/// not yet clamped).
+pub fn slice_args(l: &Lower, n: &Node, r: usize) -> LResult<Vec<(usize, i64, i64, i64)>> {
     let (starts, ends, axes, steps) = if n.opset < 10 {
         (
             n.attrs.ints("starts").unwrap_or_default(),
@@ -290,33 +293,74 @@ pub fn slice(l: &mut Lower, n: &Node, _m: &Mapping) -> LResult<Vec<Out>> {
     if starts.len() != axes.len() || ends.len() != axes.len() || steps.len() != axes.len() {
         return unsupported("starts, ends, axes and steps differ in length");
     }
-    let mut cur = x;
-    for (k, &axis) in axes.iter().enumerate() {
-        let dim = s[axis] as i64;
-        let step = steps[k];
-        if step == 0 {
-            return unsupported("step 0");
+    if steps.contains(&0) {
+        return unsupported("step 0");
+    }
+    let mut seen = vec![false; r];
+    for &a in &axes {
+        if std::mem::replace(&mut seen[a], true) {
+            return unsupported(format!("axis {a} is sliced twice"));
         }
-        let clampi = |v: i64, lo: i64, hi: i64| v.clamp(lo, hi);
-        let norm = |v: i64| if v < 0 { v.saturating_add(dim) } else { v };
-        let (start, end, step, reverse) = if step > 0 {
-            (
-                clampi(norm(starts[k]), 0, dim),
-                clampi(norm(ends[k]), 0, dim),
-                step,
-                false,
-            )
+    }
+    Ok((0..axes.len())
+        .map(|k| (axes[k], starts[k], ends[k], steps[k]))
+        .collect())
+}
+
+/// The indices ONNX's Slice selects along a dim of size `dim` (negative
+/// start/end count from the end; clamped to [0, dim] for a positive step,
+/// [-1, dim - 1] for a negative one), in output order. Empty when the range is.
+pub fn slice_indices(dim: usize, start: i64, end: i64, step: i64) -> Vec<usize> {
+    let d = dim as i64;
+    let norm = |v: i64| if v < 0 { v.saturating_add(d) } else { v };
+    let mut out = Vec::new();
+    if step > 0 {
+        let (mut i, e) = (norm(start).clamp(0, d), norm(end).clamp(0, d));
+        while i < e {
+            out.push(i as usize);
+            i += step;
+        }
+    } else if step < 0 {
+        let (mut i, e) = (norm(start).clamp(-1, d - 1), norm(end).clamp(-1, d - 1));
+        while i > e {
+            out.push(i as usize);
+            i += step;
+        }
+    }
+    out
+}
+
+/// Slice → per axis `slice` (negative steps via `reverse_last`); an empty
+/// result is an empty constant (it has no elements to compute).
+pub fn slice(l: &mut Lower, n: &Node, _m: &Mapping) -> LResult<Vec<Out>> {
+    let xn = n
+        .input(0)
+        .ok_or_else(|| NodeError::Unsupported("input 0 is missing".into()))?;
+    let s = shape(l, xn)?;
+    let args = slice_args(l, n, s.len())?;
+    let mut out_shape = s.clone();
+    for &(axis, start, end, step) in &args {
+        out_shape[axis] = slice_indices(s[axis], start, end, step).len();
+    }
+    if out_shape.contains(&0) {
+        return Ok(vec![Out::C(empty(l.elem_of(xn), out_shape))]);
+    }
+    let x = l.tensor(xn)?;
+    let mut cur = x;
+    for (axis, start, end, step) in args {
+        let dim = s[axis] as i64;
+        let idx = slice_indices(s[axis], start, end, step);
+        let reverse = step < 0;
+        // Positions along the (possibly reversed) axis: first, one past the last, step.
+        let first = if reverse {
+            dim - 1 - idx[0] as i64
         } else {
-            // Reversed: index j of the reversed axis is dim - 1 - i.
-            let st = clampi(norm(starts[k]), -1, dim - 1);
-            let en = clampi(norm(ends[k]), -1, dim - 1);
-            (dim - 1 - st, dim - 1 - en, -step, true)
+            idx[0] as i64
         };
+        let (start, step) = (first, step.abs());
+        let end = start + step * (idx.len() as i64 - 1) + 1;
         if start == 0 && end >= dim && step == 1 && !reverse {
             continue;
-        }
-        if end <= start {
-            return unsupported("empty slice result");
         }
         let mut t = l.axis_to_last(cur, axis)?;
         if reverse {
@@ -339,15 +383,29 @@ pub fn slice(l: &mut Lower, n: &Node, _m: &Mapping) -> LResult<Vec<Out>> {
     Ok(vec![Out::T(cur)])
 }
 
-/// Pad (constant mode; pads attribute before opset 11, input after) → per axis `pad`.
+/// An empty (zero-element) value of the given shape.
+pub fn empty(elem: Elem, shape: Vec<usize>) -> Data {
+    Data {
+        elem,
+        shape,
+        values: Vec::new(),
+    }
+}
+
+/// Pad (pads attribute before opset 11, input after) → per axis `pad`
+/// (constant), `pad_edge`, `pad_reflect` or `pad_wrap`.
 pub fn pad(l: &mut Lower, n: &Node, _m: &Mapping) -> LResult<Vec<Out>> {
     let x = input(l, n, 0)?;
     let s = l.shape(x);
     let r = s.len();
     let mode = n.attrs.string("mode", "constant");
-    if mode != "constant" {
-        return unsupported(format!("mode = {mode} (only constant padding has a spec)"));
-    }
+    let spec = match mode.as_str() {
+        "constant" => "pad",
+        "edge" => "pad_edge",
+        "reflect" => "pad_reflect",
+        "wrap" => "pad_wrap",
+        other => return unsupported(format!("mode = {other}")),
+    };
     let (pads, value, axes) = if n.opset < 11 {
         (
             n.attrs.ints("pads").unwrap_or_default(),
@@ -384,16 +442,21 @@ pub fn pad(l: &mut Lower, n: &Node, _m: &Mapping) -> LResult<Vec<Out>> {
         if before == 0 && after == 0 {
             continue;
         }
+        if spec == "pad_reflect" && (before.max(after) as usize) >= s[axis] {
+            return unsupported(format!(
+                "reflect padding of {before}/{after} on a dim of {} (pads must be smaller than the dim)",
+                s[axis]
+            ));
+        }
+        if spec != "pad" && s[axis] == 0 {
+            return unsupported(format!("mode = {mode} on an empty dim"));
+        }
         let t = l.axis_to_last(cur, axis)?;
-        let t = l.emit1(
-            "pad",
-            &[t],
-            &[
-                ("before", int(before)),
-                ("after", int(after)),
-                ("value", float(value)),
-            ],
-        )?;
+        let mut attrs = vec![("before", int(before)), ("after", int(after))];
+        if spec == "pad" {
+            attrs.push(("value", float(value)));
+        }
+        let t = l.emit1(spec, &[t], &attrs)?;
         cur = l.last_to_axis(t, axis)?;
     }
     if cur == x {
@@ -510,28 +573,41 @@ fn normalised_ids(l: &mut Lower, n: &Node, name: &str, dim: usize) -> LResult<Te
     l.tensor(name)
 }
 
-/// OneHot with values [0, 1] along the last axis → `one_hot`.
+/// OneHot along `axis`: values [0, 1] and non-negative known indices →
+/// `one_hot`; otherwise (other off/on values, negative indices counting from
+/// the end) → `one_hot_values`; the new axis is then moved to `axis`.
 pub fn one_hot(l: &mut Lower, n: &Node, _m: &Mapping) -> LResult<Vec<Out>> {
-    let ids = input(l, n, 0)?;
+    let ids_name = n
+        .input(0)
+        .ok_or_else(|| NodeError::Unsupported("indices are missing".into()))?;
+    let ids = l.tensor(ids_name)?;
     let depth = ints_input(l, n, 1)?
         .and_then(|v| v.first().copied())
         .unwrap_or(0);
-    let values = n.input(2).and_then(|v| l.arg_data(v)).map(|d| d.values);
-    if values.as_deref() != Some(&[0.0, 1.0][..]) {
-        return unsupported("values other than [0, 1]");
-    }
-    let r = l.shape(ids).len();
-    if axis_of(n.attrs.int("axis", -1), r + 1)? != r {
-        return unsupported("axis other than the last");
-    }
     if depth < 1 {
         return unsupported("depth < 1");
     }
-    Ok(vec![Out::T(l.emit1(
-        "one_hot",
-        &[ids],
-        &[("depth", int(depth))],
-    )?)])
+    let r = l.shape(ids).len();
+    let axis = axis_of(n.attrs.int("axis", -1), r + 1)?;
+    let values_name = n
+        .input(2)
+        .ok_or_else(|| NodeError::Unsupported("values are missing".into()))?;
+    if shape(l, values_name)?.iter().product::<usize>() != 2 {
+        return unsupported("values must hold two elements [off, on]");
+    }
+    let plain = l
+        .arg_data(values_name)
+        .is_some_and(|d| d.values == [0.0, 1.0])
+        && l.arg_data(ids_name)
+            .is_some_and(|d| d.values.iter().all(|&v| v >= 0.0));
+    let y = if plain {
+        l.emit1("one_hot", &[ids], &[("depth", int(depth))])?
+    } else {
+        let v = l.tensor(values_name)?;
+        let v = l.reshape(v, &[2])?;
+        l.emit1("one_hot_values", &[ids, v], &[("depth", int(depth))])?
+    };
+    Ok(vec![Out::T(l.last_to_axis(y, axis)?)])
 }
 
 /// Trilu → `trilu<upper, k>` (k from the optional input).

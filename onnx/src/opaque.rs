@@ -4,10 +4,15 @@
 //! shapes of its inputs (from the graph so far) and outputs (from the
 //! model's `value_info` / graph outputs); gives a generated TDL spec named
 //! `opaque_<node>` in which every output element of batch row b reads every
-//! element of row b of every input (the leading dim B is shared), and
-//! evaluates to 0. The spec's doc names the node, op type and opset. Such an
-//! operator is meant to be replicated or split along B only; it has no
-//! gradient, so a training graph through it fails naming the node.
+//! element of row b of every batched input and all of every other input
+//! (the leading dim B is shared), and evaluates to 0. The spec's doc names
+//! the node, op type and opset. Such an operator can only be replicated or
+//! split along B: the reads sit under a condition on every other output
+//! coordinate (always true), which the interval analysis cannot align with a
+//! part of the inputs, so splitting any other output dim is rejected, and the
+//! statement is no top-level reduction, so no reduction split exists either
+//! (tested: `onnx/tests/opaque.rs`). It has no gradient, so a training graph
+//! through it fails naming the node.
 //!
 //! The generated specs are added to the library returned with the graph
 //! ([`crate::Imported::library`]); the planner must use that library.
@@ -133,10 +138,36 @@ impl OpaqueSpecs {
                 })
                 .collect();
             out_decls.push(format!("y{j}[{}]", dims.join(", ")));
-            let body = if reads.is_empty() || !batched {
+            // Every coordinate except b appears in the (always true) guard of
+            // the reads: no strategy may split it (see the module doc).
+            let guard: Vec<String> = vars
+                .iter()
+                .filter(|v| v.as_str() != "b")
+                .map(|v| format!("{v} >= 0"))
+                .collect();
+            let all = if reads.is_empty() {
                 "0.0".to_string()
+            } else if batched {
+                reads.join(" + ")
             } else {
-                format!("({}) * 0.0", reads.join(" + "))
+                // No batch row: every input is read whole.
+                ins.iter()
+                    .enumerate()
+                    .map(|(i, s)| {
+                        let idx: Vec<String> = (0..s.len()).map(|a| format!("u{i}_{a}")).collect();
+                        if idx.is_empty() {
+                            format!("x{i}[]")
+                        } else {
+                            format!("Sum({}: x{i}[{}])", idx.join(", "), idx.join(", "))
+                        }
+                    })
+                    .collect::<Vec<_>>()
+                    .join(" + ")
+            };
+            let body = if guard.is_empty() {
+                format!("select(1 > 0, {all}, 0.0) * 0.0")
+            } else {
+                format!("select({}, {all}, 0.0) * 0.0", guard.join(" && "))
             };
             stmts.push(format!("    y{j}[{}] = {body};", vars.join(", ")));
         }

@@ -1,7 +1,8 @@
 //! ONNX's operator test cases (onnx==1.22.0 `backend/test/data/node`) run
 //! through the importer and the TDL interpreter; writes the checked-in
 //! report `docs/onnx-conformance.md` and holds the targets: ≥ 95% of the
-//! cases of mapped operators pass, ≥ 100 ai.onnx operators are mapped.
+//! cases of mapped operators pass (skips count as not passed), ≥ 100 ai.onnx
+//! operators are mapped.
 //!
 //! `TOFU_ONNX_CASES=substring` runs only matching cases (and does not write
 //! the report).
@@ -67,7 +68,7 @@ fn onnx_node_tests_pass_through_the_specs() {
         pass + fail
     );
     assert!(
-        pass as f64 >= 0.80 * total as f64,
+        pass as f64 >= 0.95 * total as f64,
         "only {pass} of {total} cases of mapped operators pass"
     );
 }

@@ -122,3 +122,43 @@ fn resnet50_training_graph_builds() {
     assert!(g.ops().iter().any(|o| o.role == OpRole::Backward));
     assert!(g.ops().iter().any(|o| o.role == OpRole::Update));
 }
+
+#[test]
+fn alexnet_training_graph_has_dropout_with_mask_inputs() {
+    let Some(dir) = common::data_dir() else {
+        return;
+    };
+    // Its two Dropout nodes (opset 9) request the Mask output.
+    let path = dir.join("light/light_bvlc_alexnet.onnx");
+    let opts = onnx::Options {
+        training: true,
+        ..Default::default()
+    };
+    let imported = onnx::load_graph(&path, &opts).unwrap_or_else(|e| panic!("{e}"));
+    let g = &imported.graph;
+    assert!(g.loss().is_some());
+    let dropouts: Vec<_> = g
+        .ops()
+        .iter()
+        .filter(|o| o.spec == "dropout" && o.role == OpRole::Forward)
+        .collect();
+    assert_eq!(dropouts.len(), 2, "one dropout op per ONNX Dropout node");
+    for d in &dropouts {
+        // The keep-mask is a per-step graph input named after the node, of x's shape.
+        let mask = d.inputs[1];
+        assert!(g.producer(mask).is_none(), "mask of {} is an input", d.name);
+        assert_eq!(g.tensor(mask).name, format!("{}.mask", d.name));
+        assert_eq!(g.tensor(mask).shape, g.tensor(d.inputs[0]).shape);
+        // Its gradient is the same dropout applied to dy, with the same mask.
+        assert!(
+            g.ops()
+                .iter()
+                .any(|o| o.role == OpRole::Backward && o.spec == "dropout" && o.inputs[1] == mask),
+            "backward dropout of {}",
+            d.name
+        );
+    }
+    // Inference import keeps Dropout as identity.
+    let inf = onnx::load_graph(&path, &onnx::Options::default()).unwrap();
+    assert!(inf.graph.ops().iter().all(|o| o.spec != "dropout"));
+}
