@@ -25,6 +25,12 @@ pub enum CodegenError {
         /// What is wrong.
         message: String,
     },
+    /// A plan file's recorded costs (per-operator bytes, per-worker memory)
+    /// differ from what its decisions imply: the file was edited (e.g. a
+    /// tile changed) or written by another planner (found by
+    /// [`crate::check_recorded`]).
+    #[error("{0}; the plan file was edited or comes from another planner: make it again with `tofu plan`")]
+    Tampered(String),
     /// A spec is missing or does not bind.
     #[error("operator `{op}`: {message}")]
     Spec {

@@ -14,7 +14,8 @@
 //! * [`program`]: the program data types.
 //! * [`generate`]: building the programs.
 //! * [`local`]: when a share may run a kernel on local shapes.
-//! * [`validate`]: the checks run before anything executes.
+//! * [`validate`]: the checks run before anything executes (programs, and a
+//!   plan file's recorded costs against its decisions).
 //! * [`error`]: what goes wrong, named.
 //!
 //! Keeps true: programs are deterministic for a given plan; the bytes a
@@ -32,4 +33,4 @@ pub mod validate;
 pub use error::CodegenError;
 pub use generate::{generate, generate_unpartitioned, Programs};
 pub use program::{BufId, Buffer, Init, Instr, KernelMode, Msg, Program};
-pub use validate::validate;
+pub use validate::{check_recorded, validate};

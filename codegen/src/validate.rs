@@ -20,14 +20,22 @@
 //!   program's exchanges follow the one global (operator, phase) order, so
 //!   the grouped send/recv cannot deadlock.
 //! * **Bytes**: the bytes each rank sends equal the planner's transfers.
+//!
+//! [`check_recorded`] checks a loaded plan file before programs are even
+//! built: the bytes it records per operator and the memory it records per
+//! worker must be what its decisions imply, so an edited tile (a split
+//! changed to another valid dim, which the file's structural checks cannot
+//! see) is caught.
 
 use std::collections::HashMap;
 
 use planner::graph::Graph;
 use planner::plan::cost::CostModel;
+use planner::plan::driver::exact_cost;
+use planner::plan::memory::per_worker;
 use planner::plan::model::Model;
 use planner::plan::tile::{digits, Region};
-use planner::plan::{Decisions, Phase};
+use planner::plan::{Decisions, Phase, PlanFile};
 
 use crate::error::CodegenError;
 use crate::generate::Programs;
@@ -117,6 +125,64 @@ pub fn validate(
                     recvs.get(i)
                 ),
             });
+        }
+    }
+    Ok(())
+}
+
+/// Check that a plan file's recorded costs are the ones its decisions imply:
+/// `comm_bytes` of every operator (bytes per step), `comm_bytes_per_step`,
+/// and every worker's memory (`memory[w]`, bytes). `graph` and `d` are what
+/// [`planner::plan::PlanFile::load`] gave for `file`.
+///
+/// Errors: [`CodegenError::Tampered`] naming the first operator or worker
+/// whose record differs; [`CodegenError::Mismatch`] when the file's lists do
+/// not have one entry per operator or worker.
+pub fn check_recorded(
+    file: &PlanFile,
+    graph: &Graph,
+    model: &Model,
+    d: &Decisions,
+) -> Result<(), CodegenError> {
+    if file.ops.len() != graph.ops().len() || d.ops.len() != graph.ops().len() {
+        return Err(CodegenError::Mismatch(format!(
+            "{} op entries in the plan for {} ops in the graph",
+            file.ops.len(),
+            graph.ops().len()
+        )));
+    }
+    let (total, per_op) = exact_cost(graph, model, &file.factors, d);
+    for ((rec, &implied), op) in file.ops.iter().zip(&per_op).zip(graph.ops()) {
+        if rec.comm_bytes != implied {
+            return Err(CodegenError::Tampered(format!(
+                "op `{}` records {} bytes per step but the plan's tiles and strategies imply {implied}",
+                op.name, rec.comm_bytes
+            )));
+        }
+    }
+    if file.comm_bytes_per_step != total {
+        return Err(CodegenError::Tampered(format!(
+            "the plan records {} bytes per step but its decisions imply {total}",
+            file.comm_bytes_per_step
+        )));
+    }
+    let mem = per_worker(graph, &d.tensors, &file.factors);
+    if file.memory.len() != mem.len() {
+        return Err(CodegenError::Mismatch(format!(
+            "memory recorded for {} workers, the plan has {}",
+            file.memory.len(),
+            mem.len()
+        )));
+    }
+    for (w, (rec, implied)) in file.memory.iter().zip(&mem).enumerate() {
+        if rec != implied {
+            return Err(CodegenError::Tampered(format!(
+                "worker {w} records {} bytes of training state and {} of activations, but the plan's tiles imply {} and {}",
+                rec.training_state_bytes,
+                rec.peak_activation_bytes,
+                implied.training_state_bytes,
+                implied.peak_activation_bytes
+            )));
         }
     }
     Ok(())

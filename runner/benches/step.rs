@@ -1,7 +1,11 @@
 //! Step time of mlp-4-4096 (batch 256) at k = 1 and k = 2 on CPU threads,
-//! and the fraction of the step spent communicating.
+//! and the fraction of the step spent communicating; each k > 1 line also
+//! gives its step time as a ratio of the k = 1 step measured in the same run
+//! (speed-up = 1 / ratio).
 //!
-//! Run: `cargo bench -p runner --bench step` (env `TOFU_BENCH_STEPS`, default 3).
+//! Run: `cargo bench -p runner --bench step` (env `TOFU_BENCH_STEPS`, default
+//! 3 measured steps after one warm-up step; `TOFU_BENCH_MODEL`, default
+//! `mlp-4-4096`).
 
 use codegen::generate;
 use interval::cache::StrategyCache;
@@ -26,6 +30,7 @@ fn main() {
         .training(&lib, &Optimizer::Sgd { lr: 0.1 })
         .expect("graph");
     let model = Model::new(&g, &lib, &cache).expect("model");
+    let mut baseline: Option<f64> = None;
     for k in [1usize, 2] {
         let p = plan(&g, &lib, &cache, k, SearchKind::CriticalDp).expect("plan");
         let progs = generate(&g, &lib, &model, &p.factors, &p.decisions).expect("programs");
@@ -48,10 +53,12 @@ fn main() {
             .map(|s| s.iter().cloned().fold(0.0, f64::max))
             .sum::<f64>()
             / t.len() as f64;
+        let base = *baseline.get_or_insert(mean);
         println!(
-            "{name} batch 256 k={k}: step {:.3} s (min {:.3}), comm {:.3} s = {:.1}% of the step, {} bytes sent per step per rank, peak {:?} bytes per rank",
+            "{name} batch 256 k={k}: step {:.3} s (min {:.3}; {:.2}× the k=1 step), comm {:.3} s = {:.1}% of the step, {} bytes sent per step per rank, peak {:?} bytes per rank",
             mean,
             t.iter().cloned().fold(f64::INFINITY, f64::min),
+            mean / base,
             comm,
             100.0 * comm / mean,
             r.bytes_sent[1].iter().max().unwrap_or(&0),

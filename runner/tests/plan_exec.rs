@@ -2,99 +2,20 @@
 //! k ∈ {1, 2, 3, 4, 8} computes what the unpartitioned graph computes
 //! (max relative error ≤ 1e-4 in f32), and each rank sends exactly the bytes
 //! the planner predicts.
+//!
+//! WResNet runs with batch 5 instead of `WResNetConfig::tiny()`'s 3 (see
+//! [`wresnet_config`]); the batch-3 configuration is kept as an accuracy
+//! test against the exact (f64) result instead
+//! ([`wresnet_batch3_partitioned_is_as_accurate_as_unpartitioned`]).
 
-use std::sync::OnceLock;
+mod partition;
 
-use codegen::{generate, generate_unpartitioned, validate};
-use interval::cache::StrategyCache;
-use planner::graph::{Graph, Optimizer};
+use partition::{check, f64_oracle, lib, reference};
+use planner::graph::Optimizer;
 use planner::plan::model::Model;
-use planner::plan::{plan, SearchKind};
+use planner::plan::SearchKind;
 use planner::zoo::{self, GptConfig, MlpConfig, RnnConfig, WResNetConfig};
-use runner::{max_rel_error, run_programs, RunOptions, RunReport};
-use tdl::Library;
-
-fn lib() -> &'static Library {
-    static LIB: OnceLock<Library> = OnceLock::new();
-    LIB.get_or_init(|| Library::shipped().expect("shipped specs load"))
-}
-
-fn reference(g: &Graph, model: &Model, steps: usize) -> RunReport {
-    let progs = generate_unpartitioned(g, lib(), model).unwrap();
-    validate(
-        g,
-        model,
-        &[],
-        &planner::plan::Decisions {
-            tensors: vec![vec![]; g.tensors().len()],
-            ops: vec![vec![]; g.ops().len()],
-        },
-        &progs,
-    )
-    .unwrap();
-    run_programs(g, lib(), &progs, RunOptions { steps, seed: 7 }, None).unwrap()
-}
-
-/// Plan, generate, validate, run; check error and bytes.
-fn check(name: &str, g: &Graph, ks: &[usize], searches: &[SearchKind], steps: usize) {
-    let cache = StrategyCache::new();
-    let model = Model::new(g, lib(), &cache).unwrap();
-    let r1 = reference(g, &model, steps);
-    for &k in ks {
-        for &s in searches {
-            let p = plan(g, lib(), &cache, k, s)
-                .unwrap_or_else(|e| panic!("{name} k={k} {}: {e}", s.name()));
-            let progs = generate(g, lib(), &model, &p.factors, &p.decisions).unwrap();
-            validate(g, &model, &p.factors, &p.decisions, &progs)
-                .unwrap_or_else(|e| panic!("{name} k={k} {}: {e}", s.name()));
-            let total: u64 = progs.predicted_bytes_per_rank.iter().sum();
-            assert_eq!(
-                total,
-                p.comm_bytes,
-                "{name} k={k} {}: transfers vs planner comm_bytes",
-                s.name()
-            );
-            let r = run_programs(g, lib(), &progs, RunOptions { steps, seed: 7 }, None)
-                .unwrap_or_else(|e| panic!("{name} k={k} {}: {e}", s.name()));
-            let want: Vec<u64> = progs
-                .predicted_bytes_per_rank
-                .iter()
-                .map(|b| b * steps as u64)
-                .collect();
-            assert_eq!(
-                r.bytes_sent_per_rank(),
-                want,
-                "{name} k={k} {}: measured vs predicted bytes per rank",
-                s.name()
-            );
-            let (err, per) = max_rel_error(&r, &r1);
-            if std::env::var("DBG").is_ok() && err > 1e-4 {
-                for (t, e) in &per {
-                    if *e > 1e-4 {
-                        let a = &r.outputs.iter().find(|x| x.0 == *t).unwrap().1;
-                        let b = &r1.outputs.iter().find(|x| x.0 == *t).unwrap().1;
-                        eprintln!(
-                            "{} {e}: {:?} vs {:?}",
-                            g.tensor(*t).name,
-                            &a[..a.len().min(6)],
-                            &b[..b.len().min(6)]
-                        );
-                    }
-                }
-            }
-            assert!(
-                err <= 1e-4,
-                "{name} k={k} {}: max rel error {err:e}; worst {:?}",
-                s.name(),
-                per.iter()
-                    .filter(|x| x.1 > 1e-4)
-                    .map(|(t, e)| (g.tensor(*t).name.clone(), *e))
-                    .take(5)
-                    .collect::<Vec<_>>()
-            );
-        }
-    }
-}
+use runner::max_rel_error;
 
 const KS: [usize; 5] = [1, 2, 3, 4, 8];
 
@@ -122,22 +43,64 @@ fn gpt_tiny_every_search_every_k() {
     check("gpt", &g, &KS, &SearchKind::ALL, 1);
 }
 
-#[test]
-fn wresnet_tiny_every_search_every_k() {
-    let g = zoo::Model::WResNet(WResNetConfig::tiny())
-        .training(lib(), &Optimizer::Sgd { lr: 0.1 })
-        .unwrap();
-    check("wresnet", &g, &[1, 2, 3, 4], &SearchKind::ALL, 1);
+/// The tiny WResNet with batch 5.
+///
+/// Why not `WResNetConfig::tiny()` (batch 3): its last two stages are 1×1
+/// images, so their batch norms normalise over M = B·H·W = 3 values. The
+/// backward of batch norm projects the incoming gradient onto the
+/// complement of span{1, x̂}, which for M = 3 is one-dimensional: most of the
+/// gradient cancels, and f32 round-off is amplified a thousandfold on its way
+/// back through the six such layers. Measured against the exact result (the
+/// interpreter in f64, [`f64_oracle`]), the *unpartitioned* f32 run of batch
+/// 3 is itself 2.1e-4 off (worst tensor: the shift gradient of
+/// `layer1.1.conv1.bn`); the k = 8 runs are 1.8e-4…2.4e-4 off; so k = 8 and
+/// k = 1 differ by up to 4.5e-4 while neither is more wrong than the other —
+/// f32 noise of an ill-conditioned configuration, not a partitioning bug.
+/// With batch 5 (M ≥ 5 everywhere) the unpartitioned run is 1.2e-5 from
+/// exact and every k = 8 run within 2e-5 of it. 5 is prime, so the batch
+/// still splits unevenly for every k > 1.
+fn wresnet_config() -> WResNetConfig {
+    WResNetConfig {
+        batch: 5,
+        ..WResNetConfig::tiny()
+    }
 }
 
-/// k = 8 on wresnet: batch-norm shift gradients (sums of many terms that
-/// nearly cancel) differ from k = 1 by up to ~4e-4 relative after f32
-/// partial sums; kept out of CI until the tolerance question is settled.
 #[test]
-#[ignore]
-fn wresnet_tiny_every_search_k8() {
+fn wresnet_tiny_every_search_every_k() {
+    let g = zoo::Model::WResNet(wresnet_config())
+        .training(lib(), &Optimizer::Sgd { lr: 0.1 })
+        .unwrap();
+    check("wresnet", &g, &KS, &SearchKind::ALL, 1);
+}
+
+/// The ill-conditioned batch-3 WResNet (see [`wresnet_config`]) at k = 8
+/// and k = 3, every search: compared with the exact result, the partitioned
+/// f32 run is as accurate as the unpartitioned f32 run (within a factor 2 of
+/// its error; measured: 2.4e-4 at worst against 2.1e-4), and every rank
+/// still sends exactly its predicted bytes. A partitioning bug (a missing or
+/// doubled partial sum) gives errors of order 1 and fails this.
+#[test]
+fn wresnet_batch3_partitioned_is_as_accurate_as_unpartitioned() {
     let g = zoo::Model::WResNet(WResNetConfig::tiny())
         .training(lib(), &Optimizer::Sgd { lr: 0.1 })
         .unwrap();
-    check("wresnet", &g, &[8], &SearchKind::ALL, 1);
+    let cache = interval::cache::StrategyCache::new();
+    let model = Model::new(&g, lib(), &cache).unwrap();
+    let r1 = reference(&g, &model, 1).unwrap();
+    let exact = f64_oracle(&g, &r1).unwrap();
+    let (e1, _) = max_rel_error(&r1, &exact);
+    assert!(e1 < 1e-3, "unpartitioned f32 vs f64: {e1:e}");
+    for k in [3, 8] {
+        for s in SearchKind::ALL {
+            let r =
+                partition::run_plan(&g, &model, &cache, k, s, 1).unwrap_or_else(|e| panic!("{e}"));
+            let (ek, _) = max_rel_error(&r, &exact);
+            assert!(
+                ek <= 2.0 * e1.max(1e-5),
+                "wresnet batch 3 k={k} {}: {ek:e} from exact, unpartitioned {e1:e}",
+                s.name()
+            );
+        }
+    }
 }

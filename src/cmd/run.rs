@@ -4,9 +4,11 @@
 //! compares the loss and every updated weight and optimizer state.
 //!
 //! Before anything runs, the plan file is checked (format, graph hash,
-//! decisions, and that its recorded communication equals what its decisions
-//! imply, which catches tampered tiles), and the generated programs are
-//! validated (codegen's validator). Exit code: 0, or 1 when a check fails or
+//! decisions fit the graph; then [`codegen::check_recorded`]: its recorded
+//! per-operator bytes and per-worker memory equal what its decisions imply,
+//! which catches tampered tiles), and the generated programs are validated
+//! ([`codegen::validate`]: every tile produced exactly once, every receive
+//! matched by a send). Exit code: 0, or 1 when a check fails or
 //! the verification exceeds the tolerance (max relative error 1e-4).
 
 use std::path::PathBuf;
@@ -60,16 +62,12 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
     let (file, graph, decisions) =
         PlanFile::load(&args.plan, &lib, &cache).map_err(|e| miette::miette!("{e}"))?;
     let model = Model::new(&graph, &lib, &cache).map_err(|e| miette::miette!("{e}"))?;
+    // Recorded costs vs decisions: catches an edited tile or strategy that
+    // still passes the loader's structural checks.
+    codegen::check_recorded(&file, &graph, &model, &decisions)
+        .map_err(|e| miette::miette!("{}: {e}", args.plan.display()))?;
     let progs = codegen::generate(&graph, &lib, &model, &file.factors, &decisions)
         .map_err(|e| miette::miette!("{}: {e}", args.plan.display()))?;
-    let implied: u64 = progs.predicted_bytes_per_rank.iter().sum();
-    if implied != file.comm_bytes_per_step {
-        return Err(miette::miette!(
-            "{}: the plan records {} bytes per step but its decisions imply {implied}; the file was edited or does not belong to this planner",
-            args.plan.display(),
-            file.comm_bytes_per_step
-        ));
-    }
     codegen::validate(&graph, &model, &file.factors, &decisions, &progs)
         .map_err(|e| miette::miette!("{}: {e}", args.plan.display()))?;
     let start = Instant::now();

@@ -1,0 +1,157 @@
+//! Shared harness of the partitioned-execution tests (`plan_exec.rs`,
+//! `random_graphs.rs`): plan a training graph for k workers with a search,
+//! generate and validate the programs, run them, and compare with the
+//! oracle, the unpartitioned run of the same graph on the same data.
+#![allow(dead_code)]
+
+use std::sync::OnceLock;
+
+use codegen::{generate, generate_unpartitioned, validate};
+use interval::cache::StrategyCache;
+use planner::graph::execute::{execute, synthesize};
+use planner::graph::Graph;
+use planner::plan::model::Model;
+use planner::plan::{plan, Decisions, SearchKind};
+use runner::{max_rel_error, run_programs, RunOptions, RunReport};
+use tdl::Library;
+
+/// Tolerance on [`max_rel_error`] (the bound, f32).
+pub const TOLERANCE: f64 = 1e-4;
+
+/// The shipped operator library, loaded once per test binary.
+pub fn lib() -> &'static Library {
+    static LIB: OnceLock<Library> = OnceLock::new();
+    LIB.get_or_init(|| Library::shipped().expect("shipped specs load"))
+}
+
+/// Seed of the synthetic data of every run.
+pub const SEED: u64 = 7;
+
+/// The oracle: the unpartitioned graph on one rank (programs validated).
+pub fn reference(g: &Graph, model: &Model, steps: usize) -> Result<RunReport, String> {
+    let progs = generate_unpartitioned(g, lib(), model).map_err(|e| e.to_string())?;
+    let none = Decisions {
+        tensors: vec![vec![]; g.tensors().len()],
+        ops: vec![vec![]; g.ops().len()],
+    };
+    validate(g, model, &[], &none, &progs).map_err(|e| e.to_string())?;
+    run_programs(g, lib(), &progs, RunOptions { steps, seed: SEED }, None)
+        .map_err(|e| e.to_string())
+}
+
+/// Plan `g` for `k` workers with `s`, generate and validate the programs,
+/// run `steps` steps; check that the planner's comm bytes equal the
+/// programs' transfers and that every rank sends exactly its predicted
+/// bytes. Gives the run, or what failed (naming the case).
+pub fn run_plan(
+    g: &Graph,
+    model: &Model,
+    cache: &StrategyCache,
+    k: usize,
+    s: SearchKind,
+    steps: usize,
+) -> Result<RunReport, String> {
+    let case = format!("{} k={k} {}", g.name(), s.name());
+    let p = plan(g, lib(), cache, k, s).map_err(|e| format!("{case}: plan: {e}"))?;
+    let progs = generate(g, lib(), model, &p.factors, &p.decisions)
+        .map_err(|e| format!("{case}: codegen: {e}"))?;
+    validate(g, model, &p.factors, &p.decisions, &progs)
+        .map_err(|e| format!("{case}: validate: {e}"))?;
+    let total: u64 = progs.predicted_bytes_per_rank.iter().sum();
+    if total != p.comm_bytes {
+        return Err(format!(
+            "{case}: transfers sum to {total} bytes, planner says {}",
+            p.comm_bytes
+        ));
+    }
+    let r = run_programs(g, lib(), &progs, RunOptions { steps, seed: SEED }, None)
+        .map_err(|e| format!("{case}: run: {e}"))?;
+    let want: Vec<u64> = progs
+        .predicted_bytes_per_rank
+        .iter()
+        .map(|b| b * steps as u64)
+        .collect();
+    if r.bytes_sent_per_rank() != want {
+        return Err(format!(
+            "{case}: measured bytes per rank {:?}, predicted {want:?}",
+            r.bytes_sent_per_rank()
+        ));
+    }
+    Ok(r)
+}
+
+/// [`run_plan`], then compare with `r1` (the oracle) within [`TOLERANCE`].
+/// Gives the max relative error, or what failed (naming the case with
+/// `name`).
+#[allow(clippy::too_many_arguments)]
+pub fn check_one(
+    name: &str,
+    g: &Graph,
+    model: &Model,
+    cache: &StrategyCache,
+    k: usize,
+    s: SearchKind,
+    steps: usize,
+    r1: &RunReport,
+) -> Result<f64, String> {
+    let r = run_plan(g, model, cache, k, s, steps).map_err(|e| format!("{name}: {e}"))?;
+    let (err, per) = max_rel_error(&r, r1);
+    if err > TOLERANCE {
+        let worst: Vec<(String, f64)> = per
+            .iter()
+            .filter(|x| x.1 > TOLERANCE)
+            .map(|(t, e)| (g.tensor(*t).name.clone(), *e))
+            .take(5)
+            .collect();
+        return Err(format!(
+            "{name} k={k} {}: max rel error {err:e}; worst {worst:?}",
+            s.name()
+        ));
+    }
+    Ok(err)
+}
+
+/// [`check_one`] for every k of `ks` and every search of `searches`,
+/// against one oracle run; panics with the first failure.
+pub fn check(name: &str, g: &Graph, ks: &[usize], searches: &[SearchKind], steps: usize) {
+    let cache = StrategyCache::new();
+    let model = Model::new(g, lib(), &cache).unwrap();
+    let r1 = reference(g, &model, steps).unwrap_or_else(|e| panic!("{name} k=1 oracle: {e}"));
+    for &k in ks {
+        for &s in searches {
+            if let Err(e) = check_one(name, g, &model, &cache, k, s, steps, &r1) {
+                panic!("{e}");
+            }
+        }
+    }
+}
+
+/// The exact result (to f64 round-off) of one training step: the graph run
+/// by the reference interpreter in f64 on the same synthetic data (leaf
+/// values rounded to f32 first, as the runner holds them), giving the
+/// tensors `like` reports (the kept ones) as f32.
+pub fn f64_oracle(g: &Graph, like: &RunReport) -> Result<RunReport, String> {
+    let mut vals = synthesize(g, SEED);
+    for t in g.tensor_ids() {
+        if let Some(v) = vals.get(t) {
+            let mut v = v.clone();
+            v.data.iter_mut().for_each(|x| *x = *x as f32 as f64);
+            vals.set(t, v);
+        }
+    }
+    execute(g, lib(), &mut vals, |_, _| true).map_err(|e| e.to_string())?;
+    let outputs = like
+        .outputs
+        .iter()
+        .map(|(t, _)| {
+            let v = vals
+                .get(*t)
+                .ok_or_else(|| format!("no value for tensor {}", t.0))?;
+            Ok((*t, v.data.iter().map(|&x| x as f32).collect()))
+        })
+        .collect::<Result<_, String>>()?;
+    Ok(RunReport {
+        outputs,
+        ..Default::default()
+    })
+}

@@ -1,0 +1,153 @@
+//! End-to-end tests of `tofu run`: a plan runs and verifies with `--json`
+//! (bytes sent per rank equal the predicted bytes), and malformed or
+//! mismatched plan files (a graph that does not match its hash, another
+//! model's graph, an edited tile, a split beyond a tensor's rank, not a plan
+//! at all) exit non-zero with a message naming the file before anything runs.
+
+use std::path::{Path, PathBuf};
+
+use tofu_tests::{temp_dir, text, tofu};
+
+/// `tofu plan` a small model for `workers` into `dir/name`.
+fn make_plan(dir: &Path, name: &str, model: &str, workers: &str) -> PathBuf {
+    let plan = dir.join(name);
+    let o = tofu(&[
+        "plan",
+        "--model",
+        model,
+        "--batch",
+        "4",
+        "--workers",
+        workers,
+        "-o",
+        plan.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", text(&o).1);
+    plan
+}
+
+fn read(p: &Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
+}
+
+fn write(p: &Path, v: &serde_json::Value) {
+    std::fs::write(p, serde_json::to_string_pretty(v).unwrap()).unwrap();
+}
+
+/// Run `tofu run FILE --verify --json`; expect failure before any step ran
+/// (nothing on stdout) and an error naming the file and containing `needle`.
+fn rejected(file: &Path, needle: &str) {
+    let o = tofu(&["run", file.to_str().unwrap(), "--verify", "--json"]);
+    let (out, err) = text(&o);
+    assert!(!o.status.success(), "tampered plan ran:\n{out}");
+    assert!(out.trim().is_empty(), "something ran: {out}");
+    // The report is wrapped into lines ("  | " continuation); unwrap it.
+    let flat = err
+        .split_whitespace()
+        .filter(|w| *w != "|")
+        .collect::<Vec<_>>()
+        .join(" ");
+    let name = file.file_name().unwrap().to_str().unwrap();
+    assert!(
+        flat.contains(name) && flat.contains(needle),
+        "error should name `{name}` and say `{needle}`:\n{err}"
+    );
+}
+
+#[test]
+fn runs_and_verifies_with_json() {
+    let dir = temp_dir("run-ok");
+    let plan = make_plan(&dir, "plan.json", "mlp-2-8", "3");
+    let o = tofu(&[
+        "run",
+        plan.to_str().unwrap(),
+        "--steps",
+        "2",
+        "--verify",
+        "--json",
+    ]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{err}");
+    let v: serde_json::Value = serde_json::from_str(out.trim()).expect("one JSON object");
+    assert_eq!(v["steps"], 2);
+    assert_eq!(v["verified"], true);
+    assert!(v["max_rel_error"].as_f64().unwrap() <= 1e-4, "{v}");
+    assert_eq!(v["step_seconds"].as_array().unwrap().len(), 2);
+    assert_eq!(v["peak_bytes_per_rank"].as_array().unwrap().len(), 3);
+    assert_eq!(v["bytes_sent_per_rank"], v["predicted_bytes_per_rank"]);
+    let total: u64 = v["bytes_sent_per_rank"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b.as_u64().unwrap())
+        .sum();
+    let file = read(&plan);
+    assert_eq!(total, 2 * file["comm_bytes_per_step"].as_u64().unwrap());
+}
+
+#[test]
+fn rejects_a_graph_that_does_not_match_its_hash() {
+    let dir = temp_dir("run-hash");
+    let plan = make_plan(&dir, "plan.json", "mlp-2-8", "2");
+    let mut v = read(&plan);
+    v["graph"]["tensors"][0]["shape"][0] = serde_json::json!(5);
+    let bad = dir.join("tampered-graph.json");
+    write(&bad, &v);
+    rejected(&bad, "does not match its graph");
+}
+
+#[test]
+fn rejects_a_plan_for_another_graph() {
+    let dir = temp_dir("run-other");
+    let a = make_plan(&dir, "a.json", "mlp-2-8", "2");
+    let b = make_plan(&dir, "b.json", "mlp-3-8", "2");
+    // A's decisions with B's graph (and B's correct hash).
+    let mut v = read(&a);
+    let w = read(&b);
+    v["graph"] = w["graph"].clone();
+    v["graph_sha256"] = w["graph_sha256"].clone();
+    let bad = dir.join("mismatched.json");
+    write(&bad, &v);
+    rejected(&bad, "does not match its graph");
+}
+
+#[test]
+fn rejects_an_edited_tile() {
+    let dir = temp_dir("run-tile");
+    let plan = make_plan(&dir, "plan.json", "mlp-2-8", "2");
+    let v = read(&plan);
+    // Move the first-layer weight's tile to another valid split.
+    let tensors = v["tensors"].as_array().unwrap();
+    let i = tensors
+        .iter()
+        .position(|t| t["name"] == "fc0.w")
+        .expect("fc0.w in the plan");
+    let now = tensors[i]["splits"][0].clone();
+    let alt = if now == serde_json::json!(1) {
+        serde_json::json!(0)
+    } else {
+        serde_json::json!(1)
+    };
+    let mut bad_v = v.clone();
+    bad_v["tensors"][i]["splits"][0] = alt;
+    let bad = dir.join("tampered-tiles.json");
+    write(&bad, &bad_v);
+    rejected(&bad, "tofu plan");
+
+    // A split beyond the tensor's rank.
+    let mut bad_v = v.clone();
+    bad_v["tensors"][i]["splits"][0] = serde_json::json!(7);
+    let bad = dir.join("bad-split.json");
+    write(&bad, &bad_v);
+    rejected(&bad, "split along dim 7");
+}
+
+#[test]
+fn rejects_files_that_are_not_plans() {
+    let dir = temp_dir("run-junk");
+    let junk = dir.join("junk.json");
+    std::fs::write(&junk, "{\"format\": \"tofu-plan\", \"version\": 1}").unwrap();
+    rejected(&junk, "missing field");
+    let missing = dir.join("missing.json");
+    rejected(&missing, "missing.json");
+}
