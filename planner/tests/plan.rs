@@ -245,6 +245,10 @@ fn critical_dp_keeps_data_parallelism_only_when_it_fits() {
         }
         chosen += 1;
         assert_eq!(free.comm_bytes, dp.comm_bytes, "{m} k={k}");
+        // The summary's "not kept" line: the partitioned plan, with more bytes
+        // and less memory per worker.
+        let (_, bytes, mem) = free.runner_up.clone().expect("a runner-up");
+        assert!(bytes >= dp.comm_bytes && mem < max_mem(&dp), "{m} k={k}");
         let cap = max_mem(&dp) - 1;
         let opts = PlanOptions {
             device_memory: Some(cap),

@@ -200,6 +200,7 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
             "plan_seconds": planned.plan_seconds,
             "stop_reason": planned.stop_reason,
             "choice": planned.choice,
+            "runner_up": planned.runner_up.as_ref().map(|(c, b, m)| serde_json::json!({"choice": c, "comm_bytes_per_step": b, "max_worker_memory_bytes": m})),
             "ops": graph.ops().len(),
             "tensors": graph.tensors().len(),
             "coarsened_nodes": planned.levels.first().map_or(0, |l| l.nodes),
@@ -290,6 +291,18 @@ fn print_summary(
             human(min_mem),
             human(max_mem)
         ),
+    }
+    if let Some((choice, bytes, mem)) = &p.runner_up {
+        println!(
+            "not kept   {choice}: {} per step, {} per worker{}",
+            human(*bytes),
+            human(*mem),
+            if p.choice == "data parallelism" {
+                " (data parallelism replicates every weight; bound it with --device-memory)"
+            } else {
+                ""
+            }
+        );
     }
     if let Some(d) = dp {
         let dmem = d.memory.iter().map(|m| m.total()).max().unwrap_or(0);

@@ -146,6 +146,10 @@ pub struct Planned {
     /// Which of the search's candidate plans was kept, e.g. `recursion 2·2·2`,
     /// `one 8-way level` or `data parallelism` (see [`plan_with`]).
     pub choice: String,
+    /// The best candidate that was not kept, for the summary: its
+    /// [`Planned::choice`] label, bytes per step and largest worker's memory
+    /// (bytes). `None` when the search had one candidate.
+    pub runner_up: Option<(String, u64, u64)>,
 }
 
 /// Options of [`plan_with`].
@@ -232,6 +236,8 @@ pub fn plan_with(
     };
     // (fits, plan): a fitting plan beats any that does not; then fewer bytes.
     let mut best: Option<(bool, Planned)> = None;
+    let mut others: Vec<(String, u64, u64)> = Vec::new();
+    let max_mem = |p: &Planned| p.memory.iter().map(|m| m.total()).max().unwrap_or(0);
     for (factors, s) in candidates {
         let mut p = plan_levels(graph, &model, &clusters, factors, s)?;
         p.choice = if s == SearchKind::DataParallel && search != s {
@@ -250,8 +256,10 @@ pub fn plan_with(
         };
         p.search = search;
         let f = fits(&p);
+        let summary = (p.choice.clone(), p.comm_bytes, max_mem(&p));
         // Data parallelism only replaces a partitioned plan when it fits.
         if s != search && !f {
+            others.push(summary);
             continue;
         }
         let better = match &best {
@@ -259,10 +267,15 @@ pub fn plan_with(
             Some((bf, b)) => (f && !bf) || (f == *bf && p.comm_bytes < b.comm_bytes),
         };
         if better {
-            best = Some((f, p));
+            if let Some((_, old)) = best.replace((f, p)) {
+                others.push((old.choice.clone(), old.comm_bytes, max_mem(&old)));
+            }
+        } else {
+            others.push(summary);
         }
     }
     let (_, mut best) = best.expect("at least one candidate");
+    best.runner_up = others.into_iter().min_by_key(|o| o.1);
     best.plan_seconds = start.elapsed().as_secs_f64();
     Ok(best)
 }
@@ -361,6 +374,7 @@ fn plan_levels(
         plan_seconds: 0.0,
         coarse,
         choice: String::new(),
+        runner_up: None,
     })
 }
 
