@@ -30,8 +30,8 @@
 //! codegen executes, so predictions and measurements agree by construction.
 
 use super::model::Model;
+use rustc_hash::FxHashMap as HashMap;
 use std::cell::RefCell;
-use std::collections::HashMap;
 use std::rc::Rc;
 
 use super::tile::{digits, part, Region};

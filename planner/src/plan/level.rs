@@ -8,7 +8,7 @@
 //! this one ([`CostModel`]). Costs between an operator and a tensor of the
 //! same cluster are node costs; across clusters they are edge costs.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 
 use super::coarsen::Cluster;
 use super::cost::{CostModel, OpChoice};
@@ -302,8 +302,8 @@ impl LevelInput<'_> {
             .map(|c| self.configs(c, d, level))
             .collect();
         // Where each op / tensor lives, and its decision per configuration.
-        let mut op_home: HashMap<OpId, (usize, Vec<OpChoice>)> = HashMap::new();
-        let mut t_home: HashMap<TensorId, (usize, Vec<Option<u32>>)> = HashMap::new();
+        let mut op_home: HashMap<OpId, (usize, Vec<OpChoice>)> = HashMap::default();
+        let mut t_home: HashMap<TensorId, (usize, Vec<Option<u32>>)> = HashMap::default();
         for (ci, cfgs) in configs.iter().enumerate() {
             for (k, cfg) in cfgs.iter().enumerate() {
                 for (o, ch) in &cfg.ops {
@@ -330,9 +330,9 @@ impl LevelInput<'_> {
                 weight: c.tensors().map(|t| graph.tensor(t).bytes() as f64).sum(),
             })
             .collect();
-        let mut edges: HashMap<(usize, usize), Vec<f64>> = HashMap::new();
+        let mut edges: HashMap<(usize, usize), Vec<f64>> = HashMap::default();
         let mut pair_cache: HashMap<(OpId, bool, usize, OpChoice, Option<u32>), f64> =
-            HashMap::new();
+            HashMap::default();
         for (oi, op) in graph.ops().iter().enumerate() {
             let o = OpId(oi as u32);
             let Some((a, ochoices)) = op_home.get(&o) else {
