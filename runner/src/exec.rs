@@ -335,10 +335,21 @@ impl<'a> Worker<'a> {
         })
     }
 
-    fn buf(&self, b: u32) -> &CpuBuffer {
-        self.bufs[b as usize]
-            .as_ref()
-            .expect("validated: buffer alive")
+    /// Buffer `b`, or [`ExecError::Invalid`] when the program uses it while it
+    /// is not allocated (programs that skipped `codegen::validate`).
+    fn buf(&self, b: u32) -> Result<&CpuBuffer, ExecError> {
+        self.bufs
+            .get(b as usize)
+            .and_then(Option::as_ref)
+            .ok_or_else(|| dead_buffer(self.rank, b))
+    }
+
+    /// Take buffer `b` out for writing (see [`Self::buf`]).
+    fn take_buf(&mut self, b: u32) -> Result<CpuBuffer, ExecError> {
+        self.bufs
+            .get_mut(b as usize)
+            .and_then(Option::take)
+            .ok_or_else(|| dead_buffer(self.rank, b))
     }
 
     fn step(&mut self, step: usize, store: &[Vec<Mutex<Vec<f32>>>; 2]) -> Result<(), ExecError> {
@@ -398,10 +409,8 @@ impl<'a> Worker<'a> {
                     region,
                     reduce,
                 } => {
-                    let mut d = self.bufs[*dst as usize]
-                        .take()
-                        .expect("validated: buffer alive");
-                    let s = self.buf(*src);
+                    let mut d = self.take_buf(*dst)?;
+                    let s = self.buf(*src)?;
                     copy_region(
                         s.as_slice(),
                         &p.buffers[*src as usize].region,
@@ -420,16 +429,16 @@ impl<'a> Worker<'a> {
                             let b = &p.buffers[m.buf as usize];
                             let mut v = vec![0.0; m.region.volume() as usize];
                             copy_region(
-                                self.buf(m.buf).as_slice(),
+                                self.buf(m.buf)?.as_slice(),
                                 &b.region,
                                 &mut v,
                                 &m.region,
                                 &m.region,
                                 None,
                             );
-                            v
+                            Ok(v)
                         })
-                        .collect();
+                        .collect::<Result<_, ExecError>>()?;
                     let mut staged: Vec<Vec<f32>> = recvs
                         .iter()
                         .map(|m| vec![0.0; m.region.volume() as usize])
@@ -456,9 +465,10 @@ impl<'a> Worker<'a> {
                     }
                     for (m, v) in recvs.iter().zip(&staged) {
                         let region = &p.buffers[m.buf as usize].region;
+                        let rank = self.rank;
                         let d = self.bufs[m.buf as usize]
                             .as_mut()
-                            .expect("validated: buffer alive");
+                            .ok_or_else(|| dead_buffer(rank, m.buf))?;
                         copy_region(
                             v,
                             &m.region,
@@ -475,14 +485,13 @@ impl<'a> Worker<'a> {
                 } => {
                     let mut outs: Vec<CpuBuffer> = outputs
                         .iter()
-                        .map(|&b| {
-                            self.bufs[b as usize]
-                                .take()
-                                .expect("validated: buffer alive")
-                        })
-                        .collect();
+                        .map(|&b| self.take_buf(b))
+                        .collect::<Result<_, _>>()?;
                     let r = {
-                        let ins: Vec<&CpuBuffer> = inputs.iter().map(|&b| self.buf(b)).collect();
+                        let ins: Vec<&CpuBuffer> = inputs
+                            .iter()
+                            .map(|&b| self.buf(b))
+                            .collect::<Result<_, _>>()?;
                         let mut o: Vec<&mut CpuBuffer> = outs.iter_mut().collect();
                         self.backend.launch(
                             self.kernels[k].as_ref().expect("prepared"),
@@ -619,4 +628,11 @@ pub fn copy_region(
             idx[d] = region.0[d].0;
         }
     }
+}
+
+/// The error for a program that uses buffer `b` while it is not allocated.
+fn dead_buffer(rank: usize, b: u32) -> ExecError {
+    ExecError::Invalid(format!(
+        "rank {rank}: buffer {b} is used while not allocated (run codegen::validate on the programs first)"
+    ))
 }

@@ -104,3 +104,34 @@ fn wresnet_batch3_partitioned_is_as_accurate_as_unpartitioned() {
         }
     }
 }
+
+/// Programs that skipped `codegen::validate` and use a buffer that is never
+/// allocated give an error naming the rank and buffer, not a panic.
+#[test]
+fn unvalidated_program_using_a_dead_buffer_is_an_error() {
+    let g = zoo::Model::Mlp(MlpConfig::tiny())
+        .training(lib(), &Optimizer::Sgd { lr: 0.1 })
+        .unwrap();
+    let cache = interval::cache::StrategyCache::new();
+    let model = Model::new(&g, lib(), &cache).unwrap();
+    let mut progs = codegen::generate_unpartitioned(&g, lib(), &model).unwrap();
+    let instrs = &mut progs.programs[0].instrs;
+    let first_alloc = instrs
+        .iter()
+        .position(|i| matches!(i, codegen::program::Instr::Alloc { .. }))
+        .expect("an allocation");
+    instrs.remove(first_alloc);
+    let err = runner::run_programs(
+        &g,
+        lib(),
+        &progs,
+        runner::RunOptions { steps: 1, seed: 7 },
+        None,
+    )
+    .expect_err("a dead buffer is an error");
+    let msg = err.to_string();
+    assert!(
+        msg.contains("rank 0") && msg.contains("not allocated"),
+        "{msg}"
+    );
+}
