@@ -26,7 +26,7 @@
 
 use std::collections::HashMap;
 
-use planner::graph::{Graph, OpId, TensorId};
+use planner::graph::{Graph, GraphError, OpId, TensorId};
 use planner::plan::cost::CostModel;
 use planner::plan::model::Model;
 use planner::plan::tile::{digits, Region};
@@ -93,22 +93,17 @@ pub fn generate(
     // Per op: binding, and whether each output is "computed whole on every worker".
     let mut bindings = Vec::with_capacity(graph.ops().len());
     for op in graph.ops() {
-        let spec = lib.get(&op.spec).ok_or_else(|| CodegenError::Spec {
+        let bound = graph.bind_op(lib, op).map_err(|e| CodegenError::Spec {
             op: op.name.clone(),
-            message: format!("no spec `{}` in the library", op.spec),
+            message: match e {
+                GraphError::UnknownSpec { spec, .. } => {
+                    format!("no spec `{spec}` in the library")
+                }
+                GraphError::Shape { source, .. } => source.to_string(),
+                other => other.to_string(),
+            },
         })?;
-        let shapes: Vec<Vec<usize>> = op
-            .inputs
-            .iter()
-            .map(|t| graph.tensor(*t).shape.clone())
-            .collect();
-        let b = spec
-            .bind(&shapes, &op.attrs)
-            .map_err(|e| CodegenError::Spec {
-                op: op.name.clone(),
-                message: e.to_string(),
-            })?;
-        bindings.push((spec, b));
+        bindings.push(bound);
     }
     let mut programs = Vec::with_capacity(world);
     for rank in 0..world {

@@ -22,7 +22,7 @@ use std::collections::BTreeMap;
 use petgraph::graph::{DiGraph, NodeIndex};
 use petgraph::Direction;
 use serde::{Deserialize, Serialize};
-use tdl::{Attrs, Library};
+use tdl::{Attrs, Binding, Library, OpSpec};
 
 use super::error::GraphError;
 use super::ids::{GroupId, OpId, TensorId};
@@ -542,6 +542,38 @@ impl Graph {
             .map(|i| OpId(i as u32))
     }
 
+    /// The shapes of `op`'s inputs, in order.
+    pub fn input_shapes(&self, op: &Op) -> Vec<Vec<usize>> {
+        op.inputs
+            .iter()
+            .map(|&t| self.tensor(t).shape.clone())
+            .collect()
+    }
+
+    /// `op`'s spec from `lib` and its binding to the op's input shapes and
+    /// attributes (the one place the planner, codegen and training-graph
+    /// builder bind an operator of a graph).
+    ///
+    /// Errors: [`GraphError::UnknownSpec`]; [`GraphError::Shape`] naming the
+    /// operator and the spec's shape error.
+    pub fn bind_op<'l>(
+        &self,
+        lib: &'l Library,
+        op: &Op,
+    ) -> Result<(&'l OpSpec, Binding), GraphError> {
+        let spec = lib.get(&op.spec).ok_or_else(|| GraphError::UnknownSpec {
+            op: op.name.clone(),
+            spec: op.spec.clone(),
+        })?;
+        let binding = spec
+            .bind(&self.input_shapes(op), &op.attrs)
+            .map_err(|source| GraphError::Shape {
+                op: op.name.clone(),
+                source: Box::new(source),
+            })?;
+        Ok((spec, binding))
+    }
+
     /// Re-infer every op's output shapes from its spec and compare with the
     /// stored ones (for graphs loaded from a file).
     ///
@@ -549,21 +581,7 @@ impl Graph {
     /// operator and the mismatching dims, [`GraphError::OutputShape`].
     pub fn check_shapes(&self, lib: &Library) -> Result<(), GraphError> {
         for op in &self.ops {
-            let spec = lib.get(&op.spec).ok_or_else(|| GraphError::UnknownSpec {
-                op: op.name.clone(),
-                spec: op.spec.clone(),
-            })?;
-            let shapes: Vec<Vec<usize>> = op
-                .inputs
-                .iter()
-                .map(|&t| self.tensor(t).shape.clone())
-                .collect();
-            let b = spec
-                .bind(&shapes, &op.attrs)
-                .map_err(|source| GraphError::Shape {
-                    op: op.name.clone(),
-                    source: Box::new(source),
-                })?;
+            let (spec, b) = self.bind_op(lib, op)?;
             if b.output_shapes.len() != op.outputs.len() {
                 return Err(GraphError::OutputCount {
                     op: op.name.clone(),

@@ -103,21 +103,7 @@ pub fn training_graph(
         {
             continue;
         }
-        let spec = lib.get(&op.spec).ok_or_else(|| GraphError::UnknownSpec {
-            op: op.name.clone(),
-            spec: op.spec.clone(),
-        })?;
-        let shapes: Vec<Vec<usize>> = op
-            .inputs
-            .iter()
-            .map(|&t| forward.tensor(t).shape.clone())
-            .collect();
-        let binding = spec
-            .bind(&shapes, &op.attrs)
-            .map_err(|source| GraphError::Shape {
-                op: op.name.clone(),
-                source: Box::new(source),
-            })?;
+        let (spec, binding) = forward.bind_op(lib, &op)?;
         let mut covered = vec![false; op.inputs.len()];
         for decl in &spec.grads {
             if !decl

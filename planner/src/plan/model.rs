@@ -13,7 +13,7 @@ use interval::strategy::OpStrategies;
 use tdl::Library;
 
 use super::access::OpAccess;
-use crate::graph::{Graph, OpId};
+use crate::graph::{Graph, GraphError, OpId};
 
 /// Why a graph cannot be planned.
 #[derive(Debug, thiserror::Error)]
@@ -46,6 +46,22 @@ pub enum ModelError {
     },
 }
 
+impl ModelError {
+    /// The planner's error for a failed [`Graph::bind_op`] (same cases, the
+    /// planner's wording).
+    fn from_bind(e: GraphError) -> ModelError {
+        match e {
+            GraphError::UnknownSpec { op, spec } => ModelError::UnknownSpec { op, spec },
+            GraphError::Shape { op, source } => ModelError::Shape { op, source },
+            // `bind_op` gives no other error; kept total rather than panicking.
+            other => ModelError::Analysis {
+                op: "(binding)".to_string(),
+                message: other.to_string(),
+            },
+        }
+    }
+}
+
 /// What the planner knows about one operator instance.
 #[derive(Clone, Debug)]
 pub struct OpModel {
@@ -69,21 +85,8 @@ impl Model {
     pub fn new(graph: &Graph, lib: &Library, cache: &StrategyCache) -> Result<Model, ModelError> {
         let mut ops = Vec::with_capacity(graph.ops().len());
         for op in graph.ops() {
-            let spec = lib.get(&op.spec).ok_or_else(|| ModelError::UnknownSpec {
-                op: op.name.clone(),
-                spec: op.spec.clone(),
-            })?;
-            let shapes: Vec<Vec<usize>> = op
-                .inputs
-                .iter()
-                .map(|t| graph.tensor(*t).shape.clone())
-                .collect();
-            let binding = spec
-                .bind(&shapes, &op.attrs)
-                .map_err(|source| ModelError::Shape {
-                    op: op.name.clone(),
-                    source: Box::new(source),
-                })?;
+            let (spec, binding) = graph.bind_op(lib, op).map_err(ModelError::from_bind)?;
+            let shapes = graph.input_shapes(op);
             let strategies = cache
                 .for_shapes(spec, &shapes)
                 .map_err(|e| ModelError::Analysis {
