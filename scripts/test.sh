@@ -9,4 +9,7 @@ cd "$(dirname "$0")/.."
 # outside the tree; a no-op when cached. Under CI the ONNX tests fail
 # without it; locally they print SKIPPED when it is missing.
 bash scripts/fetch-onnx-data.sh
-cargo test --workspace --locked
+# With the CUDA backend built in (cudarc loads CUDA at run time, so this
+# builds anywhere); its GPU tests print SKIPPED without a device, and fail
+# instead when TOFU_REQUIRE_GPU=1.
+cargo test --workspace --locked --features tofu/cuda

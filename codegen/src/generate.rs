@@ -33,6 +33,7 @@ use planner::plan::tile::{digits, Region};
 use planner::plan::{transfers, Decisions, Phase, Transfer};
 use tdl::Library;
 
+use crate::collectives::{recognise, recognise_input, Collective};
 use crate::error::CodegenError;
 use crate::local::runs_locally;
 use crate::program::{
@@ -90,6 +91,62 @@ pub fn generate(
         by_phase.entry((t.op, t.phase)).or_default().push(t);
     }
     let cm = CostModel::new(graph, model, factors);
+    // Outputs whose transfers are a collective's pattern (same on every rank).
+    let mut lowered: HashMap<(OpId, usize), Collective> = HashMap::new();
+
+    for (i, op) in graph.ops().iter().enumerate() {
+        let o = OpId(i as u32);
+        for (slot, &t) in op.outputs.iter().enumerate() {
+            let outs = by_phase
+                .get(&(o, Phase::Output { slot }))
+                .map(|v| &v[..])
+                .unwrap_or(&[]);
+            if world < 2 || d.tensors[t.index()].iter().any(Option::is_some) {
+                continue;
+            }
+            let gathers = by_phase
+                .get(&(o, Phase::Gather { slot }))
+                .map(|v| &v[..])
+                .unwrap_or(&[]);
+            let writes: Vec<Region> = (0..world)
+                .map(|r| {
+                    let b = cm.op_box(o, &d.ops[i], &digits(r, factors));
+                    model.op(o).access.output_region(slot, &b).0
+                })
+                .collect();
+            let whole = Region::whole(&graph.tensor(t).shape);
+            if let Some(c) = recognise(&whole, &writes, outs, gathers, world) {
+                lowered.insert((o, slot), c);
+            }
+        }
+    }
+    // Inputs every rank reads whole from equal tiles: all-gathers.
+    let mut gathered_inputs: HashMap<(OpId, usize), Vec<Region>> = HashMap::new();
+    if world > 1 {
+        for (i, op) in graph.ops().iter().enumerate() {
+            let o = OpId(i as u32);
+            for (slot, &t) in op.inputs.iter().enumerate() {
+                let Some(ts) = by_phase.get(&(o, Phase::Input { slot })) else {
+                    continue;
+                };
+                let shape = &graph.tensor(t).shape;
+                let needs: Vec<Region> = (0..world)
+                    .map(|r| {
+                        let b = cm.op_box(o, &d.ops[i], &digits(r, factors));
+                        model.op(o).access.input_region(slot, &b)
+                    })
+                    .collect();
+                let tiles: Vec<Region> = (0..world)
+                    .map(|r| {
+                        CostModel::tile(shape, &d.tensors[t.index()], factors, &digits(r, factors))
+                    })
+                    .collect();
+                if let Some(b) = recognise_input(&Region::whole(shape), &needs, &tiles, ts) {
+                    gathered_inputs.insert((o, slot), b);
+                }
+            }
+        }
+    }
     // Per op: binding, and whether each output is "computed whole on every worker".
     let mut bindings = Vec::with_capacity(graph.ops().len());
     for op in graph.ops() {
@@ -183,7 +240,14 @@ pub fn generate(
                     .get(&(o, Phase::Input { slot }))
                     .map(|v| &v[..])
                     .unwrap_or(&[]);
-                g.exchange(o, Phase::Input { slot }, ts, |_| Some(tb), |_| ib)?;
+                match (gathered_inputs.get(&(o, slot)), ib) {
+                    (Some(blocks), Some(buf)) => g.instrs.push(Instr::AllGather {
+                        op: o,
+                        buf,
+                        blocks: blocks.clone(),
+                    }),
+                    _ => g.exchange(o, Phase::Input { slot }, ts, |_| Some(tb), |_| ib)?,
+                }
                 in_bufs.push(ib);
                 in_regions.push(need);
             }
@@ -250,6 +314,7 @@ pub fn generate(
                     .map(|v| &v[..])
                     .unwrap_or(&[]);
                 let reducer = outs.iter().find(|x| x.dst == rank).and_then(|x| x.reduce);
+                let collective = lowered.get(&(o, slot));
                 let tb = if direct[slot] {
                     g.tile_of[t.index()].expect("direct tile")
                 } else {
@@ -268,6 +333,12 @@ pub fn generate(
                     } else {
                         Some(tr.clone())
                     };
+                    // A reduction collective combines this rank's own partial itself.
+                    let reduces = matches!(
+                        collective,
+                        Some(Collective::AllReduce { .. } | Collective::ReduceScatter { .. })
+                    );
+                    let target = target.filter(|_| !reduces);
                     if let (Some(ob), Some(target)) = (out_bufs[slot], target) {
                         let own = out_regions[slot].intersect(&target);
                         if own.volume() > 0 {
@@ -282,14 +353,65 @@ pub fn generate(
                     tb
                 };
                 let src_buf = out_bufs[slot];
-                g.exchange(o, Phase::Output { slot }, outs, |_| src_buf, |_| Some(tb))?;
-                g.exchange(
-                    o,
-                    Phase::Gather { slot },
-                    gathers,
-                    |_| Some(tb),
-                    |_| Some(tb),
-                )?;
+                let missing = || CodegenError::Invalid {
+                    rank,
+                    message: format!("op `{}`: no output buffer for a collective", op.name),
+                };
+                let gather_p2p = match collective {
+                    Some(Collective::AllReduce { reduce }) => {
+                        g.instrs.push(Instr::AllReduce {
+                            op: o,
+                            src: src_buf.ok_or_else(missing)?,
+                            dst: tb,
+                            region: Region::whole(&graph.tensor(t).shape),
+                            reduce: *reduce,
+                        });
+                        false
+                    }
+                    Some(Collective::ReduceScatter {
+                        blocks,
+                        reduce,
+                        all_gather,
+                    }) => {
+                        g.instrs.push(Instr::ReduceScatter {
+                            op: o,
+                            src: src_buf.ok_or_else(missing)?,
+                            dst: tb,
+                            blocks: blocks.clone(),
+                            reduce: *reduce,
+                        });
+                        if *all_gather {
+                            g.instrs.push(Instr::AllGather {
+                                op: o,
+                                buf: tb,
+                                blocks: blocks.clone(),
+                            });
+                        }
+                        !*all_gather
+                    }
+                    Some(Collective::AllGather { blocks }) => {
+                        g.exchange(o, Phase::Output { slot }, outs, |_| src_buf, |_| Some(tb))?;
+                        g.instrs.push(Instr::AllGather {
+                            op: o,
+                            buf: tb,
+                            blocks: blocks.clone(),
+                        });
+                        false
+                    }
+                    None => {
+                        g.exchange(o, Phase::Output { slot }, outs, |_| src_buf, |_| Some(tb))?;
+                        true
+                    }
+                };
+                if gather_p2p {
+                    g.exchange(
+                        o,
+                        Phase::Gather { slot },
+                        gathers,
+                        |_| Some(tb),
+                        |_| Some(tb),
+                    )?;
+                }
             }
         }
         programs.push(g.finish());

@@ -13,6 +13,8 @@
 //!
 //! * [`program`]: the program data types.
 //! * [`generate`]: building the programs.
+//! * [`collectives`]: where the transfers of an output are a collective's
+//!   pattern (all-reduce, reduce-scatter + all-gather), lowered to it.
 //! * [`local`]: when a share may run a kernel on local shapes.
 //! * [`validate`]: the checks run before anything executes (programs, and a
 //!   plan file's recorded costs against its decisions).
@@ -20,10 +22,11 @@
 //!
 //! Keeps true: programs are deterministic for a given plan; the bytes a
 //! program sends are the planner's predicted bytes exactly (every message is
-//! one transfer); [`validate::validate`] accepts every program
+//! one transfer, every collective moves what its transfers would); [`validate::validate`] accepts every program
 //! [`generate::generate`] builds from a consistent plan.
 #![warn(missing_docs)]
 
+pub mod collectives;
 pub mod error;
 pub mod generate;
 pub mod local;

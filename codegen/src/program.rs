@@ -1,4 +1,4 @@
-//! The per-worker program: plain serde data (format `tofu-program`, version 1).
+//! The per-worker program: plain serde data (format `tofu-program`, version 2).
 //!
 //! A [`Program`] lists the buffers one rank holds during one training step
 //! (each a region of one tensor in global coordinates, f32 elements) and the
@@ -6,7 +6,14 @@
 //! [`Instr::Alloc`] and die at their [`Instr::Free`]; buffers named in
 //! [`Program::keep`] outlive the step (the loss, updated weights and
 //! optimizer state, which [`Program::carries`] feeds to the next step).
+//!
+//! Communication is grouped send/recv ([`Instr::Exchange`]) or, where the
+//! pattern is one, a collective over every rank ([`Instr::AllReduce`],
+//! [`Instr::ReduceScatter`], [`Instr::AllGather`]; see
+//! `crate::collectives`). Version 2 added the collectives; version 1 files
+//! hold none and read the same.
 
+use comm::traffic;
 use planner::graph::{OpId, TensorId};
 use planner::plan::tile::Region;
 use planner::plan::Phase;
@@ -19,7 +26,7 @@ pub type BufId = u32;
 /// The program file format name.
 pub const FORMAT: &str = "tofu-program";
 /// The program file format version.
-pub const VERSION: u32 = 1;
+pub const VERSION: u32 = 2;
 
 /// One buffer: a region of a tensor in global coordinates.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -124,6 +131,48 @@ pub enum Instr {
         /// The buffer.
         buf: BufId,
     },
+    /// Every rank: `dst`'s `region` becomes the `reduce`-combination over
+    /// all ranks of `src`'s `region` (ring all-reduce, `ncclAllReduce`).
+    /// `dst` holds exactly `region`; `src` may be `dst`.
+    AllReduce {
+        /// The operator whose partial results these are.
+        op: OpId,
+        /// Buffer holding this rank's partial result (a region ⊇ `region`).
+        src: BufId,
+        /// Buffer receiving the combined result.
+        dst: BufId,
+        /// The region (global coordinates).
+        region: Region,
+        /// How partial results combine.
+        reduce: Reducer,
+    },
+    /// Every rank: block `blocks[rank]` of `dst` becomes the
+    /// `reduce`-combination over all ranks of that block of `src` (ring
+    /// reduce-scatter with per-rank counts, `ncclReduceScatter`). `src`
+    /// holds every block; `src` may be `dst`.
+    ReduceScatter {
+        /// The operator whose partial results these are.
+        op: OpId,
+        /// Buffer holding this rank's partial result of every block.
+        src: BufId,
+        /// Buffer receiving this rank's combined block.
+        dst: BufId,
+        /// One region per rank, in rank order (disjoint; possibly empty).
+        blocks: Vec<Region>,
+        /// How partial results combine.
+        reduce: Reducer,
+    },
+    /// Every rank: `buf` receives every other rank's block (ring all-gather,
+    /// `ncclAllGather`); `buf` holds every block and this rank's block is
+    /// already in it.
+    AllGather {
+        /// The operator whose output this is.
+        op: OpId,
+        /// The buffer.
+        buf: BufId,
+        /// One region per rank, in rank order (disjoint; possibly empty).
+        blocks: Vec<Region>,
+    },
 }
 
 impl Instr {
@@ -138,7 +187,45 @@ impl Instr {
             Instr::Compute {
                 inputs, outputs, ..
             } => inputs.iter().chain(outputs).copied().collect(),
+            Instr::AllReduce { src, dst, .. } | Instr::ReduceScatter { src, dst, .. } => {
+                vec![*src, *dst]
+            }
+            Instr::AllGather { buf, .. } => vec![*buf],
         }
+    }
+
+    /// Bytes `rank` of `world` sends in this instruction, as the
+    /// communicator counts them ([`comm::traffic`]: message sizes for an
+    /// exchange, the ring formulas for collectives).
+    pub fn bytes_sent(&self, rank: usize, world: usize) -> u64 {
+        let counts = |blocks: &[Region]| -> Vec<usize> {
+            blocks.iter().map(|b| b.volume() as usize).collect()
+        };
+        match self {
+            Instr::Exchange { sends, .. } => {
+                let ops: Vec<(usize, usize, bool)> = sends
+                    .iter()
+                    .map(|m| (m.peer, m.region.volume() as usize, true))
+                    .collect();
+                traffic::group(&ops, rank).sent
+            }
+            Instr::AllReduce { region, .. } => {
+                traffic::all_reduce(region.volume() as usize, world, rank).sent
+            }
+            Instr::ReduceScatter { blocks, .. } => {
+                traffic::reduce_scatter(&counts(blocks), rank).sent
+            }
+            Instr::AllGather { blocks, .. } => traffic::all_gather(&counts(blocks), rank).sent,
+            _ => 0,
+        }
+    }
+
+    /// Whether it is a collective (all-reduce, reduce-scatter, all-gather).
+    pub fn is_collective(&self) -> bool {
+        matches!(
+            self,
+            Instr::AllReduce { .. } | Instr::ReduceScatter { .. } | Instr::AllGather { .. }
+        )
     }
 }
 
@@ -180,18 +267,21 @@ pub struct Program {
 }
 
 impl Program {
-    /// Bytes this program sends per step (f32 elements × 4).
+    /// Bytes this program sends per step (f32 elements × 4), counted as the
+    /// communicator counts them ([`Instr::bytes_sent`]).
     pub fn bytes_sent(&self) -> u64 {
         self.instrs
             .iter()
-            .map(|i| match i {
-                Instr::Exchange { sends, .. } => sends
-                    .iter()
-                    .filter(|m| m.peer != self.rank)
-                    .map(|m| m.region.volume() * 4)
-                    .sum(),
-                _ => 0,
-            })
+            .map(|i| i.bytes_sent(self.rank, self.world))
+            .sum()
+    }
+
+    /// Bytes this program sends per step through collectives.
+    pub fn collective_bytes_sent(&self) -> u64 {
+        self.instrs
+            .iter()
+            .filter(|i| i.is_collective())
+            .map(|i| i.bytes_sent(self.rank, self.world))
             .sum()
     }
 

@@ -66,6 +66,8 @@ pub fn validate(
     }
     let cm = CostModel::new(graph, model, factors);
     let mut seqs: HashMap<(usize, usize), (Seq, Seq)> = HashMap::new();
+    // Every rank's collectives: (op, kind, counts), in program order.
+    let mut collectives: Vec<Vec<(u32, &'static str, Vec<u64>)>> = Vec::new();
     for (r, p) in progs.programs.iter().enumerate() {
         let bad = |message: String| CodegenError::Invalid { rank: r, message };
         if p.format != FORMAT || p.version != VERSION || p.rank != r || p.world != world {
@@ -98,6 +100,27 @@ pub fn validate(
                 }
             }
         }
+        collectives.push(
+            p.instrs
+                .iter()
+                .filter_map(|i| match i {
+                    Instr::AllReduce { op, region, .. } => {
+                        Some((op.0, "all-reduce", vec![region.volume()]))
+                    }
+                    Instr::ReduceScatter { op, blocks, .. } => Some((
+                        op.0,
+                        "reduce-scatter",
+                        blocks.iter().map(Region::volume).collect(),
+                    )),
+                    Instr::AllGather { op, blocks, .. } => Some((
+                        op.0,
+                        "all-gather",
+                        blocks.iter().map(Region::volume).collect(),
+                    )),
+                    _ => None,
+                })
+                .collect(),
+        );
         if p.bytes_sent() != progs.predicted_bytes_per_rank[r] {
             return Err(bad(format!(
                 "sends {} bytes per step, the plan's transfers say {}",
@@ -105,6 +128,15 @@ pub fn validate(
                 progs.predicted_bytes_per_rank[r]
             )));
         }
+    }
+    if let Some(r) = (1..collectives.len()).find(|&r| collectives[r] != collectives[0]) {
+        return Err(CodegenError::Invalid {
+            rank: r,
+            message: format!(
+                "its collectives {:?} differ from rank 0's {:?} (every rank must call the same collectives in the same order)",
+                collectives[r], collectives[0]
+            ),
+        });
     }
     let mut pairs: Vec<_> = seqs.into_iter().collect();
     pairs.sort_by_key(|p| p.0);
@@ -190,6 +222,32 @@ pub fn check_recorded(
 
 /// The global order of (operator, phase): inputs by slot, then per output
 /// slot its `Output` and `Gather` exchanges.
+/// A collective of `op` must come after every exchange of earlier ops (the
+/// one global order every rank follows).
+fn collective_key(
+    graph: &Graph,
+    op: planner::graph::OpId,
+    last: &mut Option<u64>,
+) -> Result<(), String> {
+    if op.index() >= graph.ops().len() {
+        return Err(format!(
+            "collective of op {} of {}",
+            op.0,
+            graph.ops().len()
+        ));
+    }
+    let first = phase_key(op.0, Phase::Input { slot: 0 });
+    let next_op = phase_key(op.0 + 1, Phase::Input { slot: 0 });
+    if last.is_some_and(|l| l >= next_op) {
+        return Err(format!(
+            "collective of op `{}` is out of the global order",
+            graph.op(op).name
+        ));
+    }
+    *last = Some(last.map_or(first, |l| l.max(first)));
+    Ok(())
+}
+
 fn phase_key(op: u32, phase: Phase) -> u64 {
     let p = match phase {
         Phase::Input { slot } => slot as u64,
@@ -386,6 +444,88 @@ fn check_program(
                         })?;
                 }
             }
+            Instr::AllReduce {
+                op,
+                src,
+                dst,
+                region,
+                ..
+            } => {
+                collective_key(graph, *op, &mut last_key)?;
+                let (s, t) = (&p.buffers[*src as usize], &p.buffers[*dst as usize]);
+                if s.tensor != t.tensor || !inside(region, &s.region) || t.region != *region {
+                    return Err(format!(
+                        "all-reduce of {:?} from `{}` {:?} into {:?} is out of place",
+                        region.0,
+                        name(*src),
+                        s.region.0,
+                        t.region.0
+                    ));
+                }
+                flow.read(p, *src, region)
+                    .map_err(|e| format!("instruction {k} (all-reduce): {e}"))?;
+                flow.write(p, *dst, region, false)
+                    .map_err(|e| format!("instruction {k} (all-reduce): {e}"))?;
+            }
+            Instr::ReduceScatter {
+                op,
+                src,
+                dst,
+                blocks,
+                ..
+            } => {
+                collective_key(graph, *op, &mut last_key)?;
+                let (s, t) = (&p.buffers[*src as usize], &p.buffers[*dst as usize]);
+                let mine = blocks
+                    .get(p.rank)
+                    .ok_or("reduce-scatter without this rank's block")?;
+                if s.tensor != t.tensor
+                    || blocks.len() != p.world
+                    || blocks
+                        .iter()
+                        .any(|b| b.volume() > 0 && !inside(b, &s.region))
+                    || (mine.volume() > 0 && !inside(mine, &t.region))
+                {
+                    return Err(format!(
+                        "reduce-scatter of blocks {blocks:?} from `{}` {:?} into {:?} is out of place",
+                        name(*src),
+                        s.region.0,
+                        t.region.0
+                    ));
+                }
+                for b in blocks.iter().filter(|b| b.volume() > 0) {
+                    flow.read(p, *src, b)
+                        .map_err(|e| format!("instruction {k} (reduce-scatter): {e}"))?;
+                }
+                if mine.volume() > 0 {
+                    flow.write(p, *dst, mine, false)
+                        .map_err(|e| format!("instruction {k} (reduce-scatter): {e}"))?;
+                }
+            }
+            Instr::AllGather { op, buf, blocks } => {
+                collective_key(graph, *op, &mut last_key)?;
+                let b = &p.buffers[*buf as usize];
+                if blocks.len() != p.world
+                    || blocks
+                        .iter()
+                        .any(|x| x.volume() > 0 && !inside(x, &b.region))
+                {
+                    return Err(format!(
+                        "all-gather of blocks {blocks:?} into `{}` {:?} is out of place",
+                        name(*buf),
+                        b.region.0
+                    ));
+                }
+                for (j, x) in blocks.iter().enumerate().filter(|(_, x)| x.volume() > 0) {
+                    if j == p.rank {
+                        flow.read(p, *buf, x)
+                            .map_err(|e| format!("instruction {k} (all-gather): {e}"))?;
+                    } else {
+                        flow.write(p, *buf, x, false)
+                            .map_err(|e| format!("instruction {k} (all-gather): {e}"))?;
+                    }
+                }
+            }
             Instr::Compute {
                 op,
                 var_box,
@@ -467,6 +607,9 @@ fn kind(i: &Instr) -> &'static str {
         Instr::Copy { .. } => "copy",
         Instr::Compute { .. } => "compute",
         Instr::Free { .. } => "free",
+        Instr::AllReduce { .. } => "all-reduce",
+        Instr::ReduceScatter { .. } => "reduce-scatter",
+        Instr::AllGather { .. } => "all-gather",
     }
 }
 

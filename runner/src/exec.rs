@@ -1,6 +1,8 @@
 //! The executor: runs per-worker [`codegen::Program`]s for N training steps,
-//! one thread per rank, each with its own [`CpuBackend`] and
-//! [`LocalCommunicator`] (Tofu §5).
+//! one thread per rank, each with its own [`Backend`] and communicator
+//! ([`Collectives`] on that backend's buffers) (Tofu §5). [`run_programs`]
+//! runs on [`CpuBackend`]s and a [`LocalCommunicator`] clique;
+//! [`run_programs_on`] on any backend × communicator pairs.
 //!
 //! Takes the graph (for synthetic data and specs), the operator library and
 //! the programs; gives per step its wall time, the bytes each rank sent
@@ -17,6 +19,12 @@
 //! region, else through a host-side hand-off (not counted as communication:
 //! it is a change of layout between steps, not part of the plan's step).
 //!
+//! Exchanges: each message's region is packed into a work buffer on the
+//! backend ([`Backend::copy_region`]), the grouped send/recv runs on those
+//! buffers ([`Collectives::group`]), and received messages are unpacked (or
+//! reduced) into their destination buffers on the backend: no host copies
+//! unless the communicator itself stages through the host.
+//!
 //! Memory: backend buffers only (tiles, assembled inputs, computed shares);
 //! message staging and kernel workspace are not counted.
 
@@ -29,10 +37,11 @@ use planner::graph::{Graph, TensorId};
 use planner::plan::tile::Region;
 use tdl::Library;
 
-use crate::backend::{Backend, BackendError, CpuBackend, CpuBuffer};
-use crate::comm::{run_ranks, CommError, Communicator, LocalCommunicator, P2p, Rank, ReduceOp};
-use crate::kernels::compiled::Window;
-use crate::kernels::OpKernel;
+use comm::{Collectives, CommError, LocalCommunicator, P2p, Rank};
+
+use crate::backend::{Backend, BackendError, CpuBackend, Window};
+use crate::launch::on_threads;
+use crate::region::{copy_region, reduce_op, slice};
 
 /// Why a run failed.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -84,6 +93,9 @@ pub struct RunReport {
     pub peak_bytes_per_rank: Vec<u64>,
     /// Final values of the kept tensors (global, row-major f32).
     pub outputs: Vec<(TensorId, Vec<f32>)>,
+    /// With `TOFU_PROFILE=1`: rank 0's seconds per operator spec over all
+    /// steps (each kernel synchronised, so the run is slower), largest first.
+    pub op_seconds: Vec<(String, f64)>,
 }
 
 impl RunReport {
@@ -98,7 +110,8 @@ impl RunReport {
 
 type Shared = Arc<Vec<Option<Vec<f32>>>>;
 
-/// Run `steps` training steps of the programs (see the module doc).
+/// Run `steps` training steps of the programs on CPU threads (see the
+/// module doc).
 ///
 /// Errors: [`ExecError`] naming the rank; the first failing rank's error.
 pub fn run_programs(
@@ -108,7 +121,38 @@ pub fn run_programs(
     opts: RunOptions,
     progress: Option<&(dyn Fn(usize) + Sync)>,
 ) -> Result<RunReport, ExecError> {
+    let ranks = LocalCommunicator::create(progs.programs.len())
+        .into_iter()
+        .map(|c| (CpuBackend::new(), c))
+        .collect();
+    run_programs_on(graph, lib, progs, opts, progress, ranks)
+}
+
+/// Run `steps` training steps of the programs with one `(backend,
+/// communicator)` pair per rank, in rank order (see the module doc).
+///
+/// Errors: [`ExecError`] naming the rank; the first failing rank's error;
+/// [`ExecError::Invalid`] when there is not one pair per program.
+pub fn run_programs_on<B, C>(
+    graph: &Graph,
+    lib: &Library,
+    progs: &Programs,
+    opts: RunOptions,
+    progress: Option<&(dyn Fn(usize) + Sync)>,
+    ranks: Vec<(B, C)>,
+) -> Result<RunReport, ExecError>
+where
+    B: Backend,
+    C: Collectives<B::Buffer>,
+{
     let world = progs.programs.len();
+    if ranks.len() != world {
+        return Err(ExecError::Invalid(format!(
+            "{} programs but {} (backend, communicator) pairs",
+            world,
+            ranks.len()
+        )));
+    }
     if world == 0 || opts.steps == 0 {
         return Err(ExecError::Invalid(
             "nothing to run: no ranks or no steps".into(),
@@ -169,39 +213,45 @@ pub fn run_programs(
         .map(|&t| (t, Mutex::new(vec![0.0; numel(t)])))
         .collect();
     let barrier = Barrier::new(world);
-    let comms = LocalCommunicator::create(world);
-    type RankOut = (Vec<f64>, Vec<u64>, Vec<f64>, u64);
-    let results = run_ranks(comms, |comm| -> Result<RankOut, ExecError> {
-        let rank = comm.rank().index();
-        let p = &progs.programs[rank];
-        let mut w = Worker::new(graph, lib, p, comm, data.clone())?;
-        let mut times = Vec::new();
-        let mut bytes = Vec::new();
-        let mut comm_s = Vec::new();
-        for step in 0..opts.steps {
-            w.comm.reset_counters();
-            w.comm_seconds = 0.0;
-            let t0 = Instant::now();
-            let r = w.step(step, &store);
-            let elapsed = t0.elapsed().as_secs_f64();
-            if let Err(e) = r {
-                // Release the peers (they fail with a named error).
-                drop(w);
-                return Err(e);
-            }
-            times.push(elapsed);
-            bytes.push(w.comm.counters().sent);
-            comm_s.push(w.comm_seconds);
-            w.end_step(step, step + 1 == opts.steps, &store, &store_for, &outputs);
-            barrier.wait();
-            if rank == 0 {
-                if let Some(f) = progress {
-                    f(step + 1);
+    type RankOut = (Vec<f64>, Vec<u64>, Vec<f64>, u64, Vec<(String, f64)>);
+    let profile = std::env::var("TOFU_PROFILE").as_deref() == Ok("1");
+    let results = on_threads(
+        ranks,
+        |rank, (backend, comm)| -> Result<RankOut, ExecError> {
+            let p = &progs.programs[rank];
+            let mut w = Worker::new(graph, lib, p, backend, comm, data.clone())?;
+            w.profile = profile.then(HashMap::new);
+            let mut times = Vec::new();
+            let mut bytes = Vec::new();
+            let mut comm_s = Vec::new();
+            for step in 0..opts.steps {
+                w.comm.reset_counters();
+                w.comm_seconds = 0.0;
+                let t0 = Instant::now();
+                let r = w.step(step, &store).and_then(|()| w.synchronize());
+                let elapsed = t0.elapsed().as_secs_f64();
+                if let Err(e) = r {
+                    // Release the peers (they fail with a named error).
+                    drop(w);
+                    return Err(e);
+                }
+                times.push(elapsed);
+                bytes.push(w.comm.counters().sent);
+                comm_s.push(w.comm_seconds);
+                w.end_step(step, step + 1 == opts.steps, &store, &store_for, &outputs)?;
+                barrier.wait();
+                if rank == 0 {
+                    if let Some(f) = progress {
+                        f(step + 1);
+                    }
                 }
             }
-        }
-        Ok((times, bytes, comm_s, w.backend.memory().peak))
-    });
+            let mut ops: Vec<(String, f64)> =
+                w.profile.take().unwrap_or_default().into_iter().collect();
+            ops.sort_by(|a, b| b.1.total_cmp(&a.1));
+            Ok((times, bytes, comm_s, w.backend.memory().peak, ops))
+        },
+    );
     let mut report = RunReport {
         step_seconds: vec![0.0; opts.steps],
         bytes_sent: vec![vec![0; world]; opts.steps],
@@ -211,7 +261,10 @@ pub fn run_programs(
     let mut first_err = None;
     for (rank, r) in results.into_iter().enumerate() {
         match r {
-            Ok(Ok((times, bytes, comm_s, peak))) => {
+            Ok(Ok((times, bytes, comm_s, peak, ops))) => {
+                if rank == 0 {
+                    report.op_seconds = ops;
+                }
                 for s in 0..opts.steps {
                     report.step_seconds[s] = report.step_seconds[s].max(times[s]);
                     report.bytes_sent[s][rank] = bytes[s];
@@ -238,31 +291,36 @@ pub fn run_programs(
     Ok(report)
 }
 
-struct Worker<'a> {
+struct Worker<'a, B: Backend, C> {
     graph: &'a Graph,
     p: &'a Program,
     rank: usize,
-    comm: LocalCommunicator,
-    backend: CpuBackend,
+    comm: C,
+    backend: B,
     data: Shared,
-    kernels: Vec<Option<OpKernel>>,
-    bufs: Vec<Option<CpuBuffer>>,
+    kernels: Vec<Option<B::Kernel>>,
+    bufs: Vec<Option<B::Buffer>>,
     /// Carried tiles for the next step, by the tensor they become.
-    carried: HashMap<TensorId, CpuBuffer>,
+    carried: HashMap<TensorId, B::Buffer>,
     carry_from: HashMap<TensorId, TensorId>,
+    /// Device copies of the synthetic fills of step inputs (not carried),
+    /// so later steps copy on the device instead of uploading again.
+    fills: HashMap<u32, B::Buffer>,
     comm_seconds: f64,
+    /// Seconds per operator spec, when profiling.
+    profile: Option<HashMap<String, f64>>,
 }
 
-impl<'a> Worker<'a> {
+impl<'a, B: Backend, C: Collectives<B::Buffer>> Worker<'a, B, C> {
     fn new(
         graph: &'a Graph,
         lib: &Library,
         p: &'a Program,
-        comm: LocalCommunicator,
+        backend: B,
+        comm: C,
         data: Shared,
     ) -> Result<Self, ExecError> {
         let rank = p.rank;
-        let backend = CpuBackend::new();
         let mut kernels = Vec::with_capacity(p.instrs.len());
         for ins in &p.instrs {
             let k = match ins {
@@ -324,7 +382,9 @@ impl<'a> Worker<'a> {
             bufs: (0..p.buffers.len()).map(|_| None).collect(),
             carried: HashMap::new(),
             carry_from,
+            fills: HashMap::new(),
             comm_seconds: 0.0,
+            profile: None,
         })
     }
 
@@ -337,7 +397,7 @@ impl<'a> Worker<'a> {
 
     /// Buffer `b`, or [`ExecError::Invalid`] when the program uses it while it
     /// is not allocated (programs that skipped `codegen::validate`).
-    fn buf(&self, b: u32) -> Result<&CpuBuffer, ExecError> {
+    fn buf(&self, b: u32) -> Result<&B::Buffer, ExecError> {
         self.bufs
             .get(b as usize)
             .and_then(Option::as_ref)
@@ -345,11 +405,24 @@ impl<'a> Worker<'a> {
     }
 
     /// Take buffer `b` out for writing (see [`Self::buf`]).
-    fn take_buf(&mut self, b: u32) -> Result<CpuBuffer, ExecError> {
+    fn take_buf(&mut self, b: u32) -> Result<B::Buffer, ExecError> {
         self.bufs
             .get_mut(b as usize)
             .and_then(Option::take)
             .ok_or_else(|| dead_buffer(self.rank, b))
+    }
+
+    fn comm_err(&self, source: CommError) -> ExecError {
+        ExecError::Comm {
+            rank: self.rank,
+            source,
+        }
+    }
+
+    /// Wait for the backend's and the communicator's queued work.
+    fn synchronize(&mut self) -> Result<(), ExecError> {
+        self.be(self.backend.synchronize())?;
+        self.comm.synchronize().map_err(|e| self.comm_err(e))
     }
 
     fn step(&mut self, step: usize, store: &[Vec<Mutex<Vec<f32>>>; 2]) -> Result<(), ExecError> {
@@ -371,17 +444,33 @@ impl<'a> Worker<'a> {
                                 .flatten()
                             {
                                 Some(from) => match self.carried.remove(&t) {
-                                    Some(b) if b.len() == n => b,
+                                    Some(b) if self.backend.buffer_len(&b) == n => b,
                                     _ => {
                                         let g = store[(step - 1) % 2][from.index()]
                                             .lock()
                                             .expect("store");
-                                        let host =
-                                            slice(&g, &self.graph.tensor(t).shape, &decl.region);
+                                        let host = self.be(slice(
+                                            &g,
+                                            &self.graph.tensor(t).shape,
+                                            &decl.region.0,
+                                        ))?;
                                         drop(g);
                                         self.be(self.backend.upload(&host))?
                                     }
                                 },
+                                None if self.fills.contains_key(buf) => {
+                                    let mut b = self.be(self.backend.alloc(n))?;
+                                    let r = &decl.region.0;
+                                    self.be(self.backend.copy_region(
+                                        &self.fills[buf],
+                                        r,
+                                        &mut b,
+                                        r,
+                                        r,
+                                        None,
+                                    ))?;
+                                    b
+                                }
                                 None => {
                                     let all = self.data[t.index()].as_ref().ok_or_else(|| {
                                         ExecError::Invalid(format!(
@@ -389,9 +478,21 @@ impl<'a> Worker<'a> {
                                             self.graph.tensor(t).name
                                         ))
                                     })?;
-                                    let host =
-                                        slice(all, &self.graph.tensor(t).shape, &decl.region);
-                                    self.be(self.backend.upload(&host))?
+                                    let host = self.be(slice(
+                                        all,
+                                        &self.graph.tensor(t).shape,
+                                        &decl.region.0,
+                                    ))?;
+                                    let b = self.be(self.backend.upload(&host))?;
+                                    if !self.carry_from.contains_key(&t) {
+                                        let mut keep = self.be(self.backend.alloc_workspace(n))?;
+                                        let r = &decl.region.0;
+                                        self.be(self
+                                            .backend
+                                            .copy_region(&b, r, &mut keep, r, r, None))?;
+                                        self.fills.insert(*buf, keep);
+                                    }
+                                    b
                                 }
                             }
                         }
@@ -410,41 +511,41 @@ impl<'a> Worker<'a> {
                     reduce,
                 } => {
                     let mut d = self.take_buf(*dst)?;
-                    let s = self.buf(*src)?;
-                    copy_region(
-                        s.as_slice(),
-                        &p.buffers[*src as usize].region,
-                        d.as_mut_slice(),
-                        &p.buffers[*dst as usize].region,
-                        region,
-                        reduce.map(ReduceOp::from),
-                    );
+                    let r = self.buf(*src).and_then(|s| {
+                        self.be(self.backend.copy_region(
+                            s,
+                            &p.buffers[*src as usize].region.0,
+                            &mut d,
+                            &p.buffers[*dst as usize].region.0,
+                            &region.0,
+                            reduce.map(reduce_op),
+                        ))
+                    });
                     self.bufs[*dst as usize] = Some(d);
+                    r?;
                 }
                 Instr::Exchange { sends, recvs, .. } => {
                     let t0 = Instant::now();
-                    let packed: Vec<Vec<f32>> = sends
+                    let mut packed = Vec::with_capacity(sends.len());
+                    for m in sends {
+                        let mut v =
+                            self.be(self.backend.alloc_workspace(m.region.volume() as usize))?;
+                        self.be(self.backend.copy_region(
+                            self.buf(m.buf)?,
+                            &p.buffers[m.buf as usize].region.0,
+                            &mut v,
+                            &m.region.0,
+                            &m.region.0,
+                            None,
+                        ))?;
+                        packed.push(v);
+                    }
+                    let mut staged = recvs
                         .iter()
-                        .map(|m| {
-                            let b = &p.buffers[m.buf as usize];
-                            let mut v = vec![0.0; m.region.volume() as usize];
-                            copy_region(
-                                self.buf(m.buf)?.as_slice(),
-                                &b.region,
-                                &mut v,
-                                &m.region,
-                                &m.region,
-                                None,
-                            );
-                            Ok(v)
-                        })
-                        .collect::<Result<_, ExecError>>()?;
-                    let mut staged: Vec<Vec<f32>> = recvs
-                        .iter()
-                        .map(|m| vec![0.0; m.region.volume() as usize])
-                        .collect();
+                        .map(|m| self.be(self.backend.alloc_workspace(m.region.volume() as usize)))
+                        .collect::<Result<Vec<_>, _>>()?;
                     {
-                        let mut ops: Vec<P2p> = sends
+                        let mut ops: Vec<P2p<'_, B::Buffer>> = sends
                             .iter()
                             .zip(&packed)
                             .map(|(m, v)| P2p::Send {
@@ -456,43 +557,78 @@ impl<'a> Worker<'a> {
                             peer: Rank(m.peer),
                             buf: v,
                         }));
-                        self.comm
-                            .group(&mut ops)
-                            .map_err(|source| ExecError::Comm {
-                                rank: self.rank,
-                                source,
-                            })?;
+                        let r = self.comm.group(&mut ops);
+                        drop(ops);
+                        r.map_err(|e| self.comm_err(e))?;
                     }
                     for (m, v) in recvs.iter().zip(&staged) {
-                        let region = &p.buffers[m.buf as usize].region;
-                        let rank = self.rank;
-                        let d = self.bufs[m.buf as usize]
-                            .as_mut()
-                            .ok_or_else(|| dead_buffer(rank, m.buf))?;
-                        copy_region(
+                        let mut d = self.take_buf(m.buf)?;
+                        let r = self.backend.copy_region(
                             v,
-                            &m.region,
-                            d.as_mut_slice(),
-                            region,
-                            &m.region,
-                            m.reduce.map(ReduceOp::from),
+                            &m.region.0,
+                            &mut d,
+                            &p.buffers[m.buf as usize].region.0,
+                            &m.region.0,
+                            m.reduce.map(reduce_op),
                         );
+                        self.bufs[m.buf as usize] = Some(d);
+                        self.be(r)?;
                     }
                     self.comm_seconds += t0.elapsed().as_secs_f64();
                 }
-                Instr::Compute {
-                    inputs, outputs, ..
+                Instr::AllReduce {
+                    src,
+                    dst,
+                    region,
+                    reduce,
+                    ..
                 } => {
-                    let mut outs: Vec<CpuBuffer> = outputs
+                    let t0 = Instant::now();
+                    let mut d = self.take_buf(*dst)?;
+                    let r = self.all_reduce(*src, *dst, &mut d, region, reduce_op(*reduce));
+                    self.bufs[*dst as usize] = Some(d);
+                    r?;
+                    self.comm_seconds += t0.elapsed().as_secs_f64();
+                }
+                Instr::ReduceScatter {
+                    src,
+                    dst,
+                    blocks,
+                    reduce,
+                    ..
+                } => {
+                    let t0 = Instant::now();
+                    self.reduce_scatter(*src, *dst, blocks, reduce_op(*reduce))?;
+                    self.comm_seconds += t0.elapsed().as_secs_f64();
+                }
+                Instr::AllGather { buf, blocks, .. } => {
+                    let t0 = Instant::now();
+                    self.all_gather(*buf, blocks)?;
+                    self.comm_seconds += t0.elapsed().as_secs_f64();
+                }
+                Instr::Compute {
+                    op,
+                    inputs,
+                    outputs,
+                    ..
+                } => {
+                    let t0 = match self.profile {
+                        Some(_) => {
+                            self.be(self.backend.synchronize())?;
+                            Some(Instant::now())
+                        }
+                        None => None,
+                    };
+                    let mut outs: Vec<B::Buffer> = outputs
                         .iter()
                         .map(|&b| self.take_buf(b))
                         .collect::<Result<_, _>>()?;
                     let r = {
-                        let ins: Vec<&CpuBuffer> = inputs
+                        let ins: Vec<&B::Buffer> = inputs
                             .iter()
                             .map(|&b| self.buf(b))
                             .collect::<Result<_, _>>()?;
-                        let mut o: Vec<&mut CpuBuffer> = outs.iter_mut().collect();
+                        let mut o: Vec<&mut B::Buffer> = outs.iter_mut().collect();
                         self.backend.launch(
                             self.kernels[k].as_ref().expect("prepared"),
                             &ins,
@@ -503,10 +639,137 @@ impl<'a> Worker<'a> {
                         self.bufs[b as usize] = Some(v);
                     }
                     self.be(r)?;
+                    if let Some(t0) = t0 {
+                        self.be(self.backend.synchronize())?;
+                        let spec = self.graph.op(*op).spec.clone();
+                        if let Some(m) = self.profile.as_mut() {
+                            *m.entry(spec).or_default() += t0.elapsed().as_secs_f64();
+                        }
+                    }
                 }
             }
         }
         Ok(())
+    }
+
+    /// [`Instr::AllReduce`]: `dst` (taken out, holding `region`) gets `src`'s
+    /// region, then the all-reduce runs on it in place.
+    fn all_reduce(
+        &mut self,
+        src: u32,
+        dst: u32,
+        d: &mut B::Buffer,
+        region: &Region,
+        op: comm::ReduceOp,
+    ) -> Result<(), ExecError> {
+        let p = self.p;
+        if src != dst {
+            self.be(self.backend.copy_region(
+                self.buf(src)?,
+                &p.buffers[src as usize].region.0,
+                d,
+                &p.buffers[dst as usize].region.0,
+                &region.0,
+                None,
+            ))?;
+        }
+        self.comm.all_reduce(d, op).map_err(|e| self.comm_err(e))
+    }
+
+    /// A work buffer holding `region` of `b` (row-major), packed on the backend.
+    fn pack(&self, b: u32, region: &Region) -> Result<B::Buffer, ExecError> {
+        let mut w = self.be(self.backend.alloc_workspace(region.volume() as usize))?;
+        self.be(self.backend.copy_region(
+            self.buf(b)?,
+            &self.p.buffers[b as usize].region.0,
+            &mut w,
+            &region.0,
+            &region.0,
+            None,
+        ))?;
+        Ok(w)
+    }
+
+    /// [`Instr::ReduceScatter`]: the blocks of `src` packed in rank order,
+    /// reduce-scattered, this rank's block written into `dst`.
+    fn reduce_scatter(
+        &mut self,
+        src: u32,
+        dst: u32,
+        blocks: &[Region],
+        op: comm::ReduceOp,
+    ) -> Result<(), ExecError> {
+        let counts: Vec<usize> = blocks.iter().map(|b| b.volume() as usize).collect();
+        let n: usize = counts.iter().sum();
+        let mut send = self.be(self.backend.alloc_workspace(n))?;
+        let mut off = 0i64;
+        for (b, &c) in blocks.iter().zip(&counts) {
+            if c == 0 {
+                continue;
+            }
+            let part = self.pack(src, b)?;
+            let at = [(off, off + c as i64)];
+            self.be(self
+                .backend
+                .copy_region(&part, &at, &mut send, &[(0, n as i64)], &at, None))?;
+            off += c as i64;
+        }
+        let mine = &blocks[self.rank];
+        let mut recv = self.be(self.backend.alloc_workspace(counts[self.rank]))?;
+        self.comm
+            .reduce_scatter(&send, &mut recv, &counts, op)
+            .map_err(|e| self.comm_err(e))?;
+        if mine.volume() > 0 {
+            let mut d = self.take_buf(dst)?;
+            let r = self.backend.copy_region(
+                &recv,
+                &mine.0,
+                &mut d,
+                &self.p.buffers[dst as usize].region.0,
+                &mine.0,
+                None,
+            );
+            self.bufs[dst as usize] = Some(d);
+            self.be(r)?;
+        }
+        Ok(())
+    }
+
+    /// [`Instr::AllGather`]: this rank's block of `buf` all-gathered, every
+    /// other block written into `buf`.
+    fn all_gather(&mut self, buf: u32, blocks: &[Region]) -> Result<(), ExecError> {
+        let counts: Vec<usize> = blocks.iter().map(|b| b.volume() as usize).collect();
+        let n: usize = counts.iter().sum();
+        let send = self.pack(buf, &blocks[self.rank])?;
+        let mut all = self.be(self.backend.alloc_workspace(n))?;
+        self.comm
+            .all_gather(&send, &mut all, &counts)
+            .map_err(|e| self.comm_err(e))?;
+        let mut d = self.take_buf(buf)?;
+        let held = &self.p.buffers[buf as usize].region.0;
+        let mut off = 0i64;
+        let mut r = Ok(());
+        for (j, (b, &c)) in blocks.iter().zip(&counts).enumerate() {
+            if c == 0 {
+                continue;
+            }
+            let at = [(off, off + c as i64)];
+            off += c as i64;
+            if j == self.rank {
+                continue;
+            }
+            r = self.backend.alloc_workspace(c).and_then(|mut part| {
+                self.backend
+                    .copy_region(&all, &[(0, n as i64)], &mut part, &at, &at, None)?;
+                self.backend
+                    .copy_region(&part, &b.0, &mut d, held, &b.0, None)
+            });
+            if r.is_err() {
+                break;
+            }
+        }
+        self.bufs[buf as usize] = Some(d);
+        self.be(r)
     }
 
     /// Hand kept tiles to the next step (and, after the last, to the report).
@@ -517,35 +780,40 @@ impl<'a> Worker<'a> {
         store: &[Vec<Mutex<Vec<f32>>>; 2],
         store_for: &[bool],
         outputs: &HashMap<TensorId, Mutex<Vec<f32>>>,
-    ) {
+    ) -> Result<(), ExecError> {
         let p = self.p;
         for &b in &p.keep {
             let decl = &p.buffers[b as usize];
             let Some(buf) = self.bufs[b as usize].as_ref() else {
                 continue;
             };
-            let shape = &self.graph.tensor(decl.tensor).shape;
+            if !last && !store_for[decl.tensor.index()] {
+                continue;
+            }
+            let mut host = vec![0.0; self.backend.buffer_len(buf)];
+            self.be(self.backend.download(buf, &mut host))?;
+            let whole = Region::whole(&self.graph.tensor(decl.tensor).shape);
             if last {
                 let mut g = outputs[&decl.tensor].lock().expect("output");
-                copy_region(
-                    buf.as_slice(),
-                    &decl.region,
+                self.be(copy_region(
+                    &host,
+                    &decl.region.0,
                     &mut g,
-                    &Region::whole(shape),
-                    &decl.region,
+                    &whole.0,
+                    &decl.region.0,
                     None,
-                );
+                ))?;
             }
             if store_for[decl.tensor.index()] {
                 let mut g = store[step % 2][decl.tensor.index()].lock().expect("store");
-                copy_region(
-                    buf.as_slice(),
-                    &decl.region,
+                self.be(copy_region(
+                    &host,
+                    &decl.region.0,
                     &mut g,
-                    &Region::whole(shape),
-                    &decl.region,
+                    &whole.0,
+                    &decl.region.0,
                     None,
-                );
+                ))?;
             }
         }
         for c in &p.carries {
@@ -562,71 +830,7 @@ impl<'a> Worker<'a> {
                 self.backend.free(x);
             }
         }
-    }
-}
-
-/// The elements of `region` of a whole row-major tensor of `shape`.
-fn slice(all: &[f32], shape: &[usize], region: &Region) -> Vec<f32> {
-    let mut v = vec![0.0; region.volume() as usize];
-    copy_region(all, &Region::whole(shape), &mut v, region, region, None);
-    v
-}
-
-/// Copy (or combine with `op`) the elements of `region` (global
-/// coordinates) from a buffer holding `src_r` into one holding `dst_r`,
-/// one contiguous run of the innermost dim at a time.
-pub fn copy_region(
-    src: &[f32],
-    src_r: &Region,
-    dst: &mut [f32],
-    dst_r: &Region,
-    region: &Region,
-    op: Option<ReduceOp>,
-) {
-    if region.volume() == 0 {
-        return;
-    }
-    let rank = region.0.len();
-    if rank == 0 {
-        match op {
-            Some(o) => dst[0] = o.apply(dst[0], src[0]),
-            None => dst[0] = src[0],
-        }
-        return;
-    }
-    let strides = |r: &Region| {
-        let mut s = vec![1i64; rank];
-        for d in (0..rank - 1).rev() {
-            s[d] = s[d + 1] * (r.0[d + 1].1 - r.0[d + 1].0);
-        }
-        s
-    };
-    let (ss, ds) = (strides(src_r), strides(dst_r));
-    let run = (region.0[rank - 1].1 - region.0[rank - 1].0) as usize;
-    let mut idx: Vec<i64> = region.0.iter().map(|&(l, _)| l).collect();
-    loop {
-        let so: i64 = (0..rank).map(|d| (idx[d] - src_r.0[d].0) * ss[d]).sum();
-        let dof: i64 = (0..rank).map(|d| (idx[d] - dst_r.0[d].0) * ds[d]).sum();
-        let (s, t) = (
-            &src[so as usize..so as usize + run],
-            &mut dst[dof as usize..dof as usize + run],
-        );
-        match op {
-            Some(o) => o.accumulate(t, s),
-            None => t.copy_from_slice(s),
-        }
-        let mut d = rank - 1;
-        loop {
-            if d == 0 {
-                return;
-            }
-            d -= 1;
-            idx[d] += 1;
-            if idx[d] < region.0[d].1 {
-                break;
-            }
-            idx[d] = region.0[d].0;
-        }
+        Ok(())
     }
 }
 

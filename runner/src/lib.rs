@@ -1,16 +1,18 @@
-//! The runner: executes per-worker programs on CPU threads (and, later, on
-//! CUDA + NCCL), with the two pieces every execution needs.
+//! The runner: executes per-worker programs on CPU threads or CUDA GPUs,
+//! through one executor generic over a [`Backend`] and a communicator.
 //!
-//! * [`comm`]: the [`Communicator`] trait with NCCL's semantics (rank, world
-//!   size, all-reduce / reduce-scatter / all-gather with uneven counts,
-//!   all-to-all, broadcast, grouped send/recv, byte counters) and
+//! * [`comm`] (re-exported from the `tofu-comm` crate): the
+//!   [`Communicator`] / [`Collectives`] traits with NCCL's semantics and
 //!   [`LocalCommunicator`], ranks on threads of one process.
 //! * [`backend`]: the [`Backend`] trait (buffers with per-rank memory
-//!   accounting, kernels prepared once per op instance) and [`CpuBackend`].
-//! * [`kernels`]: the CPU kernels: the `gemm` crate for the matmul family,
-//!   im2col + gemm for convolutions, and for every other op an evaluator
-//!   compiled from its TDL spec ([`kernels::compiled`]), chosen by the
-//!   data-driven [`kernels::Registry`].
+//!   accounting, region copies, kernels prepared once per op instance), the
+//!   [`CpuBackend`] with its kernels ([`kernels`]: the `gemm` crate for the
+//!   matmul family, im2col + gemm for convolutions, and for every other op an
+//!   evaluator compiled from its TDL spec), and the CUDA backend (feature
+//!   `cuda`; a stand-in that reports its absence otherwise).
+//! * [`exec`]: the executor, generic over backend × communicator;
+//!   [`launch`]: ranks on threads; [`verify`]: comparison with the
+//!   unpartitioned run.
 //!
 //! Takes TDL specs (`tdl::OpSpec`) and f32 data; gives computed tensors,
 //! bytes moved per rank and peak memory per rank. The reference interpreter
@@ -18,15 +20,19 @@
 #![warn(missing_docs)]
 
 pub mod backend;
-pub mod comm;
 pub mod exec;
-pub mod kernels;
+pub mod launch;
+pub mod region;
 pub mod verify;
 
-pub use backend::{Backend, BackendError, CpuBackend, CpuBuffer, MemoryStats};
+pub use backend::cpu::kernels;
+pub use comm;
+
+pub use backend::{Backend, BackendError, CpuBackend, CpuBuffer, MemoryStats, Window};
 pub use comm::{
-    run_ranks, ByteCounters, CommError, Communicator, LocalCommunicator, P2p, Rank, ReduceOp,
+    run_ranks, ByteCounters, Collectives, CommError, Communicator, LocalCommunicator, P2p, Rank,
+    ReduceOp,
 };
-pub use exec::{run_programs, ExecError, RunOptions, RunReport};
+pub use exec::{run_programs, run_programs_on, ExecError, RunOptions, RunReport};
 pub use kernels::{KernelError, OpKernel, Provider, Registry};
 pub use verify::max_rel_error;

@@ -5,7 +5,8 @@
 //! unpartitioned product.
 
 use runner::{
-    run_ranks, Backend, BackendError, Communicator, CpuBackend, LocalCommunicator, ReduceOp,
+    run_ranks, Backend, BackendError, Collectives, Communicator, CpuBackend, LocalCommunicator,
+    ReduceOp,
 };
 use tdl::{Attrs, Library};
 

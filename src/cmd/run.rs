@@ -1,7 +1,12 @@
-//! `tofu run PLAN.json`: execute a plan's training steps on CPU threads
-//! (one per worker) and report step time, bytes sent and peak memory per
-//! worker; `--verify` also runs the unpartitioned graph on the same data and
-//! compares the loss and every updated weight and optimizer state.
+//! `tofu run PLAN.json`: execute a plan's training steps on CPU threads or
+//! CUDA GPUs (one rank per worker) and report step time, bytes sent and peak
+//! memory per worker; `--verify` also runs the unpartitioned graph on the
+//! same data and backend and compares the loss and every updated weight and
+//! optimizer state.
+//!
+//! `--backend cuda` (a build with the `cuda` feature) puts rank r on device
+//! `devices[r / ranks_per_device]`; ranks that share a device communicate
+//! through the host (NCCL refuses two ranks on one GPU).
 //!
 //! Before anything runs, the plan file is checked (format, graph hash,
 //! decisions fit the graph; then [`codegen::check_recorded`]: its recorded
@@ -15,10 +20,12 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
 
+use codegen::Programs;
 use interval::cache::StrategyCache;
+use planner::graph::Graph;
 use planner::plan::model::Model;
 use planner::plan::PlanFile;
-use runner::{max_rel_error, run_programs, RunOptions};
+use runner::{max_rel_error, run_programs, RunOptions, RunReport};
 use tdl::Library;
 
 /// Tolerance of `--verify` (max relative error, f32).
@@ -29,9 +36,20 @@ const TOLERANCE: f64 = 1e-4;
 pub struct Args {
     /// The plan file (`tofu plan … -o PLAN.json`).
     pub plan: PathBuf,
-    /// Execution backend (only `cpu` so far).
-    #[arg(long, default_value = "cpu")]
+    /// Execution backend: `cpu` (threads) or `cuda` (needs a build with
+    /// `--features cuda`).
+    #[arg(long, default_value = "cpu", value_parser = ["cpu", "cuda"])]
     pub backend: String,
+    /// CUDA devices to use, e.g. `0,1,2,3` (default: every visible device).
+    #[arg(long, value_delimiter = ',')]
+    pub devices: Option<Vec<usize>>,
+    /// Ranks sharing one GPU (host-staged communication between them).
+    #[arg(long, default_value_t = 1)]
+    pub ranks_per_device: usize,
+    /// Let cuBLAS use TF32 tensor cores (faster, ~1e-3 relative error; the
+    /// `--verify` tolerance then does not hold).
+    #[arg(long)]
+    pub tf32: bool,
     /// Training steps to run.
     #[arg(long, default_value_t = 1)]
     pub steps: usize,
@@ -48,12 +66,6 @@ pub struct Args {
 
 /// Run the subcommand.
 pub fn run(args: Args) -> miette::Result<ExitCode> {
-    if args.backend != "cpu" {
-        return Err(miette::miette!(
-            "backend `{}` is not available; use --backend cpu",
-            args.backend
-        ));
-    }
     if args.steps == 0 {
         return Err(miette::miette!("--steps must be at least 1"));
     }
@@ -82,22 +94,38 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
         steps: args.steps,
         seed: args.seed,
     };
-    let report = run_programs(&graph, &lib, &progs, opts, Some(&progress))
-        .map_err(|e| miette::miette!("{e}"))?;
+    let report = execute(&args, &graph, &lib, &progs, opts, Some(&progress))?;
     let (verified, err) = if args.verify {
         let one = codegen::generate_unpartitioned(&graph, &lib, &model)
             .map_err(|e| miette::miette!("{e}"))?;
-        let r1 =
-            run_programs(&graph, &lib, &one, opts, None).map_err(|e| miette::miette!("{e}"))?;
+        let r1 = execute(&args, &graph, &lib, &one, opts, None)?;
         let (e, _) = max_rel_error(&report, &r1);
         (Some(e <= TOLERANCE), Some(e))
     } else {
         (None, None)
     };
     let bytes = report.bytes_sent_per_rank();
+    let per_step: u64 = progs.programs.iter().map(|p| p.bytes_sent()).sum();
+    let collective: u64 = progs
+        .programs
+        .iter()
+        .map(|p| p.collective_bytes_sent())
+        .sum();
+    let share = if per_step == 0 {
+        0.0
+    } else {
+        collective as f64 / per_step as f64
+    };
+    if !report.op_seconds.is_empty() {
+        eprintln!("TOFU_PROFILE: rank 0 seconds per operator (all steps):");
+        for (op, s) in report.op_seconds.iter().take(20) {
+            eprintln!("  {op:<32} {s:>10.4}");
+        }
+    }
     if args.json {
         let v = serde_json::json!({
             "plan": args.plan.display().to_string(),
+            "backend": args.backend,
             "workers": file.workers,
             "steps": args.steps,
             "step_seconds": report.step_seconds,
@@ -107,13 +135,16 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
             "comm_seconds_per_rank": (0..file.workers).map(|r| report.comm_seconds.iter().map(|s| s[r]).sum::<f64>()).collect::<Vec<_>>(),
             "verified": verified,
             "max_rel_error": err,
+            "collective_share": share,
+            "op_seconds": report.op_seconds,
         });
         println!("{v}");
     } else {
         println!(
-            "{} on {} CPU workers, {} step(s)",
+            "{} on {} {} workers, {} step(s)",
             graph.name(),
             file.workers,
+            args.backend.to_uppercase(),
             args.steps
         );
         for (s, t) in report.step_seconds.iter().enumerate() {
@@ -123,6 +154,10 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
             );
         }
         println!("peak bytes per rank: {:?}", report.peak_bytes_per_rank);
+        println!(
+            "bytes moved by collectives: {:.1}% (the rest by grouped send/recv)",
+            100.0 * share
+        );
         if let (Some(ok), Some(e)) = (verified, err) {
             println!(
                 "verify: max relative error {e:.3e} ({})",
@@ -135,4 +170,88 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// Run the programs on the chosen backend.
+fn execute(
+    args: &Args,
+    graph: &Graph,
+    lib: &Library,
+    progs: &Programs,
+    opts: RunOptions,
+    progress: Option<&(dyn Fn(usize) + Sync)>,
+) -> miette::Result<RunReport> {
+    match args.backend.as_str() {
+        "cuda" => execute_cuda(args, graph, lib, progs, opts, progress),
+        _ => run_programs(graph, lib, progs, opts, progress).map_err(|e| miette::miette!("{e}")),
+    }
+}
+
+/// The device of each rank: `devices[r / ranks_per_device]`.
+///
+/// Errors: too few devices, with the flag that fixes it.
+#[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+fn placement(world: usize, devices: &[usize], per_device: usize) -> miette::Result<Vec<usize>> {
+    if per_device == 0 {
+        return Err(miette::miette!("--ranks-per-device must be at least 1"));
+    }
+    if devices.is_empty() || world > devices.len() * per_device {
+        return Err(miette::miette!(
+            help = format!(
+                "ranks can share a GPU through host-staged communication: \
+                 pass --ranks-per-device {}",
+                world.div_ceil(devices.len().max(1))
+            ),
+            "the plan has {world} workers but only {} GPU(s) × {per_device} rank(s) per device",
+            devices.len()
+        ));
+    }
+    Ok((0..world).map(|r| devices[r / per_device]).collect())
+}
+
+#[cfg(feature = "cuda")]
+fn execute_cuda(
+    args: &Args,
+    graph: &Graph,
+    lib: &Library,
+    progs: &Programs,
+    opts: RunOptions,
+    progress: Option<&(dyn Fn(usize) + Sync)>,
+) -> miette::Result<RunReport> {
+    use runner::backend::cuda::{device_count, CudaBackend, HostStaged};
+    use runner::LocalCommunicator;
+    let n = device_count().map_err(|e| miette::miette!("{e}"))?;
+    if n == 0 {
+        return Err(miette::miette!(
+            "--backend cuda: the driver sees no CUDA device (check nvidia-smi and \
+             CUDA_VISIBLE_DEVICES), or use --backend cpu"
+        ));
+    }
+    let devices = args.devices.clone().unwrap_or_else(|| (0..n).collect());
+    let world = progs.programs.len();
+    let place = placement(world, &devices, args.ranks_per_device)?;
+    let mut ranks = Vec::with_capacity(world);
+    for (d, c) in place.into_iter().zip(LocalCommunicator::create(world)) {
+        let b = CudaBackend::new(d).map_err(|e| miette::miette!("{e}"))?;
+        b.set_tf32(args.tf32).map_err(|e| miette::miette!("{e}"))?;
+        ranks.push((b, HostStaged::new(c)));
+    }
+    runner::run_programs_on(graph, lib, progs, opts, progress, ranks)
+        .map_err(|e| miette::miette!("{e}"))
+}
+
+#[cfg(not(feature = "cuda"))]
+fn execute_cuda(
+    _args: &Args,
+    _graph: &Graph,
+    _lib: &Library,
+    _progs: &Programs,
+    _opts: RunOptions,
+    _progress: Option<&(dyn Fn(usize) + Sync)>,
+) -> miette::Result<RunReport> {
+    let why = match runner::backend::cuda::device_count() {
+        Err(e) => e.to_string(),
+        Ok(_) => "no CUDA backend in this build".into(),
+    };
+    Err(miette::miette!("--backend cuda: {why}"))
 }

@@ -13,13 +13,21 @@
 //! had since creation or [`Backend::reset_peak`]. Kernel workspace (im2col
 //! columns, `let` temporaries of compiled kernels) is not counted.
 
+mod accounting;
 pub mod cpu;
+pub mod cuda;
+mod window;
 
+use comm::ReduceOp;
 use tdl::{Attrs, OpSpec};
 
 use crate::kernels::KernelError;
 
 pub use cpu::{CpuBackend, CpuBuffer};
+pub use window::Window;
+
+/// A region of a tensor in global coordinates: `[lo, hi)` per dim.
+pub type Bounds = [(i64, i64)];
 
 /// Bytes of device memory of one rank.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -60,6 +68,24 @@ pub enum BackendError {
     /// Preparing or running a kernel failed.
     #[error(transparent)]
     Kernel(#[from] KernelError),
+    /// A region copy whose region is not inside both buffers' regions.
+    #[error("region copy of {region:?} between buffers holding {src:?} and {dst:?}")]
+    Region {
+        /// The region copied.
+        region: Vec<(i64, i64)>,
+        /// The source buffer's region.
+        src: Vec<(i64, i64)>,
+        /// The destination buffer's region.
+        dst: Vec<(i64, i64)>,
+    },
+    /// The device or its driver failed (CUDA error text, missing library).
+    #[error("{backend}: {message}")]
+    Device {
+        /// The backend (`"cuda"`).
+        backend: &'static str,
+        /// What failed, with the driver's words.
+        message: String,
+    },
 }
 
 /// Memory and kernels of one rank (see the module doc).
@@ -86,6 +112,34 @@ pub trait Backend: Send {
     ///
     /// Errors: [`BackendError::CopyLength`].
     fn download(&self, buf: &Self::Buffer, host: &mut [f32]) -> Result<(), BackendError>;
+
+    /// A zero-filled work buffer of `elems` elements that the memory
+    /// accounting does not count (message staging for an exchange).
+    ///
+    /// Errors: the device is out of memory.
+    fn alloc_workspace(&self, elems: usize) -> Result<Self::Buffer, BackendError>;
+
+    /// Copy (or, with `op`, combine: `dst = op(dst, src)`) the elements of
+    /// `region` from `src`, which holds the region `src_r` of a row-major
+    /// tensor, into `dst`, which holds `dst_r` (all in global coordinates,
+    /// `[lo, hi)` per dim). Ordered after earlier work on this backend.
+    ///
+    /// Errors: [`BackendError::Region`] when `region` is not inside both.
+    fn copy_region(
+        &self,
+        src: &Self::Buffer,
+        src_r: &Bounds,
+        dst: &mut Self::Buffer,
+        dst_r: &Bounds,
+        region: &Bounds,
+        op: Option<ReduceOp>,
+    ) -> Result<(), BackendError>;
+
+    /// Wait until every queued copy and kernel is complete; asynchronous
+    /// failures (e.g. an out-of-range read in a device kernel) surface here.
+    fn synchronize(&self) -> Result<(), BackendError> {
+        Ok(())
+    }
 
     /// Release a buffer (dropping it does the same).
     fn free(&self, buf: Self::Buffer);
@@ -115,7 +169,7 @@ pub trait Backend: Send {
     /// Prepare one worker's share of an op instance in global coordinates
     /// (codegen's local compute, Tofu §5): `input_shapes` are the whole
     /// tensors' shapes, `window` the share's index box and the regions its
-    /// input buffers hold (see [`crate::kernels::compiled::Window`]).
+    /// input buffers hold (see [`Window`]).
     ///
     /// Errors: as [`Backend::prepare`]; a window that does not fit the spec.
     fn prepare_window(
@@ -123,7 +177,7 @@ pub trait Backend: Send {
         spec: &OpSpec,
         input_shapes: &[Vec<usize>],
         attrs: &Attrs,
-        window: &crate::kernels::compiled::Window,
+        window: &Window,
     ) -> Result<Self::Kernel, BackendError>;
 
     /// Run a prepared kernel: one buffer per input and per output, each of

@@ -322,3 +322,44 @@ pub fn compare(op: &str, got: &[Vec<f32>], want: &[Tensor], tol: f64) -> Result<
     }
     Ok(worst)
 }
+
+/// Run one case on any backend: upload the inputs, prepare and launch the
+/// op, download the outputs (after a synchronisation).
+#[allow(dead_code)]
+pub fn run_on<B: runner::Backend>(
+    backend: &B,
+    spec: &OpSpec,
+    case: &Case,
+) -> Result<Vec<Vec<f32>>, String> {
+    let k = backend
+        .prepare(spec, &case.shapes, &case.attrs)
+        .map_err(|e| e.to_string())?;
+    let b = spec
+        .bind(&case.shapes, &case.attrs)
+        .map_err(|e| e.to_string())?;
+    let ins: Vec<B::Buffer> = case
+        .inputs
+        .iter()
+        .map(|v| backend.upload(v))
+        .collect::<Result<_, _>>()
+        .map_err(|e| e.to_string())?;
+    let mut outs: Vec<B::Buffer> = b
+        .output_shapes
+        .iter()
+        .map(|s| backend.alloc(s.iter().product()))
+        .collect::<Result<_, _>>()
+        .map_err(|e| e.to_string())?;
+    {
+        let i: Vec<&B::Buffer> = ins.iter().collect();
+        let mut o: Vec<&mut B::Buffer> = outs.iter_mut().collect();
+        backend.launch(&k, &i, &mut o).map_err(|e| e.to_string())?;
+    }
+    backend.synchronize().map_err(|e| e.to_string())?;
+    outs.iter()
+        .map(|o| {
+            let mut h = vec![0.0; backend.buffer_len(o)];
+            backend.download(o, &mut h).map(|_| h)
+        })
+        .collect::<Result<_, _>>()
+        .map_err(|e| e.to_string())
+}

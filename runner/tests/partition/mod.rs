@@ -6,7 +6,7 @@
 
 use std::sync::OnceLock;
 
-use codegen::{generate, generate_unpartitioned, validate};
+use codegen::{generate, generate_unpartitioned, validate, Programs};
 use interval::cache::StrategyCache;
 use planner::graph::execute::{execute, synthesize};
 use planner::graph::Graph;
@@ -27,16 +27,33 @@ pub fn lib() -> &'static Library {
 /// Seed of the synthetic data of every run.
 pub const SEED: u64 = 7;
 
+/// How a test executes programs (the CPU runner, or another backend).
+pub type Exec = dyn Fn(&Graph, &Programs, RunOptions) -> Result<RunReport, String> + Sync;
+
+/// The CPU runner: [`run_programs`].
+pub fn cpu(g: &Graph, progs: &Programs, opts: RunOptions) -> Result<RunReport, String> {
+    run_programs(g, lib(), progs, opts, None).map_err(|e| e.to_string())
+}
+
 /// The oracle: the unpartitioned graph on one rank (programs validated).
 pub fn reference(g: &Graph, model: &Model, steps: usize) -> Result<RunReport, String> {
+    reference_with(&cpu, g, model, steps)
+}
+
+/// [`reference`] executed by `exec`.
+pub fn reference_with(
+    exec: &Exec,
+    g: &Graph,
+    model: &Model,
+    steps: usize,
+) -> Result<RunReport, String> {
     let progs = generate_unpartitioned(g, lib(), model).map_err(|e| e.to_string())?;
     let none = Decisions {
         tensors: vec![vec![]; g.tensors().len()],
         ops: vec![vec![]; g.ops().len()],
     };
     validate(g, model, &[], &none, &progs).map_err(|e| e.to_string())?;
-    run_programs(g, lib(), &progs, RunOptions { steps, seed: SEED }, None)
-        .map_err(|e| e.to_string())
+    exec(g, &progs, RunOptions { steps, seed: SEED })
 }
 
 /// Plan `g` for `k` workers with `s`, generate and validate the programs,
@@ -44,6 +61,19 @@ pub fn reference(g: &Graph, model: &Model, steps: usize) -> Result<RunReport, St
 /// programs' transfers and that every rank sends exactly its predicted
 /// bytes. Gives the run, or what failed (naming the case).
 pub fn run_plan(
+    g: &Graph,
+    model: &Model,
+    cache: &StrategyCache,
+    k: usize,
+    s: SearchKind,
+    steps: usize,
+) -> Result<RunReport, String> {
+    run_plan_with(&cpu, g, model, cache, k, s, steps)
+}
+
+/// [`run_plan`] executed by `exec`.
+pub fn run_plan_with(
+    exec: &Exec,
     g: &Graph,
     model: &Model,
     cache: &StrategyCache,
@@ -64,7 +94,7 @@ pub fn run_plan(
             p.comm_bytes
         ));
     }
-    let r = run_programs(g, lib(), &progs, RunOptions { steps, seed: SEED }, None)
+    let r = exec(g, &progs, RunOptions { steps, seed: SEED })
         .map_err(|e| format!("{case}: run: {e}"))?;
     let want: Vec<u64> = progs
         .predicted_bytes_per_rank
@@ -94,7 +124,24 @@ pub fn check_one(
     steps: usize,
     r1: &RunReport,
 ) -> Result<f64, String> {
-    let r = run_plan(g, model, cache, k, s, steps).map_err(|e| format!("{name}: {e}"))?;
+    check_one_with(&cpu, name, g, model, cache, k, s, steps, r1)
+}
+
+/// [`check_one`] executed by `exec`.
+#[allow(clippy::too_many_arguments)]
+pub fn check_one_with(
+    exec: &Exec,
+    name: &str,
+    g: &Graph,
+    model: &Model,
+    cache: &StrategyCache,
+    k: usize,
+    s: SearchKind,
+    steps: usize,
+    r1: &RunReport,
+) -> Result<f64, String> {
+    let r =
+        run_plan_with(exec, g, model, cache, k, s, steps).map_err(|e| format!("{name}: {e}"))?;
     let (err, per) = max_rel_error(&r, r1);
     if err > TOLERANCE {
         let worst: Vec<(String, f64)> = per
@@ -114,12 +161,25 @@ pub fn check_one(
 /// [`check_one`] for every k of `ks` and every search of `searches`,
 /// against one oracle run; panics with the first failure.
 pub fn check(name: &str, g: &Graph, ks: &[usize], searches: &[SearchKind], steps: usize) {
+    check_with(&cpu, name, g, ks, searches, steps)
+}
+
+/// [`check`] executed by `exec` (the oracle too).
+pub fn check_with(
+    exec: &Exec,
+    name: &str,
+    g: &Graph,
+    ks: &[usize],
+    searches: &[SearchKind],
+    steps: usize,
+) {
     let cache = StrategyCache::new();
     let model = Model::new(g, lib(), &cache).unwrap();
-    let r1 = reference(g, &model, steps).unwrap_or_else(|e| panic!("{name} k=1 oracle: {e}"));
+    let r1 =
+        reference_with(exec, g, &model, steps).unwrap_or_else(|e| panic!("{name} k=1 oracle: {e}"));
     for &k in ks {
         for &s in searches {
-            if let Err(e) = check_one(name, g, &model, &cache, k, s, steps, &r1) {
+            if let Err(e) = check_one_with(exec, name, g, &model, &cache, k, s, steps, &r1) {
                 panic!("{e}");
             }
         }

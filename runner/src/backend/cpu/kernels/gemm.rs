@@ -94,7 +94,7 @@ pub fn sgemm(
 
 /// Which operand is transposed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Trans {
+pub enum Trans {
     /// `a[M, K] · b[K, N]`.
     NN,
     /// `a[M, K] · b[N, K]ᵀ`.
@@ -103,19 +103,57 @@ enum Trans {
     TN,
 }
 
-/// A (batched) product: `batch` independent `[m, k] · [k, n]` products.
-struct MatmulKernel {
-    batch: usize,
-    m: usize,
-    n: usize,
-    k: usize,
-    trans: Trans,
+/// A (batched) product: `batch` independent `[m, k] · [k, n]` products of
+/// row-major operands (a: `m·k` elements per batch, or `k·m` when
+/// transposed; b likewise; c: `m·n`). The shape any GEMM library needs; the
+/// CPU runs it on the `gemm` crate, the CUDA backend on cuBLAS.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GemmShape {
+    /// Independent products.
+    pub batch: usize,
+    /// Rows of the output.
+    pub m: usize,
+    /// Columns of the output.
+    pub n: usize,
+    /// The reduced extent.
+    pub k: usize,
+    /// Which operand is stored transposed.
+    pub trans: Trans,
 }
 
-impl MatmulKernel {
+/// The GEMM shape of a bound op of the matmul family (the ops of
+/// [`super::LIBRARY_KERNELS`] with provider `"gemm"`), `None` for any other
+/// op or an instance whose shapes do not fit.
+pub fn gemm_shape(b: &Binding) -> Option<GemmShape> {
+    let (trans, batched, tails) = match b.spec.name.as_str() {
+        "matmul" => (Trans::NN, false, None),
+        "matmul_nt" => (Trans::NT, false, None),
+        "matmul_tn" => (Trans::TN, false, None),
+        "batch_matmul" => (Trans::NN, true, None),
+        "batch_matmul_nt" => (Trans::NT, true, None),
+        "batch_matmul_tn" => (Trans::TN, true, None),
+        "dense" => (Trans::NN, false, Some([1, 1, 1])),
+        "dense_nt" => (Trans::NT, false, Some([1, 1, 1])),
+        "dense_grad_w" => (Trans::TN, false, Some([1, 1, 1])),
+        "gate_matmul" => (Trans::NN, false, Some([1, 2, 2])),
+        "gate_matmul_grad_x" => (Trans::NT, false, Some([2, 2, 1])),
+        "gate_matmul_grad_w" => (Trans::TN, false, Some([1, 2, 2])),
+        _ => return None,
+    };
+    match tails {
+        None => GemmShape::from_shapes(b, trans, batched),
+        Some(t) => flat_shape(b, trans, t),
+    }
+}
+
+fn boxed(s: Option<GemmShape>) -> Option<Box<dyn KernelImpl>> {
+    s.map(|s| Box::new(s) as Box<dyn KernelImpl>)
+}
+
+impl GemmShape {
     /// From operand shapes `[..., r0, c0]`, `[..., r1, c1]` and output
     /// `[..., M, N]`; `None` if they do not fit.
-    fn from_shapes(b: &Binding, trans: Trans, batched: bool) -> Option<Box<dyn KernelImpl>> {
+    fn from_shapes(b: &Binding, trans: Trans, batched: bool) -> Option<GemmShape> {
         if !only_attrs(b, &[]) || b.input_shapes.len() != 2 || b.output_shapes.len() != 1 {
             return None;
         }
@@ -137,13 +175,13 @@ impl MatmulKernel {
         if k != kb || sc[r - 2] != m || sc[r - 1] != n {
             return None;
         }
-        Some(Box::new(MatmulKernel {
+        Some(GemmShape {
             batch: lead.iter().product(),
             m,
             n,
             k,
             trans,
-        }))
+        })
     }
 
     fn views<'a>(&self, a: &'a [f32], b: &'a [f32]) -> (Mat<'a>, Mat<'a>) {
@@ -189,7 +227,7 @@ impl MatmulKernel {
     }
 }
 
-impl KernelImpl for MatmulKernel {
+impl KernelImpl for GemmShape {
     fn run(&self, inputs: &[&[f32]], outputs: &mut [&mut [f32]]) -> Result<(), KernelError> {
         let (m, n, k) = (self.m, self.n, self.k);
         let (sa, sb, sc) = (m * k, k * n, m * n);
@@ -220,32 +258,32 @@ impl KernelImpl for MatmulKernel {
 
 /// `matmul(a[M, K], b[K, N]) -> c[M, N]`.
 pub fn matmul(b: &Binding) -> Option<Box<dyn KernelImpl>> {
-    MatmulKernel::from_shapes(b, Trans::NN, false)
+    boxed(GemmShape::from_shapes(b, Trans::NN, false))
 }
 
 /// `matmul_nt(a[M, K], b[N, K]) -> c[M, N]`.
 pub fn matmul_nt(b: &Binding) -> Option<Box<dyn KernelImpl>> {
-    MatmulKernel::from_shapes(b, Trans::NT, false)
+    boxed(GemmShape::from_shapes(b, Trans::NT, false))
 }
 
 /// `matmul_tn(a[K, M], b[K, N]) -> c[M, N]`.
 pub fn matmul_tn(b: &Binding) -> Option<Box<dyn KernelImpl>> {
-    MatmulKernel::from_shapes(b, Trans::TN, false)
+    boxed(GemmShape::from_shapes(b, Trans::TN, false))
 }
 
 /// `batch_matmul(a[..., M, K], b[..., K, N]) -> c[..., M, N]`.
 pub fn batch_matmul(b: &Binding) -> Option<Box<dyn KernelImpl>> {
-    MatmulKernel::from_shapes(b, Trans::NN, true)
+    boxed(GemmShape::from_shapes(b, Trans::NN, true))
 }
 
 /// `batch_matmul_nt(a[..., M, K], b[..., N, K]) -> c[..., M, N]`.
 pub fn batch_matmul_nt(b: &Binding) -> Option<Box<dyn KernelImpl>> {
-    MatmulKernel::from_shapes(b, Trans::NT, true)
+    boxed(GemmShape::from_shapes(b, Trans::NT, true))
 }
 
 /// `batch_matmul_tn(a[..., K, M], b[..., K, N]) -> c[..., M, N]`.
 pub fn batch_matmul_tn(b: &Binding) -> Option<Box<dyn KernelImpl>> {
-    MatmulKernel::from_shapes(b, Trans::TN, true)
+    boxed(GemmShape::from_shapes(b, Trans::TN, true))
 }
 
 /// `[d0, …, dr-1]` as a matrix `[Π leading dims, Π last `tail` dims]`.
@@ -258,6 +296,10 @@ fn as_matrix(s: &[usize], tail: usize) -> Option<(usize, usize)> {
 /// `tails[i]` dims as columns and folds the others into rows; the output
 /// likewise with `tails[2]`.
 fn flat(b: &Binding, trans: Trans, tails: [usize; 3]) -> Option<Box<dyn KernelImpl>> {
+    boxed(flat_shape(b, trans, tails))
+}
+
+fn flat_shape(b: &Binding, trans: Trans, tails: [usize; 3]) -> Option<GemmShape> {
     if !only_attrs(b, &[]) || b.input_shapes.len() != 2 || b.output_shapes.len() != 1 {
         return None;
     }
@@ -268,14 +310,12 @@ fn flat(b: &Binding, trans: Trans, tails: [usize; 3]) -> Option<Box<dyn KernelIm
         Trans::NT => (a0, a1, b1, b0),
         Trans::TN => (a1, a0, b0, b1),
     };
-    (k == kb && as_matrix(&b.output_shapes[0], tails[2])? == (m, n)).then(|| {
-        Box::new(MatmulKernel {
-            batch: 1,
-            m,
-            n,
-            k,
-            trans,
-        }) as Box<dyn KernelImpl>
+    (k == kb && as_matrix(&b.output_shapes[0], tails[2])? == (m, n)).then_some(GemmShape {
+        batch: 1,
+        m,
+        n,
+        k,
+        trans,
     })
 }
 

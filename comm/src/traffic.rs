@@ -2,7 +2,7 @@
 //! rank sends and receives in each call, as the algorithm moves them.
 //!
 //! Takes a call's sizes (elements), the world size p and a rank; gives that
-//! rank's [`Traffic`] in bytes (4 per f32 element). Every [`super::Communicator`]
+//! rank's [`Traffic`] in bytes (4 per f32 element). Every [`crate::Communicator`]
 //! counts exactly this, and the planner's cost model predicts exactly this,
 //! so "bytes moved" means the same thing everywhere.
 //!

@@ -5,10 +5,12 @@
 
 use std::time::Duration;
 
+use comm::traffic::{self, Traffic};
+use comm::{
+    run_ranks, Collectives, CommError, Communicator, LocalCommunicator, P2p, Rank, ReduceOp,
+};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use runner::comm::traffic::{self, Traffic};
-use runner::{run_ranks, CommError, Communicator, LocalCommunicator, P2p, Rank, ReduceOp};
 
 /// Short enough that a deadlock fails the test quickly.
 const TIMEOUT: Duration = Duration::from_secs(20);
@@ -37,7 +39,7 @@ fn reduce_all(inputs: &[Vec<f32>], op: ReduceOp) -> Vec<f32> {
     acc
 }
 
-fn traffic_of(c: &runner::ByteCounters) -> Traffic {
+fn traffic_of(c: &comm::ByteCounters) -> Traffic {
     Traffic {
         sent: c.sent,
         received: c.received,
@@ -301,7 +303,7 @@ fn grouped_all_pairs_exchange_does_not_deadlock() {
                         .map(|j| vec![(100 * r + j + round) as f32; j + r + 1])
                         .collect();
                     let mut recvs: Vec<Vec<f32>> = (0..p).map(|j| vec![0.0; j + r + 1]).collect();
-                    let mut ops: Vec<P2p<'_>> = sends
+                    let mut ops: Vec<P2p<'_, Vec<f32>>> = sends
                         .iter()
                         .enumerate()
                         .map(|(j, b)| P2p::Send {
@@ -428,7 +430,9 @@ fn argument_errors_are_typed_and_leave_the_communicator_usable() {
     );
     let e = c.broadcast(&mut [0.0], Rank(2)).unwrap_err();
     assert!(matches!(e, CommError::PeerOutOfRange { peer: 2, .. }));
-    let e = c.all_gather(&[1.0], &mut [0.0; 2], &[1]).unwrap_err();
+    let e = c
+        .all_gather(&[1.0][..], &mut [0.0; 2][..], &[1])
+        .unwrap_err();
     assert!(matches!(
         e,
         CommError::CountsLength {

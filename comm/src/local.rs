@@ -6,7 +6,7 @@
 //! collective is a real message-passing algorithm over those channels (ring
 //! reduce-scatter / all-gather / all-reduce, chain broadcast, pairwise
 //! all-to-all), so results are what the algorithm computes and the byte
-//! counters count the bytes it really moved ([`super::traffic`]).
+//! counters count the bytes it really moved ([`crate::traffic`]).
 //!
 //! Keeps true: sends never block (the channels are unbounded), so a group of
 //! sends and receives posted together cannot deadlock; every message carries
@@ -24,8 +24,8 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{unbounded, Receiver, RecvTimeoutError, Sender};
 
-use super::traffic::{balanced_counts, BYTES_PER_ELEMENT};
-use super::{ByteCounters, CommError, Communicator, P2p, Rank, ReduceOp};
+use crate::traffic::{balanced_counts, BYTES_PER_ELEMENT};
+use crate::{ByteCounters, Collectives, CommError, Communicator, HostMemory, P2p, Rank, ReduceOp};
 
 /// How long a rank waits for a message before [`CommError::Timeout`], unless
 /// set with [`LocalCommunicator::create_with_timeout`]: 300 seconds (long
@@ -448,16 +448,8 @@ fn digest(counts: &[usize]) -> u64 {
     })
 }
 
-impl Communicator for LocalCommunicator {
-    fn rank(&self) -> Rank {
-        self.me()
-    }
-
-    fn world_size(&self) -> usize {
-        self.world
-    }
-
-    fn all_reduce(&mut self, buf: &mut [f32], op: ReduceOp) -> Result<(), CommError> {
+impl LocalCommunicator {
+    fn host_all_reduce(&mut self, buf: &mut [f32], op: ReduceOp) -> Result<(), CommError> {
         let n = buf.len();
         let offs = offsets(&balanced_counts(n, self.world));
         self.call("all_reduce", true, |c| {
@@ -469,7 +461,7 @@ impl Communicator for LocalCommunicator {
         })
     }
 
-    fn reduce_scatter(
+    fn host_reduce_scatter(
         &mut self,
         send: &[f32],
         recv: &mut [f32],
@@ -491,7 +483,7 @@ impl Communicator for LocalCommunicator {
         })
     }
 
-    fn all_gather(
+    fn host_all_gather(
         &mut self,
         send: &[f32],
         recv: &mut [f32],
@@ -511,7 +503,7 @@ impl Communicator for LocalCommunicator {
         })
     }
 
-    fn all_to_all(
+    fn host_all_to_all(
         &mut self,
         send: &[f32],
         send_counts: &[usize],
@@ -542,7 +534,7 @@ impl Communicator for LocalCommunicator {
         })
     }
 
-    fn broadcast(&mut self, buf: &mut [f32], root: Rank) -> Result<(), CommError> {
+    fn host_broadcast(&mut self, buf: &mut [f32], root: Rank) -> Result<(), CommError> {
         const OP: &str = "broadcast";
         self.check_peer(OP, root)?;
         let n = buf.len();
@@ -562,7 +554,7 @@ impl Communicator for LocalCommunicator {
         })
     }
 
-    fn group(&mut self, ops: &mut [P2p<'_>]) -> Result<(), CommError> {
+    fn host_group(&mut self, ops: &mut [P2p<'_, [f32]>]) -> Result<(), CommError> {
         const OP: &str = "send/recv";
         for o in ops.iter() {
             let (P2p::Send { peer, .. } | P2p::Recv { peer, .. }) = o;
@@ -608,6 +600,16 @@ impl Communicator for LocalCommunicator {
             Ok(())
         })
     }
+}
+
+impl Communicator for LocalCommunicator {
+    fn rank(&self) -> Rank {
+        self.me()
+    }
+
+    fn world_size(&self) -> usize {
+        self.world
+    }
 
     fn counters(&self) -> ByteCounters {
         self.counters.clone()
@@ -615,6 +617,58 @@ impl Communicator for LocalCommunicator {
 
     fn reset_counters(&mut self) {
         self.counters = ByteCounters::new(self.world);
+    }
+}
+
+/// Every host buffer type: the calls run on its elements.
+impl<B: HostMemory + ?Sized> Collectives<B> for LocalCommunicator {
+    fn all_reduce(&mut self, buf: &mut B, op: ReduceOp) -> Result<(), CommError> {
+        self.host_all_reduce(buf.host_mut(), op)
+    }
+
+    fn reduce_scatter(
+        &mut self,
+        send: &B,
+        recv: &mut B,
+        counts: &[usize],
+        op: ReduceOp,
+    ) -> Result<(), CommError> {
+        self.host_reduce_scatter(send.host(), recv.host_mut(), counts, op)
+    }
+
+    fn all_gather(&mut self, send: &B, recv: &mut B, counts: &[usize]) -> Result<(), CommError> {
+        self.host_all_gather(send.host(), recv.host_mut(), counts)
+    }
+
+    fn all_to_all(
+        &mut self,
+        send: &B,
+        send_counts: &[usize],
+        recv: &mut B,
+        recv_counts: &[usize],
+    ) -> Result<(), CommError> {
+        self.host_all_to_all(send.host(), send_counts, recv.host_mut(), recv_counts)
+    }
+
+    fn broadcast(&mut self, buf: &mut B, root: Rank) -> Result<(), CommError> {
+        self.host_broadcast(buf.host_mut(), root)
+    }
+
+    fn group(&mut self, ops: &mut [P2p<'_, B>]) -> Result<(), CommError> {
+        let mut host: Vec<P2p<'_, [f32]>> = ops
+            .iter_mut()
+            .map(|o| match o {
+                P2p::Send { peer, buf } => P2p::Send {
+                    peer: *peer,
+                    buf: buf.host(),
+                },
+                P2p::Recv { peer, buf } => P2p::Recv {
+                    peer: *peer,
+                    buf: buf.host_mut(),
+                },
+            })
+            .collect();
+        self.host_group(&mut host)
     }
 }
 

@@ -38,7 +38,8 @@ use rayon::prelude::*;
 use tdl::{Binding, TensorRef};
 
 use super::{KernelError, KernelImpl};
-use expr::{Bufs, Compiler, Env, Fail, Layouts, ValFn};
+pub use expr::Layouts;
+use expr::{Bufs, Compiler, Env, Fail, ValFn};
 use row::RowFn;
 use tdl::{Expr, ExprKind, Index};
 
@@ -86,42 +87,7 @@ pub fn compile(b: &Binding) -> Result<Box<dyn KernelImpl>, KernelError> {
     Ok(Box::new(Program::new(b)?))
 }
 
-/// One worker's share of an op instance, in global coordinates (see the
-/// module doc).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Window {
-    /// Per index variable of the expanded spec (`VarId` order): the global
-    /// values `[lo, hi)` it takes.
-    pub vars: Vec<(i64, i64)>,
-    /// Per input: the global region `[lo, hi)` per dim that its buffer holds
-    /// (row-major, `hi − lo` elements per dim).
-    pub inputs: Vec<Vec<(i64, i64)>>,
-}
-
-impl Window {
-    /// The whole op: every variable over its full range, whole inputs.
-    pub fn whole(b: &Binding) -> Result<Window, KernelError> {
-        let c = Compiler::new(b)?;
-        Ok(Window {
-            vars: c.ranges.iter().map(|&n| (0, n)).collect(),
-            inputs: b
-                .input_shapes
-                .iter()
-                .map(|s| s.iter().map(|&n| (0, n as i64)).collect())
-                .collect(),
-        })
-    }
-
-    /// The box of output `o` this window computes (global `[lo, hi)` per dim).
-    pub fn output_region(&self, b: &Binding, o: usize) -> Vec<(i64, i64)> {
-        b.spec
-            .stmts
-            .iter()
-            .find(|s| s.target == TensorRef::Output(o as u32))
-            .map(|s| s.vars.iter().map(|v| self.vars[v.0 as usize]).collect())
-            .unwrap_or_default()
-    }
-}
+pub use crate::backend::Window;
 
 /// Compile one worker's share of a bound op (see the module doc). The
 /// kernel's buffers are the window's: input `i` holds `window.inputs[i]`,
@@ -131,6 +97,128 @@ impl Window {
 /// the spec, besides those of [`compile`].
 pub fn compile_window(b: &Binding, window: &Window) -> Result<Program, KernelError> {
     Program::with_window(b, window)
+}
+
+/// Where every buffer of a window's kernel lies (see [`Layouts`]): inputs
+/// as the window says, outputs the box of their coordinate variables,
+/// each `let` temporary the hull of the elements later statements read.
+/// The CUDA backend generates its kernels over the same layouts.
+///
+/// Errors: [`KernelError::Unsupported`] for a window whose rank does not fit
+/// the spec or a range that divides by zero.
+pub fn window_layouts(b: &Binding, window: &Window) -> Result<Layouts, KernelError> {
+    let mut c = Compiler::new(b)?;
+    if window.vars.len() != c.ranges.len()
+        || window.inputs.len() != b.input_shapes.len()
+        || window
+            .inputs
+            .iter()
+            .zip(&b.input_shapes)
+            .any(|(w, s)| w.len() != s.len())
+    {
+        return Err(KernelError::Unsupported {
+            op: b.spec.name.clone(),
+            what: "a window whose rank does not fit the spec".into(),
+        });
+    }
+    for (v, &(l, h)) in window.vars.iter().enumerate() {
+        c.lo[v] = l;
+        c.ranges[v] = (h - l).max(0);
+    }
+    layouts_of(&mut c, window)
+}
+
+/// The layout phase of [`Program::with_window`]: `c` has the window's
+/// variable boxes set; leaves them so.
+fn layouts_of(c: &mut Compiler<'_>, window: &Window) -> Result<Layouts, KernelError> {
+    let b = c.b;
+    let spec = &b.spec;
+    let (wlo, wranges) = (c.lo.clone(), c.ranges.clone());
+    let mut layouts = Layouts::whole(b);
+    layouts.inputs = window.inputs.iter().map(|r| extent(r)).collect();
+    for (o, lay) in layouts.outputs.iter_mut().enumerate() {
+        if let Some(s) = spec
+            .stmts
+            .iter()
+            .find(|s| s.target == TensorRef::Output(o as u32))
+        {
+            *lay = (
+                s.vars.iter().map(|v| wlo[v.0 as usize]).collect(),
+                s.vars
+                    .iter()
+                    .map(|v| wranges[v.0 as usize] as usize)
+                    .collect(),
+            );
+        }
+    }
+    // Backwards: the hull of every local's reads (locals read by no one are empty).
+    let mut needed: Vec<Option<Vec<(i64, i64)>>> = vec![None; b.local_shapes.len()];
+    c.defined = (0..spec.outputs.len() as u32)
+        .map(TensorRef::Output)
+        .chain((0..spec.locals.len() as u32).map(TensorRef::Local))
+        .collect();
+    for s in spec.stmts.iter().rev() {
+        let region: Vec<(i64, i64)> = match s.target {
+            TensorRef::Local(l) => match &needed[l as usize] {
+                Some(r) => r.clone(),
+                None => continue,
+            },
+            _ => s.vars.iter().map(|v| window.vars[v.0 as usize]).collect(),
+        };
+        for (v, &(l, h)) in s.vars.iter().zip(&region) {
+            c.lo[v.0 as usize] = l;
+            c.ranges[v.0 as usize] = (h - l).max(0);
+        }
+        let mut reads = Vec::new();
+        local_reads(&s.body, &mut reads);
+        for (l, indices) in reads {
+            let shape = b.local_shapes[l].clone();
+            let mut hull = Vec::with_capacity(shape.len());
+            let mut empty = false;
+            for (d, ix) in indices.iter().enumerate() {
+                let n = shape.get(d).copied().unwrap_or(0) as i64;
+                let h = match ix {
+                    Index::Expr(x) => match c.int(x).map(|i| c.hull(&i))? {
+                        Some(Some((lo, hi))) => (lo.clamp(0, n), (hi + 1).clamp(0, n)),
+                        Some(None) => {
+                            empty = true;
+                            (0, 0)
+                        }
+                        None => (0, n),
+                    },
+                    _ => (0, n),
+                };
+                hull.push(h);
+            }
+            if empty || hull.len() != shape.len() {
+                continue;
+            }
+            let cur = needed[l].get_or_insert_with(|| hull.clone());
+            for (a, h) in cur.iter_mut().zip(&hull) {
+                if h.1 > h.0 {
+                    *a = if a.1 > a.0 {
+                        (a.0.min(h.0), a.1.max(h.1))
+                    } else {
+                        *h
+                    };
+                }
+            }
+        }
+        c.lo.clone_from(&wlo);
+        c.ranges.clone_from(&wranges);
+    }
+    c.defined.clear();
+    c.n_opaque = 0;
+    for (l, lay) in layouts.locals.iter_mut().enumerate() {
+        *lay = match &needed[l] {
+            Some(r) => extent(r),
+            None => (
+                vec![0; b.local_shapes[l].len()],
+                vec![0; b.local_shapes[l].len()],
+            ),
+        };
+    }
+    Ok(layouts)
 }
 
 fn extent(r: &[(i64, i64)]) -> (Vec<i64>, Vec<usize>) {
@@ -171,7 +259,13 @@ fn local_reads<'e>(e: &'e Expr, out: &mut Vec<(usize, &'e [Index])>) {
 impl Program {
     /// Compile a bound op (see the module doc).
     pub fn new(b: &Binding) -> Result<Program, KernelError> {
-        Self::with_window(b, &Window::whole(b)?)
+        Self::with_window(
+            b,
+            &Window::whole(b).map_err(|what| KernelError::Unsupported {
+                op: b.spec.name.clone(),
+                what,
+            })?,
+        )
     }
 
     /// Compile one worker's share (see [`compile_window`]).
@@ -198,90 +292,7 @@ impl Program {
             c.ranges[v] = (h - l).max(0);
         }
         let (wlo, wranges) = (c.lo.clone(), c.ranges.clone());
-        let mut layouts = Layouts::whole(b);
-        layouts.inputs = window.inputs.iter().map(|r| extent(r)).collect();
-        for (o, lay) in layouts.outputs.iter_mut().enumerate() {
-            if let Some(s) = spec
-                .stmts
-                .iter()
-                .find(|s| s.target == TensorRef::Output(o as u32))
-            {
-                *lay = (
-                    s.vars.iter().map(|v| wlo[v.0 as usize]).collect(),
-                    s.vars
-                        .iter()
-                        .map(|v| wranges[v.0 as usize] as usize)
-                        .collect(),
-                );
-            }
-        }
-        // Backwards: the hull of every local's reads (locals read by no one are empty).
-        let mut needed: Vec<Option<Vec<(i64, i64)>>> = vec![None; b.local_shapes.len()];
-        c.defined = (0..spec.outputs.len() as u32)
-            .map(TensorRef::Output)
-            .chain((0..spec.locals.len() as u32).map(TensorRef::Local))
-            .collect();
-        for s in spec.stmts.iter().rev() {
-            let region: Vec<(i64, i64)> = match s.target {
-                TensorRef::Local(l) => match &needed[l as usize] {
-                    Some(r) => r.clone(),
-                    None => continue,
-                },
-                _ => s.vars.iter().map(|v| window.vars[v.0 as usize]).collect(),
-            };
-            for (v, &(l, h)) in s.vars.iter().zip(&region) {
-                c.lo[v.0 as usize] = l;
-                c.ranges[v.0 as usize] = (h - l).max(0);
-            }
-            let mut reads = Vec::new();
-            local_reads(&s.body, &mut reads);
-            for (l, indices) in reads {
-                let shape = b.local_shapes[l].clone();
-                let mut hull = Vec::with_capacity(shape.len());
-                let mut empty = false;
-                for (d, ix) in indices.iter().enumerate() {
-                    let n = shape.get(d).copied().unwrap_or(0) as i64;
-                    let h = match ix {
-                        Index::Expr(x) => match c.int(x).map(|i| c.hull(&i))? {
-                            Some(Some((lo, hi))) => (lo.clamp(0, n), (hi + 1).clamp(0, n)),
-                            Some(None) => {
-                                empty = true;
-                                (0, 0)
-                            }
-                            None => (0, n),
-                        },
-                        _ => (0, n),
-                    };
-                    hull.push(h);
-                }
-                if empty || hull.len() != shape.len() {
-                    continue;
-                }
-                let cur = needed[l].get_or_insert_with(|| hull.clone());
-                for (a, h) in cur.iter_mut().zip(&hull) {
-                    if h.1 > h.0 {
-                        *a = if a.1 > a.0 {
-                            (a.0.min(h.0), a.1.max(h.1))
-                        } else {
-                            *h
-                        };
-                    }
-                }
-            }
-            c.lo.clone_from(&wlo);
-            c.ranges.clone_from(&wranges);
-        }
-        c.defined.clear();
-        c.n_opaque = 0;
-        for (l, lay) in layouts.locals.iter_mut().enumerate() {
-            *lay = match &needed[l] {
-                Some(r) => extent(r),
-                None => (
-                    vec![0; b.local_shapes[l].len()],
-                    vec![0; b.local_shapes[l].len()],
-                ),
-            };
-        }
+        let layouts = layouts_of(&mut c, window)?;
         c.layouts = layouts.clone();
         let mut stmts = Vec::new();
         for s in &spec.stmts {

@@ -782,13 +782,16 @@ fn reduce_with(
     }))
 }
 
-/// Where each tensor's buffer sits in the tensor: per dim the first global
-/// index it holds and how many (the whole tensor unless a window says
-/// otherwise).
-#[derive(Clone, Debug)]
-pub(super) struct Layouts {
+/// Where each tensor's buffer sits in the tensor: `(origin, extent)` per
+/// tensor, per dim the first global index it holds and how many (the whole
+/// tensor unless a window says otherwise); row-major buffers.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Layouts {
+    /// One per input.
     pub inputs: Vec<(Vec<i64>, Vec<usize>)>,
+    /// One per output.
     pub outputs: Vec<(Vec<i64>, Vec<usize>)>,
+    /// One per `let` temporary.
     pub locals: Vec<(Vec<i64>, Vec<usize>)>,
 }
 

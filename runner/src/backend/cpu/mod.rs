@@ -9,46 +9,16 @@
 //! back when freed or dropped. Kernels may use the rayon pool shared by all
 //! ranks of the process.
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+use comm::{HostMemory, ReduceOp};
 use tdl::{Attrs, OpSpec};
 
-use super::{Backend, BackendError, MemoryStats};
-use crate::kernels::{OpKernel, Registry};
+use super::accounting::Counter;
+use super::{Backend, BackendError, Bounds, MemoryStats, Window};
+pub mod kernels;
 
-/// Byte counters of one rank.
-#[derive(Debug, Default)]
-struct Counter {
-    in_use: AtomicU64,
-    peak: AtomicU64,
-    buffers: AtomicU64,
-    capacity: Option<u64>,
-}
-
-impl Counter {
-    fn take(&self, bytes: u64) -> Result<(), BackendError> {
-        let before = self.in_use.fetch_add(bytes, Ordering::SeqCst);
-        if let Some(cap) = self.capacity {
-            if before + bytes > cap {
-                self.in_use.fetch_sub(bytes, Ordering::SeqCst);
-                return Err(BackendError::OutOfMemory {
-                    requested: bytes,
-                    in_use: before,
-                    capacity: cap,
-                });
-            }
-        }
-        self.peak.fetch_max(before + bytes, Ordering::SeqCst);
-        self.buffers.fetch_add(1, Ordering::SeqCst);
-        Ok(())
-    }
-
-    fn give(&self, bytes: u64) {
-        self.in_use.fetch_sub(bytes, Ordering::SeqCst);
-        self.buffers.fetch_sub(1, Ordering::SeqCst);
-    }
-}
+use kernels::{OpKernel, Registry};
 
 /// A buffer of f32 elements in host memory, counted by the backend that
 /// allocated it until it is dropped.
@@ -85,6 +55,15 @@ impl CpuBuffer {
     }
 }
 
+impl HostMemory for CpuBuffer {
+    fn host(&self) -> &[f32] {
+        &self.data
+    }
+    fn host_mut(&mut self) -> &mut [f32] {
+        &mut self.data
+    }
+}
+
 impl Drop for CpuBuffer {
     fn drop(&mut self) {
         self.counter.give(self.bytes());
@@ -96,6 +75,8 @@ impl Drop for CpuBuffer {
 pub struct CpuBackend {
     registry: Registry,
     counter: Arc<Counter>,
+    /// Counts work buffers apart from the accounted memory.
+    workspace: Arc<Counter>,
 }
 
 impl Default for CpuBackend {
@@ -124,6 +105,7 @@ impl CpuBackend {
         CpuBackend {
             registry,
             counter: Arc::new(Counter::default()),
+            workspace: Arc::new(Counter::default()),
         }
     }
 
@@ -132,10 +114,8 @@ impl CpuBackend {
     pub fn with_capacity(bytes: u64) -> Self {
         CpuBackend {
             registry: Registry::default(),
-            counter: Arc::new(Counter {
-                capacity: Some(bytes),
-                ..Default::default()
-            }),
+            counter: Arc::new(Counter::with_capacity(Some(bytes))),
+            workspace: Arc::new(Counter::default()),
         }
     }
 
@@ -185,6 +165,26 @@ impl Backend for CpuBackend {
         Ok(())
     }
 
+    fn alloc_workspace(&self, elems: usize) -> Result<CpuBuffer, BackendError> {
+        self.workspace.take(elems as u64 * 4)?;
+        Ok(CpuBuffer {
+            data: vec![0.0; elems],
+            counter: self.workspace.clone(),
+        })
+    }
+
+    fn copy_region(
+        &self,
+        src: &CpuBuffer,
+        src_r: &Bounds,
+        dst: &mut CpuBuffer,
+        dst_r: &Bounds,
+        region: &Bounds,
+        op: Option<ReduceOp>,
+    ) -> Result<(), BackendError> {
+        crate::region::copy_region(&src.data, src_r, &mut dst.data, dst_r, region, op)
+    }
+
     fn free(&self, buf: CpuBuffer) {
         drop(buf);
     }
@@ -194,17 +194,11 @@ impl Backend for CpuBackend {
     }
 
     fn memory(&self) -> MemoryStats {
-        MemoryStats {
-            in_use: self.counter.in_use.load(Ordering::SeqCst),
-            peak: self.counter.peak.load(Ordering::SeqCst),
-            buffers: self.counter.buffers.load(Ordering::SeqCst),
-            capacity: self.counter.capacity,
-        }
+        self.counter.stats()
     }
 
     fn reset_peak(&self) {
-        let now = self.counter.in_use.load(Ordering::SeqCst);
-        self.counter.peak.store(now, Ordering::SeqCst);
+        self.counter.reset_peak();
     }
 
     fn prepare(
@@ -221,7 +215,7 @@ impl Backend for CpuBackend {
         spec: &OpSpec,
         input_shapes: &[Vec<usize>],
         attrs: &Attrs,
-        window: &crate::kernels::compiled::Window,
+        window: &Window,
     ) -> Result<OpKernel, BackendError> {
         Ok(self
             .registry

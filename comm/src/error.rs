@@ -1,0 +1,144 @@
+//! [`CommError`]: why a communication call failed, naming the rank that
+//! reports it, the call and (where there is one) the culprit peer.
+
+use std::time::Duration;
+
+use crate::Rank;
+
+/// Why a communication call failed. Every variant names the rank that
+/// reports it (`rank`) and the call (`op`, e.g. `"all_reduce"`).
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum CommError {
+    /// A per-rank counts array does not have one entry per rank.
+    #[error("rank {rank}: {op}: {what} has {got} entries but the world size is {expected}")]
+    CountsLength {
+        /// Reporting rank.
+        rank: Rank,
+        /// The call.
+        op: &'static str,
+        /// Which argument.
+        what: &'static str,
+        /// World size.
+        expected: usize,
+        /// Entries given.
+        got: usize,
+    },
+    /// A buffer's length does not fit the call's counts.
+    #[error("rank {rank}: {op}: buffer `{buffer}` has {got} elements, expected {expected}")]
+    BufferLength {
+        /// Reporting rank.
+        rank: Rank,
+        /// The call.
+        op: &'static str,
+        /// Which buffer (`send`, `recv`, `buf`).
+        buffer: &'static str,
+        /// Elements expected from the counts.
+        expected: usize,
+        /// Elements given.
+        got: usize,
+    },
+    /// A peer or root rank outside `0..world_size`.
+    #[error("rank {rank}: {op}: peer rank {peer} is out of range (world size {world_size})")]
+    PeerOutOfRange {
+        /// Reporting rank.
+        rank: Rank,
+        /// The call.
+        op: &'static str,
+        /// The rank given.
+        peer: usize,
+        /// World size.
+        world_size: usize,
+    },
+    /// A message from `peer` has a different size than this rank expects:
+    /// the ranks passed different sizes or counts to the same call.
+    #[error("rank {rank}: {op}: size mismatch with rank {peer}: expected {expected} elements, got {got} (every rank must pass the same sizes/counts)")]
+    SizeMismatch {
+        /// Reporting rank.
+        rank: Rank,
+        /// The call.
+        op: &'static str,
+        /// The rank whose message did not fit.
+        peer: Rank,
+        /// Elements this rank expected.
+        expected: usize,
+        /// Elements the peer sent (or, for a collective, the total it was called with).
+        got: usize,
+    },
+    /// `peer` was in a different call (kind or sequence number) than this rank.
+    #[error("rank {rank}: called {op} (collective #{seq}) but rank {peer} sent a message of {peer_op} (collective #{peer_seq}); every rank must call the same collectives in the same order")]
+    CallMismatch {
+        /// Reporting rank.
+        rank: Rank,
+        /// This rank's call.
+        op: &'static str,
+        /// This rank's collective sequence number.
+        seq: u64,
+        /// The peer.
+        peer: Rank,
+        /// The peer's call.
+        peer_op: &'static str,
+        /// The peer's collective sequence number.
+        peer_seq: u64,
+    },
+    /// `peer` dropped its communicator (its thread returned or panicked) while
+    /// this rank was exchanging data with it.
+    #[error("rank {rank}: {op}: rank {peer} hung up (its communicator was dropped: the rank returned or panicked)")]
+    PeerGone {
+        /// Reporting rank.
+        rank: Rank,
+        /// The call.
+        op: &'static str,
+        /// The rank that is gone.
+        peer: Rank,
+    },
+    /// No message from `peer` within the communicator's timeout.
+    #[error("rank {rank}: {op}: no message from rank {peer} within {waited:?}; is it hung, or in a different call?")]
+    Timeout {
+        /// Reporting rank.
+        rank: Rank,
+        /// The call.
+        op: &'static str,
+        /// The rank waited for.
+        peer: Rank,
+        /// How long this rank waited.
+        waited: Duration,
+    },
+    /// Another rank failed (or panicked) and aborted the communicator.
+    #[error("rank {rank}: {op}: communicator aborted by rank {origin}: {reason}")]
+    Aborted {
+        /// Reporting rank.
+        rank: Rank,
+        /// The call.
+        op: &'static str,
+        /// The rank whose failure aborted the communicator.
+        origin: Rank,
+        /// Its error message.
+        reason: String,
+    },
+    /// The device or its library failed (a copy to or from the device, an
+    /// NCCL call): the driver's or library's words.
+    #[error("rank {rank}: {op}: {message}")]
+    Device {
+        /// Reporting rank.
+        rank: Rank,
+        /// The call.
+        op: &'static str,
+        /// What failed.
+        message: String,
+    },
+}
+
+impl CommError {
+    /// The rank this error points at as the culprit: the peer of a mismatch,
+    /// hang-up or timeout, the origin of an abort; `None` for argument errors.
+    pub fn culprit(&self) -> Option<Rank> {
+        match self {
+            CommError::SizeMismatch { peer, .. }
+            | CommError::CallMismatch { peer, .. }
+            | CommError::PeerGone { peer, .. }
+            | CommError::Timeout { peer, .. } => Some(*peer),
+            CommError::Aborted { origin, .. } => Some(*origin),
+            _ => None,
+        }
+    }
+}

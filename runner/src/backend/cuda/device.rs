@@ -1,0 +1,809 @@
+//! [`CudaBackend`]: one rank's device memory, kernels and region copies on
+//! one CUDA device, through cudarc (driver API, cuBLAS, NVRTC; all loaded at
+//! run time).
+//!
+//! Takes a device ordinal; gives [`CudaBuffer`]s (device memory counted by
+//! the same accounting as the CPU backend, plus the device's own measured
+//! use), kernels prepared once per op instance ([`CudaKernel`]: cuBLAS for
+//! the matmul family, CUDA C generated from the TDL spec for everything
+//! else, the CPU kernel through host copies for opaque functions), and
+//! region copies as one generated kernel. All work of a backend is ordered
+//! on its device's default stream; [`Backend::synchronize`] waits for it and
+//! reports a device-side failure (an out-of-range read, an integer division
+//! by zero) naming the operator.
+//!
+//! NVRTC compilations are cached per process by source text: the generated
+//! source of an op depends only on its spec's structure (see
+//! [`super::codegen`]), so a model compiles each spec once whatever its
+//! shapes, ranks and windows.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use comm::ReduceOp;
+use cudarc::cublas::{sys as blas_sys, CudaBlas, Gemm, GemmConfig, StridedBatchedConfig};
+use cudarc::driver::{
+    CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, DevicePtr, DevicePtrMut,
+    DeviceRepr, LaunchConfig, PushKernelArg,
+};
+use tdl::{Attrs, Binding, OpSpec, TensorRef};
+
+use super::codegen::{self, ERR_DIV_BY_ZERO, ERR_OUT_OF_BOUNDS};
+use crate::backend::accounting::Counter;
+use crate::backend::{Backend, BackendError, Bounds, MemoryStats, Window};
+use crate::kernels::compiled::window_layouts;
+use crate::kernels::gemm::{gemm_shape, GemmShape, Trans};
+use crate::kernels::{KernelError, OpKernel, Registry};
+use crate::region::{contains, volume};
+
+/// Threads per block of the generated kernels.
+const BLOCK: u32 = 256;
+
+/// Highest rank a region copy handles.
+const MAX_RANK: usize = 8;
+
+fn device_err(message: impl std::fmt::Display) -> BackendError {
+    BackendError::Device {
+        backend: "cuda",
+        message: message.to_string(),
+    }
+}
+
+/// Check that the CUDA libraries this backend loads are present, so a
+/// missing one is an error naming it, never a panic inside cudarc.
+///
+/// Errors: [`BackendError::Device`] naming the missing library.
+pub fn check_libraries() -> Result<(), BackendError> {
+    // SAFETY: these only try to open the shared libraries.
+    let present = unsafe {
+        [
+            (
+                cudarc::driver::sys::is_culib_present(),
+                "libcuda (the NVIDIA driver)",
+            ),
+            (cudarc::nvrtc::sys::is_culib_present(), "libnvrtc (NVRTC)"),
+            (
+                cudarc::cublas::sys::is_culib_present(),
+                "libcublas (cuBLAS)",
+            ),
+        ]
+    };
+    for (ok, what) in present {
+        if !ok {
+            return Err(device_err(format!(
+                "{what} could not be loaded: install the NVIDIA driver and CUDA 13 libraries, \
+                 or run with `--backend cpu`"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Number of CUDA devices this process can use.
+///
+/// Errors: a missing driver or library ([`check_libraries`]), a driver
+/// failure.
+pub fn device_count() -> Result<usize, BackendError> {
+    check_libraries()?;
+    CudaContext::device_count()
+        .map(|n| n.max(0) as usize)
+        .map_err(|e| device_err(format!("cuDeviceGetCount: {e}")))
+}
+
+/// A buffer of f32 elements in device memory, counted by the backend that
+/// allocated it until it is dropped.
+pub struct CudaBuffer {
+    data: CudaSlice<f32>,
+    len: usize,
+    stream: Arc<CudaStream>,
+    counter: Arc<Counter>,
+}
+
+impl std::fmt::Debug for CudaBuffer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CudaBuffer")
+            .field("len", &self.len)
+            .finish()
+    }
+}
+
+impl CudaBuffer {
+    /// Number of f32 elements.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether it has no elements.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// A host copy of the elements (waits for queued work on the buffer).
+    ///
+    /// Errors: the driver's, as text.
+    pub fn to_host(&self) -> Result<Vec<f32>, String> {
+        let mut v = vec![0.0f32; self.data.len()];
+        self.stream
+            .memcpy_dtoh(&self.data, &mut v)
+            .map_err(|e| e.to_string())?;
+        v.truncate(self.len);
+        Ok(v)
+    }
+
+    /// Overwrite the elements from the host (`host.len() == self.len()`).
+    ///
+    /// Errors: a length mismatch or the driver's error, as text.
+    pub fn copy_from_host(&mut self, host: &[f32]) -> Result<(), String> {
+        if host.len() != self.len {
+            return Err(format!(
+                "copy of {} elements into a device buffer of {}",
+                host.len(),
+                self.len
+            ));
+        }
+        if host.is_empty() {
+            return Ok(());
+        }
+        self.stream
+            .memcpy_htod(host, &mut self.data)
+            .map_err(|e| e.to_string())
+    }
+
+    /// The raw device pointer (for kernel arguments and NCCL).
+    pub(crate) fn ptr(&self) -> u64 {
+        let (p, _sync) = self.data.device_ptr(&self.stream);
+        p
+    }
+
+    /// The raw device pointer, for writing.
+    pub(crate) fn ptr_mut(&mut self) -> u64 {
+        let (p, _sync) = self.data.device_ptr_mut(&self.stream);
+        p
+    }
+}
+
+impl Drop for CudaBuffer {
+    fn drop(&mut self) {
+        self.counter.give(self.len as u64 * 4);
+    }
+}
+
+/// NVRTC-compiled modules of this process, by (device, source).
+type ModuleCache = Mutex<HashMap<(usize, String), Arc<CudaModule>>>;
+
+fn modules() -> &'static ModuleCache {
+    static CACHE: OnceLock<ModuleCache> = OnceLock::new();
+    CACHE.get_or_init(|| Mutex::new(HashMap::new()))
+}
+
+/// The region-copy kernel (see [`Backend::copy_region`]).
+const COPY_SRC: &str = r#"
+typedef long long i64;
+struct RegionArgs { int rank; int op; i64 n; i64 d[8][6]; };
+extern "C" __global__ void copy_region(const float* src, float* dst, RegionArgs a) {
+  i64 t = (i64)blockIdx.x * blockDim.x + threadIdx.x;
+  if (t >= a.n) return;
+  i64 r = t, so = 0, doff = 0, ss = 1, ds = 1;
+  for (int d = a.rank - 1; d >= 0; --d) {
+    i64 i = a.d[d][0] + r % a.d[d][1]; r /= a.d[d][1];
+    so += (i - a.d[d][2]) * ss; ss *= a.d[d][3];
+    doff += (i - a.d[d][4]) * ds; ds *= a.d[d][5];
+  }
+  float x = src[so];
+  switch (a.op) {
+    case 0: dst[doff] = x; break;
+    case 1: dst[doff] += x; break;
+    case 2: dst[doff] *= x; break;
+    case 3: dst[doff] = fmaxf(dst[doff], x); break;
+    default: dst[doff] = fminf(dst[doff], x); break;
+  }
+}
+"#;
+
+/// Arguments of the region-copy kernel, passed by value: per dim the
+/// region's (lo, extent), the source buffer's and the destination's.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct RegionArgs {
+    rank: i32,
+    op: i32,
+    n: i64,
+    d: [[i64; 6]; MAX_RANK],
+}
+
+// SAFETY: plain old data with the C layout the kernel declares.
+unsafe impl DeviceRepr for RegionArgs {}
+
+/// One rank's CUDA backend (see the module doc).
+pub struct CudaBackend {
+    ctx: Arc<CudaContext>,
+    stream: Arc<CudaStream>,
+    blas: CudaBlas,
+    counter: Arc<Counter>,
+    workspace: Arc<Counter>,
+    /// Device error word: [code, kernel id].
+    err: Mutex<CudaSlice<i32>>,
+    copy: CudaFunction,
+    /// Op names by kernel id, for device-side errors.
+    names: Mutex<Vec<String>>,
+    /// Host kernels for ops with no CUDA form (opaque functions).
+    host: Registry,
+    /// [`codegen::BLOCK_REDUCE_MIN`] unless set.
+    block_reduce_min: std::sync::atomic::AtomicUsize,
+}
+
+impl std::fmt::Debug for CudaBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CudaBackend")
+            .field("device", &self.ctx.ordinal())
+            .field("memory", &self.memory())
+            .finish_non_exhaustive()
+    }
+}
+
+/// A kernel prepared for one op instance on a [`CudaBackend`].
+pub enum CudaKernel {
+    /// cuBLAS SGEMM (strided batched where `batch > 1`).
+    Gemm {
+        /// The op.
+        op: String,
+        /// The product.
+        shape: GemmShape,
+    },
+    /// Kernels generated from the spec, one per statement.
+    Generated {
+        /// The op.
+        op: String,
+        /// Id for device-side error reports.
+        id: i32,
+        /// `s0`, `s1`, … in statement order, with target, elements and
+        /// whether each element gets a block.
+        stmts: Vec<(CudaFunction, TensorRef, usize, bool)>,
+        /// Integer parameters (`P`).
+        ints: CudaSlice<i64>,
+        /// Real parameters (`F`).
+        reals: CudaSlice<f64>,
+        /// Elements of each `let` temporary.
+        locals: Vec<usize>,
+        /// Elements of each input buffer.
+        inputs: Vec<usize>,
+        /// Elements of each output buffer.
+        outputs: Vec<usize>,
+    },
+    /// The CPU kernel, through host copies.
+    Host(OpKernel),
+}
+
+impl CudaKernel {
+    /// How it runs: `"cublas"`, `"nvrtc"` or `"host"`.
+    pub fn provider(&self) -> &'static str {
+        match self {
+            CudaKernel::Gemm { .. } => "cublas",
+            CudaKernel::Generated { .. } => "nvrtc",
+            CudaKernel::Host(_) => "host",
+        }
+    }
+}
+
+impl CudaBackend {
+    /// A backend on device `ordinal` (its primary context and default
+    /// stream), FP32 math in cuBLAS.
+    ///
+    /// Errors: a missing driver or library, no such device, a driver or
+    /// NVRTC failure.
+    pub fn new(ordinal: usize) -> Result<Self, BackendError> {
+        let n = device_count()?;
+        if ordinal >= n {
+            return Err(device_err(format!(
+                "device {ordinal} does not exist: this machine has {n} CUDA device(s)"
+            )));
+        }
+        let ctx = CudaContext::new(ordinal).map_err(|e| device_err(format!("cuCtx: {e}")))?;
+        let stream = ctx.default_stream();
+        let blas = CudaBlas::new(stream.clone()).map_err(|e| device_err(format!("cuBLAS: {e}")))?;
+        let err = stream
+            .alloc_zeros::<i32>(2)
+            .map_err(|e| device_err(format!("alloc: {e}")))?;
+        let module = load(&ctx, COPY_SRC)?;
+        let copy = module
+            .load_function("copy_region")
+            .map_err(|e| device_err(format!("copy_region: {e}")))?;
+        Ok(CudaBackend {
+            ctx,
+            stream,
+            blas,
+            counter: Arc::new(Counter::default()),
+            workspace: Arc::new(Counter::default()),
+            err: Mutex::new(err),
+            copy,
+            names: Mutex::new(Vec::new()),
+            host: Registry::default(),
+            block_reduce_min: codegen::BLOCK_REDUCE_MIN.into(),
+        })
+    }
+
+    /// Use TF32 tensor cores in cuBLAS (faster, ~1e-3 relative error).
+    ///
+    /// Errors: cuBLAS refuses the math mode.
+    pub fn set_tf32(&self, on: bool) -> Result<(), BackendError> {
+        let mode = if on {
+            blas_sys::cublasMath_t::CUBLAS_TF32_TENSOR_OP_MATH
+        } else {
+            blas_sys::cublasMath_t::CUBLAS_DEFAULT_MATH
+        };
+        // SAFETY: a valid handle owned by this backend.
+        let status = unsafe { blas_sys::cublasSetMathMode(*self.blas.handle(), mode) };
+        if status != blas_sys::cublasStatus_t::CUBLAS_STATUS_SUCCESS {
+            return Err(device_err(format!("cublasSetMathMode: {status:?}")));
+        }
+        Ok(())
+    }
+
+    /// Reductions of at least `n` iterations per element run one block per
+    /// element (default [`codegen::BLOCK_REDUCE_MIN`]; 1 forces block mode
+    /// everywhere, e.g. to test it on small shapes). Affects kernels
+    /// prepared afterwards.
+    pub fn set_block_reduce_min(&self, n: usize) {
+        self.block_reduce_min
+            .store(n.max(1), std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// The device ordinal.
+    pub fn ordinal(&self) -> usize {
+        self.ctx.ordinal()
+    }
+
+    /// Bytes of device memory in use on the whole device (all processes), as
+    /// the driver reports it.
+    ///
+    /// Errors: the driver's.
+    pub fn device_used_bytes(&self) -> Result<u64, BackendError> {
+        let (free, total) = self
+            .ctx
+            .mem_get_info()
+            .map_err(|e| device_err(format!("cuMemGetInfo: {e}")))?;
+        Ok((total - free) as u64)
+    }
+
+    fn buffer(&self, elems: usize, counter: &Arc<Counter>) -> Result<CudaBuffer, BackendError> {
+        counter.take(elems as u64 * 4)?;
+        let data = self.stream.alloc_zeros::<f32>(elems.max(1)).map_err(|e| {
+            counter.give(elems as u64 * 4);
+            device_err(format!("allocating {} bytes: {e}", elems * 4))
+        });
+        Ok(CudaBuffer {
+            data: data?,
+            len: elems,
+            stream: self.stream.clone(),
+            counter: counter.clone(),
+        })
+    }
+
+    fn generated(&self, b: &Binding, window: &Window) -> Result<CudaKernel, BackendError> {
+        let layouts = window_layouts(b, window)?;
+        let block_min = self
+            .block_reduce_min
+            .load(std::sync::atomic::Ordering::Relaxed);
+        let g = match codegen::generate(b, window, &layouts, block_min) {
+            Ok(g) => g,
+            Err(KernelError::Unsupported { .. }) => {
+                return Ok(CudaKernel::Host(self.host.prepare_window(
+                    &b.spec,
+                    &b.input_shapes,
+                    &attrs_of(b),
+                    window,
+                )?))
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let module = load(&self.ctx, &g.source)?;
+        let mut stmts = Vec::new();
+        for (i, &(t, n, block)) in g.stmts.iter().enumerate() {
+            let f = module
+                .load_function(&format!("s{i}"))
+                .map_err(|e| device_err(format!("`{}`: s{i}: {e}", b.spec.name)))?;
+            stmts.push((f, t, n, block));
+        }
+        let up_i = |v: &[i64]| {
+            let v = if v.is_empty() { &[0][..] } else { v };
+            self.stream.clone_htod(v)
+        };
+        let ints = up_i(&g.ints).map_err(device_err)?;
+        let reals = if g.reals.is_empty() {
+            self.stream.clone_htod(&[0.0f64][..])
+        } else {
+            self.stream.clone_htod(&g.reals[..])
+        }
+        .map_err(device_err)?;
+        let elems = |v: &[(Vec<i64>, Vec<usize>)]| {
+            v.iter()
+                .map(|(_, e)| e.iter().product::<usize>())
+                .collect::<Vec<_>>()
+        };
+        let mut names = self.names.lock().expect("names");
+        names.push(b.spec.name.clone());
+        Ok(CudaKernel::Generated {
+            op: b.spec.name.clone(),
+            id: (names.len() - 1) as i32,
+            stmts,
+            ints,
+            reals,
+            locals: elems(&layouts.locals),
+            inputs: elems(&layouts.inputs),
+            outputs: elems(&layouts.outputs),
+        })
+    }
+
+    fn gemm(
+        &self,
+        s: &GemmShape,
+        a: &CudaBuffer,
+        b: &CudaBuffer,
+        c: &mut CudaBuffer,
+    ) -> Result<(), BackendError> {
+        let (m, n, k) = (s.m as i32, s.n as i32, s.k as i32);
+        if s.batch == 0 || m == 0 || n == 0 {
+            return Ok(());
+        }
+        use blas_sys::cublasOperation_t::{CUBLAS_OP_N as N, CUBLAS_OP_T as T};
+        // Row-major C = A·B is column-major Cᵀ = Bᵀ·Aᵀ: B first.
+        let (tb, ldb, ta, lda) = match s.trans {
+            Trans::NN => (N, n, N, k),
+            Trans::NT => (T, k, N, k),
+            Trans::TN => (N, n, T, m),
+        };
+        let gemm = GemmConfig {
+            transa: tb,
+            transb: ta,
+            m: n,
+            n: m,
+            k,
+            alpha: 1.0f32,
+            lda: ldb,
+            ldb: lda,
+            beta: 0.0f32,
+            ldc: n,
+        };
+        let r = if s.batch == 1 {
+            // SAFETY: the buffer lengths were checked against m, n, k.
+            unsafe { self.blas.gemm(gemm, &b.data, &a.data, &mut c.data) }
+        } else {
+            let cfg = StridedBatchedConfig {
+                gemm,
+                batch_size: s.batch as i32,
+                stride_a: (s.k * s.n) as i64,
+                stride_b: (s.m * s.k) as i64,
+                stride_c: (s.m * s.n) as i64,
+            };
+            // SAFETY: as above, for every batch.
+            unsafe {
+                self.blas
+                    .gemm_strided_batched(cfg, &b.data, &a.data, &mut c.data)
+            }
+        };
+        r.map_err(|e| device_err(format!("cublasSgemm: {e}")))
+    }
+}
+
+/// The attributes of a bound op, by name (to re-prepare it on the host).
+fn attrs_of(b: &Binding) -> Attrs {
+    let mut a = Attrs::new();
+    for (decl, v) in b.spec.attrs.iter().zip(&b.attrs) {
+        a.insert(decl.name.clone(), *v);
+    }
+    a
+}
+
+/// Compile (or fetch from the cache) a module on `ctx`'s device.
+fn load(ctx: &Arc<CudaContext>, src: &str) -> Result<Arc<CudaModule>, BackendError> {
+    let key = (ctx.ordinal(), src.to_string());
+    let mut cache = modules().lock().expect("module cache");
+    if let Some(m) = cache.get(&key) {
+        return Ok(m.clone());
+    }
+    let ptx = cudarc::nvrtc::compile_ptx(src)
+        .map_err(|e| device_err(format!("NVRTC: {e}\n--- source ---\n{src}")))?;
+    let m = ctx
+        .load_module(ptx)
+        .map_err(|e| device_err(format!("cuModuleLoad: {e}")))?;
+    cache.insert(key, m.clone());
+    Ok(m)
+}
+
+fn check_lens(
+    op: &str,
+    what: &'static str,
+    want: &[usize],
+    got: impl ExactSizeIterator<Item = usize>,
+) -> Result<(), BackendError> {
+    if got.len() != want.len() {
+        return Err(KernelError::BufferCount {
+            op: op.to_string(),
+            what,
+            expected: want.len(),
+            got: got.len(),
+        }
+        .into());
+    }
+    for (i, (w, g)) in want.iter().zip(got).enumerate() {
+        if *w != g {
+            return Err(KernelError::BufferLength {
+                op: op.to_string(),
+                tensor: format!("{what} {i}"),
+                shape: vec![*w],
+                expected: *w,
+                got: g,
+            }
+            .into());
+        }
+    }
+    Ok(())
+}
+
+fn grid(n: usize) -> LaunchConfig {
+    LaunchConfig {
+        grid_dim: ((n as u64).div_ceil(BLOCK as u64) as u32, 1, 1),
+        block_dim: (BLOCK, 1, 1),
+        shared_mem_bytes: 0,
+    }
+}
+
+impl Backend for CudaBackend {
+    type Buffer = CudaBuffer;
+    type Kernel = CudaKernel;
+
+    fn name(&self) -> &'static str {
+        "cuda"
+    }
+
+    fn alloc(&self, elems: usize) -> Result<CudaBuffer, BackendError> {
+        self.buffer(elems, &self.counter)
+    }
+
+    fn upload(&self, host: &[f32]) -> Result<CudaBuffer, BackendError> {
+        let mut b = self.buffer(host.len(), &self.counter)?;
+        b.copy_from_host(host).map_err(device_err)?;
+        Ok(b)
+    }
+
+    fn download(&self, buf: &CudaBuffer, host: &mut [f32]) -> Result<(), BackendError> {
+        if buf.len != host.len() {
+            return Err(BackendError::CopyLength {
+                expected: buf.len,
+                got: host.len(),
+            });
+        }
+        host.copy_from_slice(&buf.to_host().map_err(device_err)?);
+        Ok(())
+    }
+
+    fn alloc_workspace(&self, elems: usize) -> Result<CudaBuffer, BackendError> {
+        self.buffer(elems, &self.workspace)
+    }
+
+    fn copy_region(
+        &self,
+        src: &CudaBuffer,
+        src_r: &Bounds,
+        dst: &mut CudaBuffer,
+        dst_r: &Bounds,
+        region: &Bounds,
+        op: Option<ReduceOp>,
+    ) -> Result<(), BackendError> {
+        let n = volume(region);
+        if n == 0 {
+            return Ok(());
+        }
+        if !contains(src_r, region)
+            || !contains(dst_r, region)
+            || region.len() > MAX_RANK
+            || (src.len as u64) < volume(src_r)
+            || (dst.len as u64) < volume(dst_r)
+        {
+            return Err(BackendError::Region {
+                region: region.to_vec(),
+                src: src_r.to_vec(),
+                dst: dst_r.to_vec(),
+            });
+        }
+        let mut a = RegionArgs {
+            rank: region.len() as i32,
+            op: match op {
+                None => 0,
+                Some(ReduceOp::Sum) => 1,
+                Some(ReduceOp::Prod) => 2,
+                Some(ReduceOp::Max) => 3,
+                Some(ReduceOp::Min) => 4,
+            },
+            n: n as i64,
+            d: [[0; 6]; MAX_RANK],
+        };
+        for d in 0..region.len() {
+            a.d[d] = [
+                region[d].0,
+                region[d].1 - region[d].0,
+                src_r[d].0,
+                src_r[d].1 - src_r[d].0,
+                dst_r[d].0,
+                dst_r[d].1 - dst_r[d].0,
+            ];
+        }
+        let (s, d) = (src.ptr(), dst.ptr_mut());
+        let mut lb = self.stream.launch_builder(&self.copy);
+        lb.arg(&s).arg(&d).arg(&a);
+        // SAFETY: the region lies inside both buffers (checked above).
+        unsafe { lb.launch(grid(n as usize)) }
+            .map(|_| ())
+            .map_err(|e| device_err(format!("copy_region: {e}")))
+    }
+
+    fn synchronize(&self) -> Result<(), BackendError> {
+        self.stream
+            .synchronize()
+            .map_err(|e| device_err(format!("cuStreamSynchronize: {e}")))?;
+        let mut err = self.err.lock().expect("error word");
+        let word = self.stream.clone_dtoh(&*err).map_err(device_err)?;
+        if word[0] == 0 {
+            return Ok(());
+        }
+        let op = self
+            .names
+            .lock()
+            .expect("names")
+            .get(word[1] as usize)
+            .cloned()
+            .unwrap_or_else(|| "?".into());
+        self.stream
+            .memcpy_htod(&[0i32, 0][..], &mut *err)
+            .map_err(device_err)?;
+        Err(match word[0] {
+            ERR_DIV_BY_ZERO => KernelError::DivByZero { op }.into(),
+            ERR_OUT_OF_BOUNDS => device_err(format!(
+                "`{op}`: a read outside a tensor's shape or buffer on the device \
+                 (run with `--backend cpu` to see the index)"
+            )),
+            c => device_err(format!("`{op}`: device error code {c}")),
+        })
+    }
+
+    fn free(&self, buf: CudaBuffer) {
+        drop(buf);
+    }
+
+    fn buffer_len(&self, buf: &CudaBuffer) -> usize {
+        buf.len
+    }
+
+    fn memory(&self) -> MemoryStats {
+        self.counter.stats()
+    }
+
+    fn reset_peak(&self) {
+        self.counter.reset_peak();
+    }
+
+    fn prepare(
+        &self,
+        spec: &OpSpec,
+        input_shapes: &[Vec<usize>],
+        attrs: &Attrs,
+    ) -> Result<CudaKernel, BackendError> {
+        let b = spec.bind(input_shapes, attrs).map_err(KernelError::from)?;
+        if let Some(shape) = gemm_shape(&b) {
+            return Ok(CudaKernel::Gemm {
+                op: spec.name.clone(),
+                shape,
+            });
+        }
+        let w = Window::whole(&b).map_err(|what| KernelError::Unsupported {
+            op: spec.name.clone(),
+            what,
+        })?;
+        self.generated(&b, &w)
+    }
+
+    fn prepare_window(
+        &self,
+        spec: &OpSpec,
+        input_shapes: &[Vec<usize>],
+        attrs: &Attrs,
+        window: &Window,
+    ) -> Result<CudaKernel, BackendError> {
+        let b = spec.bind(input_shapes, attrs).map_err(KernelError::from)?;
+        self.generated(&b, window)
+    }
+
+    fn launch(
+        &self,
+        kernel: &CudaKernel,
+        inputs: &[&CudaBuffer],
+        outputs: &mut [&mut CudaBuffer],
+    ) -> Result<(), BackendError> {
+        match kernel {
+            CudaKernel::Gemm { op, shape } => {
+                let s = shape;
+                let want_in = [s.batch * s.m * s.k, s.batch * s.k * s.n];
+                check_lens(op, "input", &want_in, inputs.iter().map(|b| b.len))?;
+                check_lens(
+                    op,
+                    "output",
+                    &[s.batch * s.m * s.n],
+                    outputs.iter().map(|b| b.len),
+                )?;
+                self.gemm(s, inputs[0], inputs[1], outputs[0])
+            }
+            CudaKernel::Host(k) => {
+                let ins: Vec<Vec<f32>> = inputs
+                    .iter()
+                    .map(|b| b.to_host())
+                    .collect::<Result<_, _>>()
+                    .map_err(device_err)?;
+                let mut outs: Vec<Vec<f32>> = outputs.iter().map(|b| vec![0.0; b.len]).collect();
+                {
+                    let ins: Vec<&[f32]> = ins.iter().map(|v| &v[..]).collect();
+                    let mut o: Vec<&mut [f32]> = outs.iter_mut().map(|v| &mut v[..]).collect();
+                    k.run(&ins, &mut o)?;
+                }
+                for (b, v) in outputs.iter_mut().zip(&outs) {
+                    b.copy_from_host(v).map_err(device_err)?;
+                }
+                Ok(())
+            }
+            CudaKernel::Generated {
+                op,
+                id,
+                stmts,
+                ints,
+                reals,
+                locals,
+                inputs: want_in,
+                outputs: want_out,
+            } => {
+                check_lens(op, "input", want_in, inputs.iter().map(|b| b.len))?;
+                check_lens(op, "output", want_out, outputs.iter().map(|b| b.len))?;
+                let locs: Vec<CudaSlice<f64>> = locals
+                    .iter()
+                    .map(|&n| self.stream.alloc_zeros::<f64>(n.max(1)))
+                    .collect::<Result<_, _>>()
+                    .map_err(device_err)?;
+                let mut ptrs: Vec<u64> = inputs.iter().map(|b| b.ptr()).collect();
+                ptrs.extend(outputs.iter_mut().map(|b| b.ptr_mut()));
+                ptrs.extend(locs.iter().map(|l| l.device_ptr(&self.stream).0));
+                ptrs.push(ints.device_ptr(&self.stream).0);
+                ptrs.push(reals.device_ptr(&self.stream).0);
+                ptrs.push(
+                    self.err
+                        .lock()
+                        .expect("error word")
+                        .device_ptr(&self.stream)
+                        .0,
+                );
+                for (f, _, n, block) in stmts {
+                    if *n == 0 {
+                        continue;
+                    }
+                    let cfg = if *block {
+                        LaunchConfig {
+                            grid_dim: (*n as u32, 1, 1),
+                            block_dim: (codegen::REDUCE_THREADS, 1, 1),
+                            shared_mem_bytes: 0,
+                        }
+                    } else {
+                        grid(*n)
+                    };
+                    let mut lb = self.stream.launch_builder(f);
+                    for p in &ptrs {
+                        lb.arg(p);
+                    }
+                    lb.arg(id);
+                    // SAFETY: every buffer has the length its layout needs
+                    // (checked above); reads are bounds-checked in the kernel.
+                    unsafe { lb.launch(cfg) }
+                        .map_err(|e| device_err(format!("`{op}`: launch: {e}")))?;
+                }
+                drop(locs);
+                Ok(())
+            }
+        }
+    }
+}
