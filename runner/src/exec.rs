@@ -40,6 +40,7 @@ use tdl::Library;
 use comm::{Collectives, CommError, LocalCommunicator, P2p, Rank};
 
 use crate::backend::{Backend, BackendError, CpuBackend, Window};
+use crate::given::Given;
 use crate::launch::on_threads;
 use crate::region::{copy_region, reduce_op, slice};
 
@@ -145,6 +146,28 @@ where
     B: Backend,
     C: Collectives<B::Buffer>,
 {
+    run_programs_given(graph, lib, progs, opts, progress, ranks, &Given::new())
+}
+
+/// [`run_programs_on`] with `given` values for some leaf tensors (real
+/// weights, a step's inputs; see [`crate::given`]) instead of their
+/// synthetic fill.
+///
+/// Errors: as [`run_programs_on`]; [`ExecError::Invalid`] for a given value
+/// whose length is not its tensor's element count.
+pub fn run_programs_given<B, C>(
+    graph: &Graph,
+    lib: &Library,
+    progs: &Programs,
+    opts: RunOptions,
+    progress: Option<&(dyn Fn(usize) + Sync)>,
+    ranks: Vec<(B, C)>,
+    given: &Given,
+) -> Result<RunReport, ExecError>
+where
+    B: Backend,
+    C: Collectives<B::Buffer>,
+{
     let world = progs.programs.len();
     if ranks.len() != world {
         return Err(ExecError::Invalid(format!(
@@ -160,13 +183,24 @@ where
     }
     // Synthetic data, once, shared by every rank.
     let values = planner::graph::execute::synthesize(graph, opts.seed);
+    for (&t, v) in given {
+        let want = graph.tensor(t).shape.iter().product::<usize>();
+        if v.len() != want {
+            return Err(ExecError::Invalid(format!(
+                "`{}`: {} given values for {want} elements",
+                graph.tensor(t).name,
+                v.len()
+            )));
+        }
+    }
     let data: Shared = Arc::new(
         graph
             .tensor_ids()
-            .map(|t| {
-                values
+            .map(|t| match given.get(&t) {
+                Some(v) => Some(v.clone()),
+                None => values
                     .get(t)
-                    .map(|v| v.data.iter().map(|&x| x as f32).collect())
+                    .map(|v| v.data.iter().map(|&x| x as f32).collect()),
             })
             .collect(),
     );

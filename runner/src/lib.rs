@@ -21,6 +21,7 @@
 
 pub mod backend;
 pub mod exec;
+pub mod given;
 pub mod launch;
 pub mod region;
 pub mod verify;
@@ -33,6 +34,9 @@ pub use comm::{
     run_ranks, ByteCounters, Collectives, CommError, Communicator, LocalCommunicator, P2p, Rank,
     ReduceOp,
 };
-pub use exec::{run_programs, run_programs_on, ExecError, RunOptions, RunReport};
+pub use exec::{
+    run_programs, run_programs_given, run_programs_on, ExecError, RunOptions, RunReport,
+};
+pub use given::{from_safetensors, Given, GivenError};
 pub use kernels::{KernelError, OpKernel, Provider, Registry};
 pub use verify::max_rel_error;

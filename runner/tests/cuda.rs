@@ -18,8 +18,11 @@ use planner::plan::SearchKind;
 use planner::zoo::{self, GptConfig, MlpConfig, RnnConfig, WResNetConfig};
 use rand::rngs::StdRng;
 use rand::SeedableRng;
-use runner::backend::cuda::{device_count, CudaBackend, HostStaged};
-use runner::{run_programs_on, LocalCommunicator, RunOptions, RunReport};
+use runner::backend::cuda::{device_count, CudaBackend, HostStaged, NcclCommunicator};
+use runner::{
+    run_programs_on, Backend, Collectives, Communicator, LocalCommunicator, ReduceOp, RunOptions,
+    RunReport,
+};
 
 const KS: [usize; 5] = [1, 2, 3, 4, 8];
 
@@ -147,4 +150,47 @@ fn wresnet_tiny_every_search_every_k_on_cuda() {
         .training(lib(), &Optimizer::Sgd { lr: 0.1 })
         .unwrap();
     check_with(&on_cuda, "wresnet", &g, &KS, &SearchKind::ALL, 1);
+}
+
+/// NCCL with one rank (all this one-GPU machine allows): its collectives
+/// leave the data as the single rank's, count no bytes, and a tiny MLP step
+/// through the executor equals the host-staged run exactly.
+#[test]
+fn nccl_world_size_one() {
+    if !gpu("nccl_world_size_one") {
+        return;
+    }
+    let b = CudaBackend::new(0).unwrap();
+    let mut comms = NcclCommunicator::for_backends(std::slice::from_ref(&b)).unwrap();
+    let mut c = comms.pop().unwrap();
+    assert_eq!((c.rank().0, c.world_size()), (0, 1));
+    let data = [1.0f32, -2.0, 3.5];
+    let mut x = b.upload(&data).unwrap();
+    c.all_reduce(&mut x, ReduceOp::Sum).unwrap();
+    let mut y = b.alloc(3).unwrap();
+    c.all_gather(&x, &mut y, &[3]).unwrap();
+    let mut z = b.alloc(3).unwrap();
+    c.reduce_scatter(&y, &mut z, &[3], ReduceOp::Max).unwrap();
+    c.synchronize().unwrap();
+    let mut host = [0.0f32; 3];
+    b.download(&z, &mut host).unwrap();
+    assert_eq!(host, data);
+    assert_eq!(c.counters().sent, 0);
+
+    let g = zoo::Model::Mlp(MlpConfig::tiny())
+        .training(lib(), &Optimizer::default())
+        .unwrap();
+    let cache = interval::cache::StrategyCache::new();
+    let model = planner::plan::model::Model::new(&g, lib(), &cache).unwrap();
+    let progs = codegen::generate_unpartitioned(&g, lib(), &model).unwrap();
+    let opts = RunOptions {
+        steps: 2,
+        seed: partition::SEED,
+    };
+    let backends = vec![CudaBackend::new(0).unwrap()];
+    let comms = NcclCommunicator::for_backends(&backends).unwrap();
+    let ranks = backends.into_iter().zip(comms).collect();
+    let nccl = run_programs_on(&g, lib(), &progs, opts, None, ranks).unwrap();
+    let staged = on_cuda(&g, &progs, opts).unwrap();
+    assert_eq!(nccl.outputs, staged.outputs);
 }

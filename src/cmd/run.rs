@@ -25,7 +25,8 @@ use interval::cache::StrategyCache;
 use planner::graph::Graph;
 use planner::plan::model::Model;
 use planner::plan::PlanFile;
-use runner::{max_rel_error, run_programs, RunOptions, RunReport};
+use runner::given::{from_named, from_safetensors, Kind};
+use runner::{max_rel_error, Given, RunOptions, RunReport};
 use tdl::Library;
 
 /// Tolerance of `--verify` (max relative error, f32).
@@ -46,6 +47,11 @@ pub struct Args {
     /// Ranks sharing one GPU (host-staged communication between them).
     #[arg(long, default_value_t = 1)]
     pub ranks_per_device: usize,
+    /// Communication between CUDA ranks: `nccl` (one GPU per rank; the
+    /// default when ranks do not share devices) or `host` (staged through
+    /// the CPU; the default with --ranks-per-device > 1).
+    #[arg(long, value_parser = ["nccl", "host"])]
+    pub comm: Option<String>,
     /// Let cuBLAS use TF32 tensor cores (faster, ~1e-3 relative error; the
     /// `--verify` tolerance then does not hold).
     #[arg(long)]
@@ -59,6 +65,15 @@ pub struct Args {
     /// Also run the unpartitioned graph and compare results.
     #[arg(long)]
     pub verify: bool,
+    /// Initial weights (and optimizer state) by tensor name: a
+    /// `.safetensors` file, or an `.onnx` file whose initializers are the
+    /// imported graph's weights. Shapes are checked.
+    #[arg(long)]
+    pub weights: Option<PathBuf>,
+    /// The graph inputs (data, labels, ids) by tensor name, a
+    /// `.safetensors` file; the same values every step.
+    #[arg(long)]
+    pub inputs: Option<PathBuf>,
     /// Print one JSON object instead of a table.
     #[arg(long)]
     pub json: bool,
@@ -94,11 +109,17 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
         steps: args.steps,
         seed: args.seed,
     };
-    let report = execute(&args, &graph, &lib, &progs, opts, Some(&progress))?;
+    let mut given = Given::new();
+    for (path, kind) in [(&args.weights, Kind::Weights), (&args.inputs, Kind::Inputs)] {
+        if let Some(p) = path {
+            given.extend(read_given(&graph, p, kind)?);
+        }
+    }
+    let report = execute(&args, &graph, &lib, &progs, opts, Some(&progress), &given)?;
     let (verified, err) = if args.verify {
         let one = codegen::generate_unpartitioned(&graph, &lib, &model)
             .map_err(|e| miette::miette!("{e}"))?;
-        let r1 = execute(&args, &graph, &lib, &one, opts, None)?;
+        let r1 = execute(&args, &graph, &lib, &one, opts, None, &given)?;
         let (e, _) = max_rel_error(&report, &r1);
         (Some(e <= TOLERANCE), Some(e))
     } else {
@@ -172,6 +193,29 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
     })
 }
 
+/// Leaf values from `path` (safetensors, or an ONNX model's initializers).
+fn read_given(graph: &Graph, path: &std::path::Path, kind: Kind) -> miette::Result<Given> {
+    let name = path.display().to_string();
+    let bytes = std::fs::read(path).map_err(|e| miette::miette!("{name}: {e}"))?;
+    let given = if path.extension().is_some_and(|e| e == "onnx") {
+        let model = onnx::proto::decode(&bytes, path).map_err(|e| miette::miette!("{e}"))?;
+        let mut tensors = Vec::new();
+        for t in &model.proto.graph.initializer {
+            let d = onnx::tensor::decode(t)
+                .map_err(|e| miette::miette!("{name}: `{}`: {e}", t.name))?;
+            tensors.push((
+                t.name.clone(),
+                d.shape,
+                d.values.iter().map(|&x| x as f32).collect(),
+            ));
+        }
+        from_named(graph, &name, tensors, kind, true)
+    } else {
+        from_safetensors(graph, &name, &bytes, kind)
+    };
+    given.map_err(|e| miette::miette!("{e}"))
+}
+
 /// Run the programs on the chosen backend.
 fn execute(
     args: &Args,
@@ -180,10 +224,18 @@ fn execute(
     progs: &Programs,
     opts: RunOptions,
     progress: Option<&(dyn Fn(usize) + Sync)>,
+    given: &Given,
 ) -> miette::Result<RunReport> {
     match args.backend.as_str() {
-        "cuda" => execute_cuda(args, graph, lib, progs, opts, progress),
-        _ => run_programs(graph, lib, progs, opts, progress).map_err(|e| miette::miette!("{e}")),
+        "cuda" => execute_cuda(args, graph, lib, progs, opts, progress, given),
+        _ => {
+            let ranks = runner::LocalCommunicator::create(progs.programs.len())
+                .into_iter()
+                .map(|c| (runner::CpuBackend::new(), c))
+                .collect();
+            runner::run_programs_given(graph, lib, progs, opts, progress, ranks, given)
+                .map_err(|e| miette::miette!("{e}"))
+        }
     }
 }
 
@@ -217,8 +269,9 @@ fn execute_cuda(
     progs: &Programs,
     opts: RunOptions,
     progress: Option<&(dyn Fn(usize) + Sync)>,
+    given: &Given,
 ) -> miette::Result<RunReport> {
-    use runner::backend::cuda::{device_count, CudaBackend, HostStaged};
+    use runner::backend::cuda::{device_count, CudaBackend, HostStaged, NcclCommunicator};
     use runner::LocalCommunicator;
     let n = device_count().map_err(|e| miette::miette!("{e}"))?;
     if n == 0 {
@@ -230,14 +283,29 @@ fn execute_cuda(
     let devices = args.devices.clone().unwrap_or_else(|| (0..n).collect());
     let world = progs.programs.len();
     let place = placement(world, &devices, args.ranks_per_device)?;
-    let mut ranks = Vec::with_capacity(world);
-    for (d, c) in place.into_iter().zip(LocalCommunicator::create(world)) {
+    let mut backends = Vec::with_capacity(world);
+    for d in place {
         let b = CudaBackend::new(d).map_err(|e| miette::miette!("{e}"))?;
         b.set_tf32(args.tf32).map_err(|e| miette::miette!("{e}"))?;
-        ranks.push((b, HostStaged::new(c)));
+        backends.push(b);
     }
-    runner::run_programs_on(graph, lib, progs, opts, progress, ranks)
-        .map_err(|e| miette::miette!("{e}"))
+    let nccl = match args.comm.as_deref() {
+        Some(c) => c == "nccl",
+        None => args.ranks_per_device == 1,
+    };
+    let report = if nccl {
+        let comms =
+            NcclCommunicator::for_backends(&backends).map_err(|e| miette::miette!("{e}"))?;
+        let ranks = backends.into_iter().zip(comms).collect();
+        runner::run_programs_given(graph, lib, progs, opts, progress, ranks, given)
+    } else {
+        let comms = LocalCommunicator::create(world)
+            .into_iter()
+            .map(HostStaged::new);
+        let ranks = backends.into_iter().zip(comms).collect();
+        runner::run_programs_given(graph, lib, progs, opts, progress, ranks, given)
+    };
+    report.map_err(|e| miette::miette!("{e}"))
 }
 
 #[cfg(not(feature = "cuda"))]
@@ -248,6 +316,7 @@ fn execute_cuda(
     _progs: &Programs,
     _opts: RunOptions,
     _progress: Option<&(dyn Fn(usize) + Sync)>,
+    _given: &Given,
 ) -> miette::Result<RunReport> {
     let why = match runner::backend::cuda::device_count() {
         Err(e) => e.to_string(),

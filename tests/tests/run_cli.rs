@@ -151,3 +151,116 @@ fn rejects_files_that_are_not_plans() {
     let missing = dir.join("missing.json");
     rejected(&missing, "missing.json");
 }
+
+/// `--backend cuda` on a machine without CUDA (or a build without the
+/// feature) fails at once, naming what is missing, and never panics; on a
+/// GPU machine a 2-worker plan needs `--ranks-per-device`, which the error
+/// offers.
+#[test]
+fn backend_cuda_says_what_is_missing() {
+    let dir = temp_dir("run-cuda");
+    let plan = make_plan(&dir, "plan.json", "mlp-2-8", "2");
+    let o = tofu(&["run", plan.to_str().unwrap(), "--backend", "cuda"]);
+    let (out, err) = text(&o);
+    assert!(!err.contains("panicked"), "{err}");
+    if o.status.success() {
+        // A machine with at least 2 GPUs (NCCL): nothing to check here.
+        assert!(out.contains("CUDA"), "{out}");
+        return;
+    }
+    let flat = err
+        .split_whitespace()
+        .filter(|w| *w != "|")
+        .collect::<Vec<_>>()
+        .join(" ");
+    assert!(
+        [
+            "libcuda (the NVIDIA driver) could not be loaded",
+            "built without the `cuda` feature",
+            "sees no CUDA device",
+            "--ranks-per-device 2",
+        ]
+        .iter()
+        .any(|m| flat.contains(m)),
+        "the error should say what is missing:\n{err}"
+    );
+}
+
+/// `--weights FILE.safetensors`: real weights go in (the run verifies
+/// against the unpartitioned run on the same weights), and a wrong name or
+/// shape is an error naming the file and the tensor.
+#[test]
+fn runs_on_weights_from_a_safetensors_file() {
+    use safetensors::tensor::TensorView;
+    let dir = temp_dir("run-weights");
+    let plan = make_plan(&dir, "plan.json", "mlp-2-8", "2");
+    let write_st = |name: &str, tensors: &[(&str, Vec<usize>)]| {
+        let bytes: Vec<Vec<u8>> = tensors
+            .iter()
+            .map(|(_, s)| {
+                let n: usize = s.iter().product();
+                (0..n)
+                    .flat_map(|i| ((i % 5) as f32 * 0.1 - 0.2).to_le_bytes())
+                    .collect()
+            })
+            .collect();
+        let views: Vec<(String, TensorView<'_>)> = tensors
+            .iter()
+            .zip(&bytes)
+            .map(|((n, s), b)| {
+                let v = TensorView::new(safetensors::Dtype::F32, s.clone(), b).unwrap();
+                (n.to_string(), v)
+            })
+            .collect();
+        let p = dir.join(name);
+        std::fs::write(&p, safetensors::serialize(views, None).unwrap()).unwrap();
+        p
+    };
+    let good = write_st(
+        "w.safetensors",
+        &[("fc0.w", vec![8, 8]), ("fc1.w", vec![8, 8])],
+    );
+    let o = tofu(&[
+        "run",
+        plan.to_str().unwrap(),
+        "--weights",
+        good.to_str().unwrap(),
+        "--verify",
+        "--json",
+    ]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{err}");
+    let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(v["verified"], true, "{out}");
+    for (file, tensors, needle) in [
+        (
+            "name.safetensors",
+            vec![("fc9.w", vec![8, 8])],
+            "`fc9.w` is not in graph",
+        ),
+        (
+            "shape.safetensors",
+            vec![("fc0.w", vec![8, 9])],
+            "`fc0.w` has shape [8, 9]",
+        ),
+    ] {
+        let p = write_st(file, &tensors);
+        let o = tofu(&[
+            "run",
+            plan.to_str().unwrap(),
+            "--weights",
+            p.to_str().unwrap(),
+        ]);
+        let (_, err) = text(&o);
+        let flat = err
+            .split_whitespace()
+            .filter(|w| *w != "|")
+            .collect::<Vec<_>>()
+            .join(" ");
+        assert!(!o.status.success());
+        assert!(
+            flat.contains(file) && flat.contains(needle),
+            "expected `{needle}`:\n{err}"
+        );
+    }
+}

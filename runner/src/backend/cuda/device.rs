@@ -149,7 +149,17 @@ impl CudaBuffer {
             .map_err(|e| e.to_string())
     }
 
-    /// The raw device pointer (for kernel arguments and NCCL).
+    /// The elements as a device view of exactly [`CudaBuffer::len`] elements.
+    pub(crate) fn view(&self) -> cudarc::driver::CudaView<'_, f32> {
+        self.data.slice(0..self.len)
+    }
+
+    /// The elements as a mutable device view.
+    pub(crate) fn view_mut(&mut self) -> cudarc::driver::CudaViewMut<'_, f32> {
+        self.data.slice_mut(0..self.len)
+    }
+
+    /// The raw device pointer (for kernel arguments).
     pub(crate) fn ptr(&self) -> u64 {
         let (p, _sync) = self.data.device_ptr(&self.stream);
         p
@@ -346,6 +356,11 @@ impl CudaBackend {
     pub fn set_block_reduce_min(&self, n: usize) {
         self.block_reduce_min
             .store(n.max(1), std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// The stream all of this backend's work is ordered on.
+    pub fn stream(&self) -> &Arc<CudaStream> {
+        &self.stream
     }
 
     /// The device ordinal.

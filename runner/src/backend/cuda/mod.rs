@@ -1,7 +1,9 @@
 //! The CUDA backend (feature `cuda`): device memory, cuBLAS for the matmul
 //! family, every other operator as CUDA C generated from its TDL spec and
-//! compiled with NVRTC. Without the feature, a stand-in whose constructor
-//! says how to get the real one (STYLE item 10: the API compiles either way).
+//! compiled with NVRTC; communicators on device buffers: NCCL (one GPU per
+//! rank) and host-staged (ranks sharing a GPU). Without the feature, a
+//! stand-in whose constructor says how to get the real one (STYLE item 10:
+//! the API compiles either way).
 
 #[cfg(not(feature = "cuda"))]
 mod stand_in;
@@ -13,8 +15,12 @@ pub mod codegen;
 #[cfg(feature = "cuda")]
 mod device;
 #[cfg(feature = "cuda")]
+mod nccl;
+#[cfg(feature = "cuda")]
 mod staged;
 #[cfg(feature = "cuda")]
 pub use device::{check_libraries, device_count, CudaBackend, CudaBuffer, CudaKernel};
+#[cfg(feature = "cuda")]
+pub use nccl::NcclCommunicator;
 #[cfg(feature = "cuda")]
 pub use staged::HostStaged;
