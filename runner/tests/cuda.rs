@@ -59,10 +59,16 @@ fn every_shipped_op_matches_the_interpreter_on_cuda() {
     let backend = CudaBackend::new(0).unwrap();
     let mut failures = Vec::new();
     let mut providers = std::collections::BTreeMap::new();
-    // Default kernels, then every reduction as a block reduction (shapes
-    // here are too small to choose it by themselves).
-    for block_min in [runner::backend::cuda::codegen::BLOCK_REDUCE_MIN, 1] {
-        backend.set_block_reduce_min(block_min);
+    // Default kernels, then every reduction as a block reduction, then
+    // split over several blocks (shapes here are too small to choose those
+    // by themselves).
+    use runner::backend::cuda::codegen::ReduceOptions;
+    let forced = |split_min| ReduceOptions {
+        block_min: 1,
+        split_min,
+    };
+    for opts in [ReduceOptions::default(), forced(usize::MAX), forced(1)] {
+        backend.set_reduce_options(opts);
         for spec in lib().ops() {
             let seed = spec
                 .name
@@ -87,7 +93,7 @@ fn every_shipped_op_matches_the_interpreter_on_cuda() {
                         }
                     }
                     Err(e) => failures.push(format!(
-                        "`{}`: {e} (shapes {:?}, block reductions from {block_min})",
+                        "`{}`: {e} (shapes {:?}, {opts:?})",
                         spec.name, case.shapes
                     )),
                 }

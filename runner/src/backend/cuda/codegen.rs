@@ -45,6 +45,53 @@ pub const BLOCK_REDUCE_MIN: usize = 128;
 /// Threads per block of a block-mode statement (a power of two).
 pub const REDUCE_THREADS: u32 = 256;
 
+/// A block-mode statement with at most [`SPLIT_TARGETS`] elements whose
+/// reductions run at least this many iterations splits each element's
+/// reductions over several blocks (a partials kernel, then a combining one):
+/// one block per element would leave the GPU idle.
+pub const SPLIT_MIN: usize = 1 << 20;
+
+/// See [`SPLIT_MIN`].
+pub const SPLIT_TARGETS: usize = 256;
+
+/// How reductions are spread over the GPU (see [`BLOCK_REDUCE_MIN`],
+/// [`SPLIT_MIN`]); tests lower the thresholds to exercise every path on
+/// small shapes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReduceOptions {
+    /// Iterations from which an element's reductions take a block.
+    pub block_min: usize,
+    /// Iterations from which a small statement's reductions take several
+    /// blocks per element.
+    pub split_min: usize,
+}
+
+impl Default for ReduceOptions {
+    fn default() -> Self {
+        ReduceOptions {
+            block_min: BLOCK_REDUCE_MIN,
+            split_min: SPLIT_MIN,
+        }
+    }
+}
+
+/// How one statement runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// One thread per element.
+    Thread,
+    /// One block of [`REDUCE_THREADS`] per element.
+    Block,
+    /// `parts` blocks per element compute partial reductions (`p<i>`), then
+    /// one block per element combines them (`s<i>`); `scratch` doubles.
+    Split {
+        /// Blocks per element.
+        parts: usize,
+        /// Scratch doubles the partials need.
+        scratch: usize,
+    },
+}
+
 /// Kernel source plus the numbers it reads (see the module doc).
 #[derive(Clone, Debug)]
 pub struct Generated {
@@ -54,10 +101,8 @@ pub struct Generated {
     pub ints: Vec<i64>,
     /// Real parameters (`F`).
     pub reals: Vec<f64>,
-    /// Per statement: its target, its target elements, and whether it runs
-    /// one block per element ([`REDUCE_THREADS`] threads) instead of one
-    /// thread per element.
-    pub stmts: Vec<(TensorRef, usize, bool)>,
+    /// Per statement: its target, its target elements, and how it runs.
+    pub stmts: Vec<(TensorRef, usize, Mode)>,
 }
 
 /// Helpers every generated module starts with.
@@ -82,8 +127,7 @@ __device__ __forceinline__ double minr(double a, double b) { return fmin(a, b); 
 "#;
 
 /// Generate the kernels of one window of a bound op (see the module doc);
-/// statements whose reductions run at least `block_min` iterations per
-/// element use one block per element ([`BLOCK_REDUCE_MIN`] by default).
+/// `opts` says when reductions take a block or several per element.
 ///
 /// Errors: [`KernelError::Unsupported`] for an opaque function or a slice
 /// read; the caller falls back to the host.
@@ -91,7 +135,7 @@ pub fn generate(
     b: &Binding,
     window: &Window,
     layouts: &Layouts,
-    block_min: usize,
+    opts: ReduceOptions,
 ) -> Result<Generated, KernelError> {
     let mut g = Gen {
         b,
@@ -120,6 +164,7 @@ pub fn generate(
     }
     params.push("const i64* __restrict__ P".into());
     params.push("const double* __restrict__ F".into());
+    params.push("double* scr".into());
     params.push("int* err".into());
     params.push("int kid".into());
     let sig = params.join(", ");
@@ -133,7 +178,55 @@ pub fn generate(
         let mut reduces = Vec::new();
         hoistable(&s.body, &mut reduces);
         let longest = reduces.iter().map(|r| g.iterations(r)).max().unwrap_or(0);
-        let block = longest >= block_min.max(1) as u64;
+        // Work per element counts the reductions nested inside (a loss
+        // summing a row-wise reduction over all rows).
+        let work = reduces.iter().map(|r| g.work(r)).max().unwrap_or(0);
+        let block = longest >= opts.block_min.max(1) as u64;
+        let parts = if block && n <= SPLIT_TARGETS && work >= opts.split_min.max(1) as u64 {
+            // Enough blocks to fill the GPU, each thread ≥ 1 outer iteration.
+            (longest / REDUCE_THREADS as u64).clamp(2, 1024) as usize
+        } else {
+            1
+        };
+        let mode = if parts > 1 {
+            Mode::Split {
+                parts,
+                scratch: reduces.len() * n * parts,
+            }
+        } else if block {
+            Mode::Block
+        } else {
+            Mode::Thread
+        };
+        if parts > 1 {
+            // The partials kernel `p<i>`: block b computes part b % parts of
+            // element b / parts.
+            g.body.clear();
+            let total = g.int_param(n as i64);
+            let _ = writeln!(
+                g.body,
+                "  i64 t = blockIdx.x / {parts};\n  i64 part = blockIdx.x % {parts};\n  if (t >= {total}) return;\n  i64 r = t;\n  __shared__ double red[{REDUCE_THREADS}];"
+            );
+            g.decode(&s.vars, &lo, &ext);
+            for (k, e) in reduces.iter().enumerate() {
+                let part = g.block_reduce(e, Some(parts))?;
+                let at = format!("(({k} * {total} + t) * {parts} + part)");
+                g.line(&format!("if (threadIdx.x == 0) scr[{at}] = {part};"));
+            }
+            let mut decl = String::new();
+            for v in 0..spec.vars.len() {
+                if !s.vars.iter().any(|x| x.0 as usize == v) {
+                    let _ = writeln!(decl, "  i64 v{v} = 0; (void)v{v};");
+                }
+            }
+            let _ = write!(
+                source,
+                "extern \"C\" __global__ void p{si}({sig}) {{\n{decl}{}}}\n",
+                g.body
+            );
+            g.body.clear();
+            g.tmp = 0;
+        }
         let total = g.int_param(n as i64);
         let index = if block {
             "blockIdx.x"
@@ -144,17 +237,16 @@ pub fn generate(
             g.body,
             "  i64 t = {index};\n  if (t >= {total}) return;\n  i64 r = t;"
         );
-        // Decode the target index, innermost dim fastest.
-        for (d, v) in s.vars.iter().enumerate().rev() {
-            let e = g.int_param(ext[d] as i64);
-            let l = g.int_param(lo[d]);
-            let _ = writeln!(g.body, "  i64 v{} = {l} + r % {e}; r /= {e};", v.0);
-        }
+        g.decode(&s.vars, &lo, &ext);
         if block {
             let _ = writeln!(g.body, "  __shared__ double red[{REDUCE_THREADS}];");
-            for e in reduces {
-                let name = g.block_reduce(e)?;
-                g.hoisted.push((e as *const Expr, name));
+            for (k, e) in reduces.iter().enumerate() {
+                let name = if parts > 1 {
+                    g.combine_parts(e, &format!("(({k} * {total} + t) * {parts})"), parts)?
+                } else {
+                    g.block_reduce(e, None)?
+                };
+                g.hoisted.push((*e as *const Expr, name));
             }
             let _ = writeln!(g.body, "  if (threadIdx.x != 0) return;");
         }
@@ -180,7 +272,7 @@ pub fn generate(
             "extern \"C\" __global__ void s{si}({sig}) {{\n{decl}{}}}\n",
             g.body
         );
-        stmts.push((s.target, n, block));
+        stmts.push((s.target, n, mode));
     }
     Ok(Generated {
         source,
@@ -204,6 +296,25 @@ fn hoistable<'e>(e: &'e Expr, out: &mut Vec<&'e Expr>) {
         ExprKind::Call(f, args) if *f != Builtin::Select => {
             args.iter().for_each(|a| hoistable(a, out))
         }
+        _ => {}
+    }
+}
+
+/// Every reduction in `e` not nested in another (anywhere, conditional or not).
+fn reductions_in<'e>(e: &'e Expr, out: &mut Vec<&'e Expr>) {
+    match &e.kind {
+        ExprKind::Reduce { .. } => out.push(e),
+        ExprKind::Unary(_, a) => reductions_in(a, out),
+        ExprKind::Binary(_, a, c) => {
+            reductions_in(a, out);
+            reductions_in(c, out);
+        }
+        ExprKind::Call(_, args) => args.iter().for_each(|a| reductions_in(a, out)),
+        ExprKind::Read { indices, .. } => indices.iter().for_each(|i| {
+            if let Index::Expr(x) = i {
+                reductions_in(x, out);
+            }
+        }),
         _ => {}
     }
 }
@@ -469,6 +580,18 @@ impl Gen<'_> {
         })
     }
 
+    /// Iterations of a reduction node times those of the longest reduction
+    /// nested in its body (an estimate of the work per element).
+    fn work(&self, e: &Expr) -> u64 {
+        let mut inner = 0u64;
+        if let ExprKind::Reduce { body, .. } = &e.kind {
+            let mut nested = Vec::new();
+            reductions_in(body, &mut nested);
+            inner = nested.iter().map(|r| self.work(r)).max().unwrap_or(0);
+        }
+        self.iterations(e).saturating_mul(inner.max(1))
+    }
+
     /// Iterations of a reduction node over the window.
     fn iterations(&self, e: &Expr) -> u64 {
         match &e.kind {
@@ -483,10 +606,64 @@ impl Gen<'_> {
         }
     }
 
+    /// Decode a statement's target index `r` (innermost dim fastest) into
+    /// its variables.
+    fn decode(&mut self, vars: &[tdl::VarId], lo: &[i64], ext: &[usize]) {
+        for (d, v) in vars.iter().enumerate().rev() {
+            let e = self.int_param(ext[d] as i64);
+            let l = self.int_param(lo[d]);
+            let _ = writeln!(self.body, "  i64 v{} = {l} + r % {e}; r /= {e};", v.0);
+        }
+    }
+
+    /// The identity and combination of a reducer, in C.
+    fn combiner(reducer: Reducer) -> (&'static str, fn(&str, &str) -> String) {
+        match reducer {
+            Reducer::Sum => ("0.0", |a, b| format!("{a} + {b}")),
+            Reducer::Prod => ("1.0", |a, b| format!("{a} * {b}")),
+            Reducer::Max => ("(-1.0/0.0)", |a, b| format!("fmax({a}, {b})")),
+            Reducer::Min => ("(1.0/0.0)", |a, b| format!("fmin({a}, {b})")),
+        }
+    }
+
+    /// The shared-memory tree over `acc` of every thread; every thread gets
+    /// the result in the returned variable.
+    fn tree(&mut self, acc: &str, comb: fn(&str, &str) -> String) -> String {
+        self.line(&format!("red[threadIdx.x] = {acc};"));
+        self.line("__syncthreads();");
+        self.line("for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {");
+        self.indent += 1;
+        let c = comb("red[threadIdx.x]", "red[threadIdx.x + s]");
+        self.line(&format!("if (threadIdx.x < s) red[threadIdx.x] = {c};"));
+        self.line("__syncthreads();");
+        self.indent -= 1;
+        self.line("}");
+        let r = self.fresh("double", "red[0]");
+        self.line("__syncthreads();");
+        r
+    }
+
+    /// A split reduction's result: the block combines the `parts` partials
+    /// the partials kernel left at `scr[base ..]`.
+    fn combine_parts(&mut self, e: &Expr, base: &str, parts: usize) -> Result<String, KernelError> {
+        let ExprKind::Reduce { reducer, .. } = &e.kind else {
+            return Err(self.unsupported("a split reduction of a non-reduction".into()));
+        };
+        let (id, comb) = Self::combiner(*reducer);
+        let acc = self.fresh("double", id);
+        self.line(&format!(
+            "for (i64 j = threadIdx.x; j < {parts}; j += blockDim.x) {acc} = {};",
+            comb(&acc, &format!("scr[{base} + j]"))
+        ));
+        Ok(self.tree(&acc, comb))
+    }
+
     /// A reduction computed by the whole block: each thread combines a
     /// strided share of the flattened iterations, then a shared-memory tree
-    /// combines the partials; every thread gets the result.
-    fn block_reduce(&mut self, e: &Expr) -> Result<String, KernelError> {
+    /// combines the partials; every thread gets the result. With `parts`,
+    /// only part `part` of the iterations (a strided share over `parts`
+    /// blocks).
+    fn block_reduce(&mut self, e: &Expr, parts: Option<usize>) -> Result<String, KernelError> {
         let ExprKind::Reduce {
             reducer,
             vars,
@@ -495,18 +672,18 @@ impl Gen<'_> {
         else {
             return Err(self.unsupported("a block reduction of a non-reduction".into()));
         };
-        let (id, comb): (&str, fn(&str, &str) -> String) = match reducer {
-            Reducer::Sum => ("0.0", |a, b| format!("{a} + {b}")),
-            Reducer::Prod => ("1.0", |a, b| format!("{a} * {b}")),
-            Reducer::Max => ("(-1.0/0.0)", |a, b| format!("fmax({a}, {b})")),
-            Reducer::Min => ("(1.0/0.0)", |a, b| format!("fmin({a}, {b})")),
-        };
+        let (id, comb) = Self::combiner(*reducer);
         let total = self.iterations(e);
         let n = self.int_param(total as i64);
         let acc = self.fresh("double", id);
-        self.line(&format!(
-            "for (i64 f = threadIdx.x; f < {n}; f += blockDim.x) {{"
-        ));
+        let (start, step) = match parts {
+            Some(p) => (
+                format!("part * blockDim.x + threadIdx.x"),
+                format!("(i64){p} * blockDim.x"),
+            ),
+            None => ("threadIdx.x".to_string(), "blockDim.x".to_string()),
+        };
+        self.line(&format!("for (i64 f = {start}; f < {n}; f += {step}) {{"));
         self.indent += 1;
         self.line("i64 q = f;");
         for v in vars.iter().rev() {
@@ -519,18 +696,7 @@ impl Gen<'_> {
         self.line(&format!("{acc} = {c};"));
         self.indent -= 1;
         self.line("}");
-        self.line(&format!("red[threadIdx.x] = {acc};"));
-        self.line("__syncthreads();");
-        self.line("for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {");
-        self.indent += 1;
-        let c = comb("red[threadIdx.x]", "red[threadIdx.x + s]");
-        self.line(&format!("if (threadIdx.x < s) red[threadIdx.x] = {c};"));
-        self.line("__syncthreads();");
-        self.indent -= 1;
-        self.line("}");
-        let r = self.fresh("double", "red[0]");
-        self.line("__syncthreads();");
-        Ok(r)
+        Ok(self.tree(&acc, comb))
     }
 
     fn reduce(

@@ -28,7 +28,7 @@ use cudarc::driver::{
 };
 use tdl::{Attrs, Binding, OpSpec, TensorRef};
 
-use super::codegen::{self, ERR_DIV_BY_ZERO, ERR_OUT_OF_BOUNDS};
+use super::codegen::{self, Mode, ReduceOptions, ERR_DIV_BY_ZERO, ERR_OUT_OF_BOUNDS};
 use crate::backend::accounting::Counter;
 use crate::backend::{Backend, BackendError, Bounds, MemoryStats, Window};
 use crate::kernels::compiled::window_layouts;
@@ -238,8 +238,8 @@ pub struct CudaBackend {
     names: Mutex<Vec<String>>,
     /// Host kernels for ops with no CUDA form (opaque functions).
     host: Registry,
-    /// [`codegen::BLOCK_REDUCE_MIN`] unless set.
-    block_reduce_min: std::sync::atomic::AtomicUsize,
+    /// When reductions take a block or several (see [`ReduceOptions`]).
+    reduce_opts: Mutex<ReduceOptions>,
 }
 
 impl std::fmt::Debug for CudaBackend {
@@ -249,6 +249,21 @@ impl std::fmt::Debug for CudaBackend {
             .field("memory", &self.memory())
             .finish_non_exhaustive()
     }
+}
+
+/// One statement's generated kernels.
+pub struct Stmt {
+    /// `s<i>`: the statement (or, when split, its combining kernel).
+    f: CudaFunction,
+    /// `p<i>`: the partials kernel of a split statement.
+    parts: Option<CudaFunction>,
+    /// What it writes.
+    #[allow(dead_code)]
+    target: TensorRef,
+    /// Target elements.
+    n: usize,
+    /// How it runs.
+    mode: Mode,
 }
 
 /// A kernel prepared for one op instance on a [`CudaBackend`].
@@ -266,9 +281,8 @@ pub enum CudaKernel {
         op: String,
         /// Id for device-side error reports.
         id: i32,
-        /// `s0`, `s1`, … in statement order, with target, elements and
-        /// whether each element gets a block.
-        stmts: Vec<(CudaFunction, TensorRef, usize, bool)>,
+        /// One per statement, in order.
+        stmts: Vec<Stmt>,
         /// Integer parameters (`P`).
         ints: CudaSlice<i64>,
         /// Real parameters (`F`).
@@ -309,6 +323,10 @@ impl CudaBackend {
             )));
         }
         let ctx = CudaContext::new(ordinal).map_err(|e| device_err(format!("cuCtx: {e}")))?;
+        // SAFETY: every backend on this context (ranks sharing the device
+        // included) and its NCCL communicator order all work on the one
+        // default stream, so cudarc's cross-stream events are not needed.
+        unsafe { ctx.disable_event_tracking() };
         let stream = ctx.default_stream();
         let blas = CudaBlas::new(stream.clone()).map_err(|e| device_err(format!("cuBLAS: {e}")))?;
         let err = stream
@@ -328,7 +346,7 @@ impl CudaBackend {
             copy,
             names: Mutex::new(Vec::new()),
             host: Registry::default(),
-            block_reduce_min: codegen::BLOCK_REDUCE_MIN.into(),
+            reduce_opts: Mutex::new(ReduceOptions::default()),
         })
     }
 
@@ -349,13 +367,12 @@ impl CudaBackend {
         Ok(())
     }
 
-    /// Reductions of at least `n` iterations per element run one block per
-    /// element (default [`codegen::BLOCK_REDUCE_MIN`]; 1 forces block mode
-    /// everywhere, e.g. to test it on small shapes). Affects kernels
+    /// When reductions take a block or several per element (defaults:
+    /// [`codegen::BLOCK_REDUCE_MIN`], [`codegen::SPLIT_MIN`]; 1 forces a
+    /// mode everywhere, e.g. to test it on small shapes). Affects kernels
     /// prepared afterwards.
-    pub fn set_block_reduce_min(&self, n: usize) {
-        self.block_reduce_min
-            .store(n.max(1), std::sync::atomic::Ordering::Relaxed);
+    pub fn set_reduce_options(&self, opts: ReduceOptions) {
+        *self.reduce_opts.lock().expect("reduce options") = opts;
     }
 
     /// The stream all of this backend's work is ordered on.
@@ -396,10 +413,8 @@ impl CudaBackend {
 
     fn generated(&self, b: &Binding, window: &Window) -> Result<CudaKernel, BackendError> {
         let layouts = window_layouts(b, window)?;
-        let block_min = self
-            .block_reduce_min
-            .load(std::sync::atomic::Ordering::Relaxed);
-        let g = match codegen::generate(b, window, &layouts, block_min) {
+        let opts = *self.reduce_opts.lock().expect("reduce options");
+        let g = match codegen::generate(b, window, &layouts, opts) {
             Ok(g) => g,
             Err(KernelError::Unsupported { .. }) => {
                 return Ok(CudaKernel::Host(self.host.prepare_window(
@@ -413,11 +428,23 @@ impl CudaBackend {
         };
         let module = load(&self.ctx, &g.source)?;
         let mut stmts = Vec::new();
-        for (i, &(t, n, block)) in g.stmts.iter().enumerate() {
-            let f = module
-                .load_function(&format!("s{i}"))
-                .map_err(|e| device_err(format!("`{}`: s{i}: {e}", b.spec.name)))?;
-            stmts.push((f, t, n, block));
+        for (i, &(t, n, mode)) in g.stmts.iter().enumerate() {
+            let load = |name: String| {
+                module
+                    .load_function(&name)
+                    .map_err(|e| device_err(format!("`{}`: {name}: {e}", b.spec.name)))
+            };
+            let parts = match mode {
+                Mode::Split { .. } => Some(load(format!("p{i}"))?),
+                _ => None,
+            };
+            stmts.push(Stmt {
+                f: load(format!("s{i}"))?,
+                parts,
+                target: t,
+                n,
+                mode,
+            });
         }
         let up_i = |v: &[i64]| {
             let v = if v.is_empty() { &[0][..] } else { v };
@@ -781,11 +808,24 @@ impl Backend for CudaBackend {
                     .map(|&n| self.stream.alloc_zeros::<f64>(n.max(1)))
                     .collect::<Result<_, _>>()
                     .map_err(device_err)?;
+                let scratch = stmts
+                    .iter()
+                    .map(|s| match s.mode {
+                        Mode::Split { scratch, .. } => scratch,
+                        _ => 0,
+                    })
+                    .max()
+                    .unwrap_or(0);
+                let scr = self
+                    .stream
+                    .alloc_zeros::<f64>(scratch.max(1))
+                    .map_err(device_err)?;
                 let mut ptrs: Vec<u64> = inputs.iter().map(|b| b.ptr()).collect();
                 ptrs.extend(outputs.iter_mut().map(|b| b.ptr_mut()));
                 ptrs.extend(locs.iter().map(|l| l.device_ptr(&self.stream).0));
                 ptrs.push(ints.device_ptr(&self.stream).0);
                 ptrs.push(reals.device_ptr(&self.stream).0);
+                ptrs.push(scr.device_ptr(&self.stream).0);
                 ptrs.push(
                     self.err
                         .lock()
@@ -793,29 +833,39 @@ impl Backend for CudaBackend {
                         .device_ptr(&self.stream)
                         .0,
                 );
-                for (f, _, n, block) in stmts {
-                    if *n == 0 {
+                let blocks = |n: usize| LaunchConfig {
+                    grid_dim: (n as u32, 1, 1),
+                    block_dim: (codegen::REDUCE_THREADS, 1, 1),
+                    shared_mem_bytes: 0,
+                };
+                for s in stmts {
+                    if s.n == 0 {
                         continue;
                     }
-                    let cfg = if *block {
-                        LaunchConfig {
-                            grid_dim: (*n as u32, 1, 1),
-                            block_dim: (codegen::REDUCE_THREADS, 1, 1),
-                            shared_mem_bytes: 0,
+                    let run = |f: &CudaFunction, cfg: LaunchConfig| {
+                        let mut lb = self.stream.launch_builder(f);
+                        for p in &ptrs {
+                            lb.arg(p);
                         }
-                    } else {
-                        grid(*n)
+                        lb.arg(id);
+                        // SAFETY: every buffer has the length its layout
+                        // needs (checked above), the scratch the split
+                        // statements need; reads are bounds-checked in the
+                        // kernel.
+                        unsafe { lb.launch(cfg) }
+                            .map(|_| ())
+                            .map_err(|e| device_err(format!("`{op}`: launch: {e}")))
                     };
-                    let mut lb = self.stream.launch_builder(f);
-                    for p in &ptrs {
-                        lb.arg(p);
+                    match (s.mode, &s.parts) {
+                        (Mode::Split { parts, .. }, Some(p)) => {
+                            run(p, blocks(s.n * parts))?;
+                            run(&s.f, blocks(s.n))?;
+                        }
+                        (Mode::Thread, _) => run(&s.f, grid(s.n))?,
+                        _ => run(&s.f, blocks(s.n))?,
                     }
-                    lb.arg(id);
-                    // SAFETY: every buffer has the length its layout needs
-                    // (checked above); reads are bounds-checked in the kernel.
-                    unsafe { lb.launch(cfg) }
-                        .map_err(|e| device_err(format!("`{op}`: launch: {e}")))?;
                 }
+                drop(scr);
                 drop(locs);
                 Ok(())
             }
