@@ -115,6 +115,9 @@ pub struct Task {
     pub points: Vec<u32>,
     /// The array blocks it holds: (array, block).
     pub blocks: Vec<(usize, usize)>,
+    /// Its block of the iteration space: `[i]` (1D), `[space, time]` (2D),
+    /// `[]` (serial, unimodular).
+    pub cell: Vec<usize>,
 }
 
 /// Options of [`plan`].
@@ -285,10 +288,10 @@ fn build(spec: &LoopSpec, space: &IterSpace, dvecs: &[DepVec], kind: Kind, m: us
     let time_blocks = if pipeline { 2 * m } else { m };
     let mut tasks: Vec<Task> = vec![];
     match &kind {
-        Kind::Serial => tasks.push(Task { worker: 0, step: 0, points: (0..space.len() as u32).collect(), blocks: vec![] }),
+        Kind::Serial => tasks.push(Task { worker: 0, step: 0, points: (0..space.len() as u32).collect(), blocks: vec![], cell: vec![] }),
         Kind::OneD { dim } => {
             let b = balanced_bounds(&space.histogram(*dim), m);
-            tasks = (0..m).map(|w| Task { worker: w, step: 0, points: vec![], blocks: vec![] }).collect();
+            tasks = (0..m).map(|w| Task { worker: w, step: 0, points: vec![], blocks: vec![], cell: vec![w] }).collect();
             for i in 0..space.len() {
                 tasks[range_of(&b, space.point(i)[*dim])].points.push(i as u32);
             }
@@ -306,7 +309,7 @@ fn build(spec: &LoopSpec, space: &IterSpace, dvecs: &[DepVec], kind: Kind, m: us
                     let j = if ordered { st } else if pipeline { (2 * i + st) % nt } else { (i + st) % nt };
                     let step = if ordered { i + st } else { st };
                     cell[i][j] = tasks.len();
-                    tasks.push(Task { worker: i, step, points: vec![], blocks: vec![] });
+                    tasks.push(Task { worker: i, step, points: vec![], blocks: vec![], cell: vec![i, j] });
                 }
             }
             for p in 0..space.len() {
@@ -339,7 +342,7 @@ fn build(spec: &LoopSpec, space: &IterSpace, dvecs: &[DepVec], kind: Kind, m: us
                 let pts: Vec<u32> = by_t[k..end].iter().map(|x| x.1).collect();
                 let chunk = pts.len().div_ceil(m);
                 for (w, c) in pts.chunks(chunk).enumerate() {
-                    tasks.push(Task { worker: w, step, points: c.to_vec(), blocks: vec![] });
+                    tasks.push(Task { worker: w, step, points: c.to_vec(), blocks: vec![], cell: vec![] });
                 }
                 step += 1;
                 k = end;
