@@ -130,7 +130,9 @@ impl IterSpace {
     /// a point has the wrong rank, lies outside `shape` or is repeated.
     pub fn sparse(shape: &[usize], mut points: Vec<(Vec<usize>, f32)>) -> Result<Self, LoopError> {
         if shape.is_empty() {
-            return Err(LoopError::Space("a sparse space needs at least one dimension".into()));
+            return Err(LoopError::Space(
+                "a sparse space needs at least one dimension".into(),
+            ));
         }
         for (p, _) in &points {
             if flat_index(shape, p).is_none() {
@@ -141,7 +143,10 @@ impl IterSpace {
         }
         points.sort_by(|a, b| a.0.cmp(&b.0));
         if let Some(w) = points.windows(2).find(|w| w[0].0 == w[1].0) {
-            return Err(LoopError::Space(format!("point {:?} appears twice", w[0].0)));
+            return Err(LoopError::Space(format!(
+                "point {:?} appears twice",
+                w[0].0
+            )));
         }
         let mut coords = Vec::with_capacity(points.len() * shape.len());
         let mut values = Vec::with_capacity(points.len());
@@ -223,7 +228,11 @@ pub fn random_permutation(n: usize, seed: u64) -> Vec<usize> {
 fn check_perm(n: Option<usize>, perm: &[usize], what: &str) -> Result<(), LoopError> {
     let n = n.ok_or_else(|| LoopError::Declaration(format!("{what}: no such dimension")))?;
     let mut seen = vec![false; n];
-    if perm.len() != n || perm.iter().any(|&p| p >= n || std::mem::replace(&mut seen[p], true)) {
+    if perm.len() != n
+        || perm
+            .iter()
+            .any(|&p| p >= n || std::mem::replace(&mut seen[p], true))
+    {
         return Err(LoopError::Declaration(format!(
             "{what}: the permutation must hold each of 0..{n} once"
         )));

@@ -20,10 +20,19 @@ pub(crate) enum View {
     /// Not held.
     Unused,
     /// Range `lo..hi` of position `pos`, row-major over the block's shape.
-    Block { data: Vec<f32>, pos: usize, lo: usize, hi: usize },
+    Block {
+        data: Vec<f32>,
+        pos: usize,
+        lo: usize,
+        hi: usize,
+    },
     /// The whole array (a served copy, or the serial run's own storage);
     /// written offsets are recorded when `track`.
-    Full { data: Vec<f32>, dirty: Vec<usize>, track: bool },
+    Full {
+        data: Vec<f32>,
+        dirty: Vec<usize>,
+        track: bool,
+    },
     /// A shared read-only copy.
     Shared(Arc<Vec<f32>>),
 }
@@ -132,14 +141,27 @@ impl<'a> Ctx<'a> {
         }
     }
 
-    fn locate_row(&mut self, a: AccessId, prefix: &[usize], write: bool, len: usize) -> Option<(usize, usize)> {
+    fn locate_row(
+        &mut self,
+        a: AccessId,
+        prefix: &[usize],
+        write: bool,
+        len: usize,
+    ) -> Option<(usize, usize)> {
         let Some(acc) = self.spec.accesses.get(a.0) else {
             self.fail(a.0, prefix, "no such access");
             return None;
         };
         let shape = &self.spec.shapes[acc.array];
-        if acc.subs.last() != Some(&Sub::Any) || prefix.len() + 1 != shape.len() || shape[shape.len() - 1] != len {
-            self.fail(a.0, prefix, "a row access needs `Any` last and a buffer of the last extent");
+        if acc.subs.last() != Some(&Sub::Any)
+            || prefix.len() + 1 != shape.len()
+            || shape[shape.len() - 1] != len
+        {
+            self.fail(
+                a.0,
+                prefix,
+                "a row access needs `Any` last and a buffer of the last extent",
+            );
             return None;
         }
         let mut idx = prefix.to_vec();
@@ -148,13 +170,27 @@ impl<'a> Ctx<'a> {
     }
 
     /// Check access `a` at `idx` and find (array, offset in its view).
-    fn locate(&mut self, a: AccessId, idx: &[usize], write: bool, len: usize) -> Option<(usize, usize)> {
+    fn locate(
+        &mut self,
+        a: AccessId,
+        idx: &[usize],
+        write: bool,
+        len: usize,
+    ) -> Option<(usize, usize)> {
         let Some(acc) = self.spec.accesses.get(a.0) else {
             self.fail(a.0, idx, "no such access");
             return None;
         };
         if (write && !acc.mode.writes()) || (!write && !acc.mode.reads()) {
-            self.fail(a.0, idx, if write { "declared read-only" } else { "declared write-only" });
+            self.fail(
+                a.0,
+                idx,
+                if write {
+                    "declared read-only"
+                } else {
+                    "declared write-only"
+                },
+            );
             return None;
         }
         let arr = acc.array;
@@ -178,7 +214,11 @@ impl<'a> Ctx<'a> {
                 }
                 let mut f = 0usize;
                 for (k, (&i, &n)) in idx.iter().zip(shape).enumerate() {
-                    f = if k == *pos { f * (hi - lo) + (i - lo) } else { f * n + i };
+                    f = if k == *pos {
+                        f * (hi - lo) + (i - lo)
+                    } else {
+                        f * n + i
+                    };
                 }
                 f
             }
@@ -213,7 +253,9 @@ impl<'a> Ctx<'a> {
                 }
                 &mut data[off..off + len]
             }
-            View::Shared(_) | View::Unused => unreachable!("locate refuses writes to shared or absent arrays"),
+            View::Shared(_) | View::Unused => {
+                unreachable!("locate refuses writes to shared or absent arrays")
+            }
         }
     }
 }
@@ -221,7 +263,11 @@ impl<'a> Ctx<'a> {
 /// Check `idx` against declared subscripts at iteration `point`.
 fn check_subs(subs: &[Sub], idx: &[usize], point: &[usize]) -> Result<(), String> {
     if subs.len() != idx.len() {
-        return Err(format!("{} indices for {} subscripts", idx.len(), subs.len()));
+        return Err(format!(
+            "{} indices for {} subscripts",
+            idx.len(),
+            subs.len()
+        ));
     }
     for (k, (s, &i)) in subs.iter().zip(idx).enumerate() {
         match *s {

@@ -89,10 +89,18 @@ pub fn dependence_vectors(spec: &LoopSpec) -> Vec<DepVec> {
     let mut refs = vec![];
     for a in &spec.accesses {
         if a.mode.reads() {
-            refs.push(Ref { array: a.array, subs: &a.subs, write: false });
+            refs.push(Ref {
+                array: a.array,
+                subs: &a.subs,
+                write: false,
+            });
         }
         if a.mode.writes() {
-            refs.push(Ref { array: a.array, subs: &a.subs, write: true });
+            refs.push(Ref {
+                array: a.array,
+                subs: &a.subs,
+                write: true,
+            });
         }
     }
     let mut out = vec![];
@@ -105,7 +113,11 @@ pub fn dependence_vectors(spec: &LoopSpec) -> Vec<DepVec> {
                 continue;
             }
             if let Some(v) = pair_vector(spec.ndim, ra.subs, rb.subs) {
-                out.extend(lex_positive(v).into_iter().filter(|v| v.0.iter().any(|c| *c != Dist::Exact(0))));
+                out.extend(
+                    lex_positive(v)
+                        .into_iter()
+                        .filter(|v| v.0.iter().any(|c| *c != Dist::Exact(0))),
+                );
             }
         }
     }
@@ -120,7 +132,16 @@ fn pair_vector(ndim: usize, a: &[Sub], b: &[Sub]) -> Option<DepVec> {
     let mut v = vec![Dist::Any; ndim];
     for (sa, sb) in a.iter().zip(b) {
         match (*sa, *sb) {
-            (Sub::Index { dim: da, offset: ca }, Sub::Index { dim: db, offset: cb }) if da == db => {
+            (
+                Sub::Index {
+                    dim: da,
+                    offset: ca,
+                },
+                Sub::Index {
+                    dim: db,
+                    offset: cb,
+                },
+            ) if da == db => {
                 // p[d] + ca = q[d] + cb  ⇒  q[d] − p[d] = ca − cb.
                 let dist = ca - cb;
                 match v[da] {

@@ -80,8 +80,13 @@ where
             Placement::Replicated => shared[a] = Some(Arc::new(std::mem::take(&mut arr.data))),
             Placement::Served => master[a] = Some(std::mem::take(&mut arr.data)),
             Placement::Partitioned { pos, dim } => {
-                let b = plan.bounds[dim].as_ref().expect("partitioned dims have bounds");
-                blocks[a] = split(&arr.data, &arr.shape, pos, b).into_iter().map(Some).collect();
+                let b = plan.bounds[dim]
+                    .as_ref()
+                    .expect("partitioned dims have bounds");
+                blocks[a] = split(&arr.data, &arr.shape, pos, b)
+                    .into_iter()
+                    .map(Some)
+                    .collect();
             }
         }
     }
@@ -112,7 +117,15 @@ where
             scope.spawn(move || {
                 for (task, views) in rx {
                     let pts = &plan.tasks[task].points;
-                    let d = run_task(spec, space, pts.iter().map(|&p| p as usize), views, body, log, task);
+                    let d = run_task(
+                        spec,
+                        space,
+                        pts.iter().map(|&p| p as usize),
+                        views,
+                        body,
+                        log,
+                        task,
+                    );
                     if done_tx.send(d).is_err() {
                         break;
                     }
@@ -123,10 +136,14 @@ where
         while completed < plan.tasks.len() {
             for w in 0..plan.workers {
                 while inflight[w] < QUEUE_DEPTH && failure.is_none() {
-                    let Some(&t) = worker_tasks[w].front() else { break };
+                    let Some(&t) = worker_tasks[w].front() else {
+                        break;
+                    };
                     let task = &plan.tasks[t];
                     let ready = (!plan.barrier || task.step <= done_steps)
-                        && task.blocks.iter().all(|&(a, b)| blocks[a][b].is_some() && users[a][b][next_user[a][b]] == t);
+                        && task.blocks.iter().all(|&(a, b)| {
+                            blocks[a][b].is_some() && users[a][b][next_user[a][b]] == t
+                        });
                     if !ready {
                         break;
                     }
@@ -136,23 +153,42 @@ where
                         if let Some(s) = &shared[a] {
                             *v = View::Shared(Arc::clone(s));
                         } else if let Some(m) = &master[a] {
-                            *v = View::Full { data: m.clone(), dirty: vec![], track: true };
+                            *v = View::Full {
+                                data: m.clone(),
+                                dirty: vec![],
+                                track: true,
+                            };
                         }
                     }
                     for &(a, b) in &task.blocks {
-                        let Placement::Partitioned { pos, dim } = plan.placements[a] else { continue };
+                        let Placement::Partitioned { pos, dim } = plan.placements[a] else {
+                            continue;
+                        };
                         let bd = plan.bounds[dim].as_ref().expect("bounds");
                         next_user[a][b] += 1;
-                        views[a] = View::Block { data: blocks[a][b].take().expect("ready"), pos, lo: bd[b], hi: bd[b + 1] };
+                        views[a] = View::Block {
+                            data: blocks[a][b].take().expect("ready"),
+                            pos,
+                            lo: bd[b],
+                            hi: bd[b + 1],
+                        };
                     }
-                    to_worker[w].send((t, views)).map_err(|_| LoopError::Worker { worker: w, why: "stopped".into() })?;
+                    to_worker[w]
+                        .send((t, views))
+                        .map_err(|_| LoopError::Worker {
+                            worker: w,
+                            why: "stopped".into(),
+                        })?;
                     inflight[w] += 1;
                 }
             }
             if failure.is_some() && inflight.iter().all(|&x| x == 0) {
                 break;
             }
-            let mut d = done_rx.recv().map_err(|_| LoopError::Worker { worker: 0, why: "all workers stopped".into() })?;
+            let mut d = done_rx.recv().map_err(|_| LoopError::Worker {
+                worker: 0,
+                why: "all workers stopped".into(),
+            })?;
             let task = &plan.tasks[d.task];
             inflight[task.worker] -= 1;
             completed += 1;
@@ -175,7 +211,9 @@ where
                     }
                     if let Some(r) = results[t].as_mut() {
                         for (a, v) in r.views.iter_mut().enumerate() {
-                            if let (View::Full { data, dirty, .. }, Some(m)) = (v, master[a].as_mut()) {
+                            if let (View::Full { data, dirty, .. }, Some(m)) =
+                                (v, master[a].as_mut())
+                            {
                                 for &o in dirty.iter() {
                                     m[o] = data[o];
                                 }
@@ -199,7 +237,10 @@ where
             }
             Placement::Served => arr.data = master[a].take().expect("served"),
             Placement::Partitioned { pos, .. } => {
-                let parts: Vec<Vec<f32>> = blocks[a].iter_mut().map(|b| b.take().unwrap_or_default()).collect();
+                let parts: Vec<Vec<f32>> = blocks[a]
+                    .iter_mut()
+                    .map(|b| b.take().unwrap_or_default())
+                    .collect();
                 arr.data = join(&parts, &arr.shape, pos);
             }
         }
@@ -207,7 +248,10 @@ where
     if let Some(e) = failure {
         return Err(e);
     }
-    let done: Vec<Done> = results.into_iter().map(|r| r.expect("every task finished")).collect();
+    let done: Vec<Done> = results
+        .into_iter()
+        .map(|r| r.expect("every task finished"))
+        .collect();
     finish(spec, arrays, done)
 }
 
@@ -237,9 +281,19 @@ where
     }));
     let mut error = ctx.error.take();
     if res.is_err() && error.is_none() {
-        error = Some(LoopError::Worker { worker: task, why: "the loop body panicked".into() });
+        error = Some(LoopError::Worker {
+            worker: task,
+            why: "the loop body panicked".into(),
+        });
     }
-    Done { task, views: ctx.views, accums: ctx.accums, buffers: ctx.buffers, touched: ctx.log, error }
+    Done {
+        task,
+        views: ctx.views,
+        accums: ctx.accums,
+        buffers: ctx.buffers,
+        touched: ctx.log,
+        error,
+    }
 }
 
 fn run_serial<F>(
@@ -255,7 +309,11 @@ where
 {
     let views = arrays
         .iter_mut()
-        .map(|a| View::Full { data: std::mem::take(&mut a.data), dirty: vec![], track: false })
+        .map(|a| View::Full {
+            data: std::mem::take(&mut a.data),
+            dirty: vec![],
+            track: false,
+        })
         .collect();
     let pts = plan.tasks[0].points.iter().map(|&p| p as usize);
     let mut d = run_task(spec, space, pts, views, body, log, 0);
@@ -271,7 +329,11 @@ where
 }
 
 /// Apply buffered writes and combine accumulators, in task order.
-fn finish(spec: &LoopSpec, arrays: &mut [DistArray], done: Vec<Done>) -> Result<RunOutput, LoopError> {
+fn finish(
+    spec: &LoopSpec,
+    arrays: &mut [DistArray],
+    done: Vec<Done>,
+) -> Result<RunOutput, LoopError> {
     let mut accums: Vec<f32> = spec.accums.iter().map(|a| a.init).collect();
     let mut touched = vec![];
     for d in done {
@@ -286,7 +348,10 @@ fn finish(spec: &LoopSpec, arrays: &mut [DistArray], done: Vec<Done>) -> Result<
         touched.push(d.touched.unwrap_or_default());
     }
     let log = touched.iter().any(|t| !t.is_empty());
-    Ok(RunOutput { accums, touched: log.then_some(touched) })
+    Ok(RunOutput {
+        accums,
+        touched: log.then_some(touched),
+    })
 }
 
 fn check_arrays(spec: &LoopSpec, arrays: &[DistArray]) -> Result<(), LoopError> {

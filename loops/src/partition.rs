@@ -35,5 +35,8 @@ pub fn range_of(bounds: &[usize], i: usize) -> usize {
 
 /// Points per range: the load of each block.
 pub fn loads(hist: &[usize], bounds: &[usize]) -> Vec<usize> {
-    bounds.windows(2).map(|w| hist[w[0]..w[1]].iter().sum()).collect()
+    bounds
+        .windows(2)
+        .map(|w| hist[w[0]..w[1]].iter().sum())
+        .collect()
 }

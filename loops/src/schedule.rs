@@ -188,7 +188,9 @@ pub fn plan(spec: &LoopSpec, space: &IterSpace, opts: PlanOptions) -> Result<Pla
     let dvecs = dependence_vectors(spec);
     let m = opts.workers.max(1);
     let n = spec.ndim;
-    let one_d: Vec<usize> = (0..n).filter(|&d| dvecs.iter().all(|v| v.is_zero(d))).collect();
+    let one_d: Vec<usize> = (0..n)
+        .filter(|&d| dvecs.iter().all(|v| v.is_zero(d)))
+        .collect();
     let pairs = || (0..n).flat_map(|s| (0..n).filter(move |&t| t != s).map(move |t| (s, t)));
     let unordered_ok = |s: usize, t: usize| dvecs.iter().all(|v| v.is_zero(s) || v.is_zero(t));
     let ordered_ok = |s: usize, t: usize| {
@@ -196,18 +198,32 @@ pub fn plan(spec: &LoopSpec, space: &IterSpace, opts: PlanOptions) -> Result<Pla
             (v.is_zero(s) && !v.may_be_negative(t)) || (v.is_zero(t) && !v.may_be_negative(s))
         })
     };
-    let wave = |s, t| if spec.ordered { ordered_ok(s, t) } else { unordered_ok(s, t) };
+    let wave = |s, t| {
+        if spec.ordered {
+            ordered_ok(s, t)
+        } else {
+            unordered_ok(s, t)
+        }
+    };
     let mut kinds: Vec<Kind> = vec![];
     let want = if m == 1 { Choice::Serial } else { opts.choice };
     match want {
         Choice::Serial => kinds.push(Kind::Serial),
         Choice::OneD => kinds.extend(one_d.iter().map(|&dim| Kind::OneD { dim })),
-        Choice::TwoD => kinds.extend(pairs().filter(|&(s, t)| wave(s, t)).map(|(space, time)| Kind::Ordered2D { space, time })),
+        Choice::TwoD => kinds.extend(
+            pairs()
+                .filter(|&(s, t)| wave(s, t))
+                .map(|(space, time)| Kind::Ordered2D { space, time }),
+        ),
         Choice::Unordered2D if !spec.ordered => kinds.extend(
-            pairs().filter(|&(s, t)| unordered_ok(s, t)).map(|(space, time)| Kind::Unordered2D { space, time }),
+            pairs()
+                .filter(|&(s, t)| unordered_ok(s, t))
+                .map(|(space, time)| Kind::Unordered2D { space, time }),
         ),
         Choice::Unordered2D => {}
-        Choice::Unimodular => kinds.extend(find_transform(n, &dvecs).map(|matrix| Kind::Unimodular { matrix })),
+        Choice::Unimodular => {
+            kinds.extend(find_transform(n, &dvecs).map(|matrix| Kind::Unimodular { matrix }))
+        }
         Choice::Auto => {
             kinds.extend(one_d.iter().map(|&dim| Kind::OneD { dim }));
             for (space, time) in pairs() {
@@ -239,7 +255,11 @@ pub fn plan(spec: &LoopSpec, space: &IterSpace, opts: PlanOptions) -> Result<Pla
     let mut best: Option<Plan> = None;
     for kind in kinds {
         let p = build(spec, space, &dvecs, kind, m, opts.pipeline);
-        if best.as_ref().map(|b| p.comm_elements < b.comm_elements).unwrap_or(true) {
+        if best
+            .as_ref()
+            .map(|b| p.comm_elements < b.comm_elements)
+            .unwrap_or(true)
+        {
             best = Some(p);
         }
     }
@@ -260,12 +280,21 @@ fn aligned_pos(spec: &LoopSpec, space: &IterSpace, array: usize, dim: usize) -> 
     })
 }
 
-fn build(spec: &LoopSpec, space: &IterSpace, dvecs: &[DepVec], kind: Kind, m: usize, pipeline: bool) -> Plan {
+fn build(
+    spec: &LoopSpec,
+    space: &IterSpace,
+    dvecs: &[DepVec],
+    kind: Kind,
+    m: usize,
+    pipeline: bool,
+) -> Plan {
     let n = spec.ndim;
     let (m, part_dims): (usize, Vec<usize>) = match kind {
         Kind::Serial => (1, vec![]),
         Kind::OneD { dim } => (m, vec![dim]),
-        Kind::Ordered2D { space, time } | Kind::Unordered2D { space, time } => (m, vec![space, time]),
+        Kind::Ordered2D { space, time } | Kind::Unordered2D { space, time } => {
+            (m, vec![space, time])
+        }
         Kind::Unimodular { .. } => (m, vec![]),
     };
     let mut placements = vec![];
@@ -273,8 +302,9 @@ fn build(spec: &LoopSpec, space: &IterSpace, dvecs: &[DepVec], kind: Kind, m: us
         let accessed: Vec<_> = spec.accesses.iter().filter(|x| x.array == a).collect();
         let p = if accessed.is_empty() {
             Placement::Unused
-        } else if let Some((pos, dim)) =
-            part_dims.iter().find_map(|&d| aligned_pos(spec, space, a, d).map(|pos| (pos, d)))
+        } else if let Some((pos, dim)) = part_dims
+            .iter()
+            .find_map(|&d| aligned_pos(spec, space, a, d).map(|pos| (pos, d)))
         {
             Placement::Partitioned { pos, dim }
         } else if accessed.iter().all(|x| !x.mode.writes()) {
@@ -288,12 +318,28 @@ fn build(spec: &LoopSpec, space: &IterSpace, dvecs: &[DepVec], kind: Kind, m: us
     let time_blocks = if pipeline { 2 * m } else { m };
     let mut tasks: Vec<Task> = vec![];
     match &kind {
-        Kind::Serial => tasks.push(Task { worker: 0, step: 0, points: (0..space.len() as u32).collect(), blocks: vec![], cell: vec![] }),
+        Kind::Serial => tasks.push(Task {
+            worker: 0,
+            step: 0,
+            points: (0..space.len() as u32).collect(),
+            blocks: vec![],
+            cell: vec![],
+        }),
         Kind::OneD { dim } => {
             let b = balanced_bounds(&space.histogram(*dim), m);
-            tasks = (0..m).map(|w| Task { worker: w, step: 0, points: vec![], blocks: vec![], cell: vec![w] }).collect();
+            tasks = (0..m)
+                .map(|w| Task {
+                    worker: w,
+                    step: 0,
+                    points: vec![],
+                    blocks: vec![],
+                    cell: vec![w],
+                })
+                .collect();
             for i in 0..space.len() {
-                tasks[range_of(&b, space.point(i)[*dim])].points.push(i as u32);
+                tasks[range_of(&b, space.point(i)[*dim])]
+                    .points
+                    .push(i as u32);
             }
             bounds[*dim] = Some(b);
         }
@@ -306,15 +352,29 @@ fn build(spec: &LoopSpec, space: &IterSpace, dvecs: &[DepVec], kind: Kind, m: us
             let mut cell = vec![vec![0usize; nt]; m];
             for i in 0..m {
                 for st in 0..nt {
-                    let j = if ordered { st } else if pipeline { (2 * i + st) % nt } else { (i + st) % nt };
+                    let j = if ordered {
+                        st
+                    } else if pipeline {
+                        (2 * i + st) % nt
+                    } else {
+                        (i + st) % nt
+                    };
                     let step = if ordered { i + st } else { st };
                     cell[i][j] = tasks.len();
-                    tasks.push(Task { worker: i, step, points: vec![], blocks: vec![], cell: vec![i, j] });
+                    tasks.push(Task {
+                        worker: i,
+                        step,
+                        points: vec![],
+                        blocks: vec![],
+                        cell: vec![i, j],
+                    });
                 }
             }
             for p in 0..space.len() {
                 let pt = space.point(p);
-                tasks[cell[range_of(&bs, pt[*s])][range_of(&bt, pt[*t])]].points.push(p as u32);
+                tasks[cell[range_of(&bs, pt[*s])][range_of(&bt, pt[*t])]]
+                    .points
+                    .push(p as u32);
             }
             for i in 0..m {
                 for j in 0..nt {
@@ -332,7 +392,17 @@ fn build(spec: &LoopSpec, space: &IterSpace, dvecs: &[DepVec], kind: Kind, m: us
         Kind::Unimodular { matrix } => {
             let h = &matrix[0];
             let mut by_t: Vec<(i64, u32)> = (0..space.len())
-                .map(|i| (space.point(i).iter().zip(h).map(|(&x, &c)| x as i64 * c).sum(), i as u32))
+                .map(|i| {
+                    (
+                        space
+                            .point(i)
+                            .iter()
+                            .zip(h)
+                            .map(|(&x, &c)| x as i64 * c)
+                            .sum(),
+                        i as u32,
+                    )
+                })
                 .collect();
             by_t.sort();
             let mut k = 0;
@@ -342,7 +412,13 @@ fn build(spec: &LoopSpec, space: &IterSpace, dvecs: &[DepVec], kind: Kind, m: us
                 let pts: Vec<u32> = by_t[k..end].iter().map(|x| x.1).collect();
                 let chunk = pts.len().div_ceil(m);
                 for (w, c) in pts.chunks(chunk).enumerate() {
-                    tasks.push(Task { worker: w, step, points: c.to_vec(), blocks: vec![], cell: vec![] });
+                    tasks.push(Task {
+                        worker: w,
+                        step,
+                        points: c.to_vec(),
+                        blocks: vec![],
+                        cell: vec![],
+                    });
                 }
                 step += 1;
                 k = end;
@@ -359,7 +435,8 @@ fn build(spec: &LoopSpec, space: &IterSpace, dvecs: &[DepVec], kind: Kind, m: us
         }
     }
     tasks.sort_by_key(|t| (t.step, t.worker));
-    let barrier = placements.contains(&Placement::Served) || matches!(kind, Kind::Unimodular { .. });
+    let barrier =
+        placements.contains(&Placement::Served) || matches!(kind, Kind::Unimodular { .. });
     let mut p = Plan {
         kind,
         workers: m,
@@ -386,10 +463,15 @@ fn comm_elements(spec: &LoopSpec, p: &Plan) -> u64 {
             Placement::Replicated => total += (size * (p.workers - 1)) as u64,
             Placement::Served => total += (2 * size * p.tasks.len()) as u64,
             Placement::Partitioned { pos, dim } => {
-                let b = p.bounds[dim].as_ref().expect("partitioned dims have bounds");
+                let b = p.bounds[dim]
+                    .as_ref()
+                    .expect("partitioned dims have bounds");
                 let row: usize = size / spec.shapes[a][pos];
                 for (blk, us) in users[a].iter().enumerate() {
-                    let moves = us.windows(2).filter(|w| p.tasks[w[0]].worker != p.tasks[w[1]].worker).count();
+                    let moves = us
+                        .windows(2)
+                        .filter(|w| p.tasks[w[0]].worker != p.tasks[w[1]].worker)
+                        .count();
                     total += (moves * row * (b[blk + 1] - b[blk])) as u64;
                 }
             }

@@ -169,7 +169,9 @@ impl LoopBuilder {
     pub fn build(self) -> Result<LoopSpec, LoopError> {
         let s = &self.spec;
         if s.ndim == 0 {
-            return Err(LoopError::Declaration("the iteration space needs rank ≥ 1".into()));
+            return Err(LoopError::Declaration(
+                "the iteration space needs rank ≥ 1".into(),
+            ));
         }
         let subs = s
             .accesses
@@ -178,7 +180,9 @@ impl LoopBuilder {
             .chain(s.buffers.iter().map(|b| (b.array, &b.subs, "buffer")));
         for (n, (array, subs, what)) in subs.enumerate() {
             let shape = s.shapes.get(array).ok_or_else(|| {
-                LoopError::Declaration(format!("{what} #{n} names array {array}, which was not given"))
+                LoopError::Declaration(format!(
+                    "{what} #{n} names array {array}, which was not given"
+                ))
             })?;
             if shape.len() != subs.len() {
                 return Err(LoopError::Declaration(format!(

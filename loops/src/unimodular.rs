@@ -46,7 +46,10 @@ pub fn find_transform(n: usize, dvecs: &[DepVec]) -> Option<Vec<Vec<i64>>> {
         if !h.iter().any(|x| x.abs() == 1) {
             continue;
         }
-        if !exact.iter().all(|d| d.iter().zip(&h).map(|(a, b)| a * b).sum::<i64>() >= 1) {
+        if !exact
+            .iter()
+            .all(|d| d.iter().zip(&h).map(|(a, b)| a * b).sum::<i64>() >= 1)
+        {
             continue;
         }
         let cost: i64 = h.iter().map(|x| x.abs()).sum();

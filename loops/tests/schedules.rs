@@ -7,7 +7,10 @@
 
 use loops::partition::{balanced_bounds, loads, range_of};
 use loops::unimodular::find_transform;
-use loops::{plan, Choice, DepVec, Dist, IterSpace, Kind, LoopBuilder, LoopError, LoopSpec, Mode, PlanOptions, Sub};
+use loops::{
+    plan, Choice, DepVec, Dist, IterSpace, Kind, LoopBuilder, LoopError, LoopSpec, Mode,
+    PlanOptions, Sub,
+};
 use proptest::prelude::*;
 
 /// The MF loop: W[u, :] and H[i, :] read and written.
@@ -21,7 +24,11 @@ fn mf_spec(users: usize, items: usize) -> LoopSpec {
 fn random_space() -> impl Strategy<Value = IterSpace> {
     (3usize..12, 3usize..12).prop_flat_map(|(u, i)| {
         prop::collection::btree_set((0..u, 0..i), 1..(u * i)).prop_map(move |pts| {
-            IterSpace::sparse(&[u, i], pts.into_iter().map(|(a, b)| (vec![a, b], 1.0)).collect()).unwrap()
+            IterSpace::sparse(
+                &[u, i],
+                pts.into_iter().map(|(a, b)| (vec![a, b], 1.0)).collect(),
+            )
+            .unwrap()
         })
     })
 }
@@ -33,7 +40,16 @@ fn det(m: &[Vec<i64>]) -> i64 {
     }
     (0..m.len())
         .map(|c| {
-            let minor: Vec<Vec<i64>> = m[1..].iter().map(|r| r.iter().enumerate().filter(|(j, _)| *j != c).map(|(_, &x)| x).collect()).collect();
+            let minor: Vec<Vec<i64>> = m[1..]
+                .iter()
+                .map(|r| {
+                    r.iter()
+                        .enumerate()
+                        .filter(|(j, _)| *j != c)
+                        .map(|(_, &x)| x)
+                        .collect()
+                })
+                .collect();
             let sign = if c % 2 == 0 { 1 } else { -1 };
             sign * m[0][c] * det(&minor)
         })
@@ -44,11 +60,28 @@ fn det(m: &[Vec<i64>]) -> i64 {
 fn mf_loop_has_the_textbook_vectors_and_picks_unordered_2d() {
     let spec = mf_spec(6, 7);
     let sp = IterSpace::dense(&[6, 7]).unwrap();
-    let p = plan(&spec, &sp, PlanOptions { workers: 3, choice: Choice::Auto, pipeline: true }).unwrap();
+    let p = plan(
+        &spec,
+        &sp,
+        PlanOptions {
+            workers: 3,
+            choice: Choice::Auto,
+            pipeline: true,
+        },
+    )
+    .unwrap();
     let vs: Vec<String> = p.dvecs.iter().map(|v| v.to_string()).collect();
     assert_eq!(vs, ["(0, *)", "(*, 0)"]);
     assert!(matches!(p.kind, Kind::Unordered2D { .. }), "{:?}", p.kind);
-    let one_d = plan(&spec, &sp, PlanOptions { workers: 3, choice: Choice::OneD, pipeline: true });
+    let one_d = plan(
+        &spec,
+        &sp,
+        PlanOptions {
+            workers: 3,
+            choice: Choice::OneD,
+            pipeline: true,
+        },
+    );
     match one_d {
         Err(LoopError::Schedule { why, .. }) => assert!(why.contains("(0, *)"), "{why}"),
         other => panic!("1D must be refused: {other:?}"),
@@ -127,11 +160,18 @@ proptest! {
 
 #[test]
 fn skewed_vectors_get_a_unimodular_transform() {
-    let dvecs = vec![DepVec(vec![Dist::Exact(0), Dist::Exact(1)]), DepVec(vec![Dist::Exact(1), Dist::Exact(-1)])];
+    let dvecs = vec![
+        DepVec(vec![Dist::Exact(0), Dist::Exact(1)]),
+        DepVec(vec![Dist::Exact(1), Dist::Exact(-1)]),
+    ];
     let t = find_transform(2, &dvecs).expect("a skew exists");
     assert_eq!(det(&t).abs(), 1);
     assert_eq!(t[0], vec![2, 1]);
-    let three = vec![DepVec(vec![Dist::Exact(1), Dist::Exact(-1), Dist::Exact(0)]), DepVec(vec![Dist::Exact(0), Dist::Exact(1), Dist::Exact(-1)]), DepVec(vec![Dist::Exact(0), Dist::Exact(0), Dist::Exact(1)])];
+    let three = vec![
+        DepVec(vec![Dist::Exact(1), Dist::Exact(-1), Dist::Exact(0)]),
+        DepVec(vec![Dist::Exact(0), Dist::Exact(1), Dist::Exact(-1)]),
+        DepVec(vec![Dist::Exact(0), Dist::Exact(0), Dist::Exact(1)]),
+    ];
     let t3 = find_transform(3, &three).expect("3-D skew");
     assert_eq!(det(&t3).abs(), 1);
 }
@@ -147,12 +187,34 @@ fn bad_declarations_are_errors_not_panics() {
     assert!(IterSpace::sparse(&[2, 2], vec![(vec![0, 5], 1.0)]).is_err());
     assert!(IterSpace::sparse(&[2, 2], vec![(vec![0, 1], 1.0), (vec![0, 1], 2.0)]).is_err());
     let spec = mf_spec(3, 3);
-    let p = plan(&spec, &IterSpace::dense(&[3, 3]).unwrap(), PlanOptions { workers: 2, choice: Choice::Auto, pipeline: true }).unwrap();
+    let p = plan(
+        &spec,
+        &IterSpace::dense(&[3, 3]).unwrap(),
+        PlanOptions {
+            workers: 2,
+            choice: Choice::Auto,
+            pipeline: true,
+        },
+    )
+    .unwrap();
     // An undeclared access is an error from run, not a panic.
-    let mut arrays = vec![loops::DistArray::zeros("W", &[3, 4]).unwrap(), loops::DistArray::zeros("H", &[3, 4]).unwrap()];
-    let err = loops::run(&p, &spec, &IterSpace::dense(&[3, 3]).unwrap(), &mut arrays, &|ctx: &mut loops::Ctx| {
-        let i = ctx.point()[1];
-        ctx.set(loops::AccessId(0), &[(i + 1) % 3, 0], 1.0);
-    }, false);
-    assert!(matches!(err, Err(LoopError::UndeclaredAccess { .. })), "{err:?}");
+    let mut arrays = vec![
+        loops::DistArray::zeros("W", &[3, 4]).unwrap(),
+        loops::DistArray::zeros("H", &[3, 4]).unwrap(),
+    ];
+    let err = loops::run(
+        &p,
+        &spec,
+        &IterSpace::dense(&[3, 3]).unwrap(),
+        &mut arrays,
+        &|ctx: &mut loops::Ctx| {
+            let i = ctx.point()[1];
+            ctx.set(loops::AccessId(0), &[(i + 1) % 3, 0], 1.0);
+        },
+        false,
+    );
+    assert!(
+        matches!(err, Err(LoopError::UndeclaredAccess { .. })),
+        "{err:?}"
+    );
 }

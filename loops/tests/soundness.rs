@@ -24,7 +24,11 @@ fn ref_sets(l: &RandomLoop, k: usize, p: &[usize]) -> Vec<Vec<usize>> {
             match *s {
                 Sub::Index { dim, offset } => {
                     let i = p[dim] as i64 + offset;
-                    if i >= 0 && (i as usize) < ext { vec![i as usize] } else { vec![] }
+                    if i >= 0 && (i as usize) < ext {
+                        vec![i as usize]
+                    } else {
+                        vec![]
+                    }
                 }
                 Sub::Const(c) => vec![c],
                 Sub::Any => (0..ext).collect(),
@@ -42,7 +46,10 @@ fn check_coverage(l: &RandomLoop) -> Result<(), TestCaseError> {
     let dvecs = dependence_vectors(&spec);
     for v in &dvecs {
         let first = v.0.iter().find(|c| **c != Dist::Exact(0));
-        prop_assert!(matches!(first, Some(Dist::Any) | Some(Dist::Exact(1..))), "{v} is not lexicographically positive");
+        prop_assert!(
+            matches!(first, Some(Dist::Any) | Some(Dist::Exact(1..))),
+            "{v} is not lexicographically positive"
+        );
     }
     let sp = l.iter_space();
     // (ref, is_write) pairs.
@@ -64,17 +71,27 @@ fn check_coverage(l: &RandomLoop) -> Result<(), TestCaseError> {
     for pi in 0..sp.len() {
         for qi in 0..sp.len() {
             let (p, q) = (sp.point(pi), sp.point(qi));
-            let d: Vec<i64> = q.iter().zip(p).map(|(&a, &b)| a as i64 - b as i64).collect();
+            let d: Vec<i64> = q
+                .iter()
+                .zip(p)
+                .map(|(&a, &b)| a as i64 - b as i64)
+                .collect();
             if !lex_positive(&d) {
                 continue;
             }
             for &(ka, wa) in &refs {
                 for &(kb, wb) in &refs {
-                    if l.accesses[ka].0 != l.accesses[kb].0 || !(wa || wb) || (!l.ordered && wa && wb) {
+                    if l.accesses[ka].0 != l.accesses[kb].0
+                        || !(wa || wb)
+                        || (!l.ordered && wa && wb)
+                    {
                         continue;
                     }
                     let (sa, sb) = (ref_sets(l, ka, p), ref_sets(l, kb, q));
-                    let meet = sa.iter().zip(&sb).all(|(x, y)| x.iter().any(|i| y.contains(i)));
+                    let meet = sa
+                        .iter()
+                        .zip(&sb)
+                        .all(|(x, y)| x.iter().any(|i| y.contains(i)));
                     if meet {
                         prop_assert!(
                             dvecs.iter().any(|v| v.covers(&d)),
@@ -89,7 +106,13 @@ fn check_coverage(l: &RandomLoop) -> Result<(), TestCaseError> {
     Ok(())
 }
 
-const CHOICES: [Choice; 5] = [Choice::Auto, Choice::OneD, Choice::TwoD, Choice::Unordered2D, Choice::Unimodular];
+const CHOICES: [Choice; 5] = [
+    Choice::Auto,
+    Choice::OneD,
+    Choice::TwoD,
+    Choice::Unordered2D,
+    Choice::Unimodular,
+];
 
 fn check_runs(l: &RandomLoop, workers: usize) -> Result<(), TestCaseError> {
     let spec = l.spec();
@@ -97,9 +120,20 @@ fn check_runs(l: &RandomLoop, workers: usize) -> Result<(), TestCaseError> {
     let body = l.body();
     let oracle = l.serial_oracle();
     for choice in CHOICES {
-        let Ok(p) = plan(&spec, &sp, PlanOptions { workers, choice, pipeline: true }) else { continue };
+        let Ok(p) = plan(
+            &spec,
+            &sp,
+            PlanOptions {
+                workers,
+                choice,
+                pipeline: true,
+            },
+        ) else {
+            continue;
+        };
         let mut arrays = l.init();
-        let out = run(&p, &spec, &sp, &mut arrays, &body, true).map_err(|e| TestCaseError::fail(format!("{choice:?}: {e}")))?;
+        let out = run(&p, &spec, &sp, &mut arrays, &body, true)
+            .map_err(|e| TestCaseError::fail(format!("{choice:?}: {e}")))?;
         // Happens-before between tasks (all edges point forward in plan order).
         let n = p.tasks.len();
         let mut reach = vec![vec![false; n]; n];
@@ -125,7 +159,11 @@ fn check_runs(l: &RandomLoop, workers: usize) -> Result<(), TestCaseError> {
                 let mut m: HashMap<(usize, usize), (bool, bool)> = HashMap::new();
                 for &(a, f, w) in ts {
                     let e = m.entry((a, f)).or_default();
-                    if w { e.1 = true } else { e.0 = true }
+                    if w {
+                        e.1 = true
+                    } else {
+                        e.0 = true
+                    }
                 }
                 m
             })
@@ -139,14 +177,25 @@ fn check_runs(l: &RandomLoop, workers: usize) -> Result<(), TestCaseError> {
                     if let Some(&(r2, w2)) = sets[t].get(el) {
                         let write_only_both = !r1 && !r2;
                         let conflict = (w1 || w2) && !(w1 && w2 && write_only_both && !l.ordered);
-                        prop_assert!(!conflict, "{:?}: concurrent tasks {s} and {t} both touch element {el:?}", p.kind);
+                        prop_assert!(
+                            !conflict,
+                            "{:?}: concurrent tasks {s} and {t} both touch element {el:?}",
+                            p.kind
+                        );
                     }
                 }
             }
         }
         if l.ordered {
             for (a, arr) in arrays.iter().enumerate() {
-                prop_assert_eq!(&arr.data, &oracle[a], "{:?} ({:?}) differs from the serial loop on array {}", p.kind, choice, a);
+                prop_assert_eq!(
+                    &arr.data,
+                    &oracle[a],
+                    "{:?} ({:?}) differs from the serial loop on array {}",
+                    p.kind,
+                    choice,
+                    a
+                );
             }
         }
     }
@@ -176,15 +225,42 @@ fn skewed_stencil_runs_unimodular_and_matches_serial() {
         space: vec![5, 6],
         arrays: vec![vec![5, 6]],
         accesses: vec![
-            (0, vec![Sub::Index { dim: 0, offset: -1 }, Sub::Index { dim: 1, offset: 1 }], Mode::Read),
-            (0, vec![Sub::Index { dim: 0, offset: 0 }, Sub::Index { dim: 1, offset: -1 }], Mode::Read),
+            (
+                0,
+                vec![
+                    Sub::Index { dim: 0, offset: -1 },
+                    Sub::Index { dim: 1, offset: 1 },
+                ],
+                Mode::Read,
+            ),
+            (
+                0,
+                vec![
+                    Sub::Index { dim: 0, offset: 0 },
+                    Sub::Index { dim: 1, offset: -1 },
+                ],
+                Mode::Read,
+            ),
             (0, vec![Sub::idx(0), Sub::idx(1)], Mode::Write),
         ],
         ordered: true,
     };
     let spec = l.spec();
-    let p = plan(&spec, &l.iter_space(), PlanOptions { workers: 3, choice: Choice::Auto, pipeline: true }).unwrap();
-    assert!(matches!(p.kind, loops::Kind::Unimodular { .. }), "{:?}", p.kind);
+    let p = plan(
+        &spec,
+        &l.iter_space(),
+        PlanOptions {
+            workers: 3,
+            choice: Choice::Auto,
+            pipeline: true,
+        },
+    )
+    .unwrap();
+    assert!(
+        matches!(p.kind, loops::Kind::Unimodular { .. }),
+        "{:?}",
+        p.kind
+    );
     assert!(p.steps() > 1);
     check_runs(&l, 3).unwrap();
 }

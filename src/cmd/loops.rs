@@ -139,11 +139,34 @@ fn run_mf(a: MfArgs) -> miette::Result<ExitCode> {
     let schedule = parse_schedule(&a.schedule)?;
     let data = load(&a.data)?;
     let (train, test) = mf::split(&data.ratings, 0.1, a.seed);
-    let cfg = mf::MfConfig { rank: a.rank, lr: a.lr, epochs: a.epochs, seed: a.seed, workers: a.workers, schedule, ..Default::default() };
-    eprintln!("mf: {} ratings ({} train, {} held out), {} users, {} items, {} workers", data.ratings.len(), train.len(), test.len(), data.users, data.items, a.workers);
-    let rep = mf::train(&train, &test, data.users, data.items, &cfg, &mut |e, tr, ho, s| {
-        eprintln!("epoch {e:3}: train RMSE {tr:.4}  held-out RMSE {ho:.4}  {s:.3} s");
-    })
+    let cfg = mf::MfConfig {
+        rank: a.rank,
+        lr: a.lr,
+        epochs: a.epochs,
+        seed: a.seed,
+        workers: a.workers,
+        schedule,
+        ..Default::default()
+    };
+    eprintln!(
+        "mf: {} ratings ({} train, {} held out), {} users, {} items, {} workers",
+        data.ratings.len(),
+        train.len(),
+        test.len(),
+        data.users,
+        data.items,
+        a.workers
+    );
+    let rep = mf::train(
+        &train,
+        &test,
+        data.users,
+        data.items,
+        &cfg,
+        &mut |e, tr, ho, s| {
+            eprintln!("epoch {e:3}: train RMSE {tr:.4}  held-out RMSE {ho:.4}  {s:.3} s");
+        },
+    )
     .map_err(|e| miette::miette!("--schedule {}: {e}", a.schedule))?;
     let dv: Vec<Vec<String>> = rep.dvecs.iter().map(|v| v.components()).collect();
     if a.json {
@@ -157,13 +180,19 @@ fn run_mf(a: MfArgs) -> miette::Result<ExitCode> {
             "heldout_rmse": rep.heldout_rmse.last(),
             "seconds_per_epoch": rep.seconds,
         });
-        println!("{}", serde_json::to_string_pretty(&v).map_err(|e| miette::miette!("{e}"))?);
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&v).map_err(|e| miette::miette!("{e}"))?
+        );
     } else {
         let vs: Vec<String> = rep.dvecs.iter().map(|v| v.to_string()).collect();
         println!("schedule            {}", rep.schedule);
         println!("dependence vectors  {}", vs.join(" "));
         println!("elements per epoch  {}", rep.comm_elements);
-        println!("held-out RMSE       {:.4}", rep.heldout_rmse.last().copied().unwrap_or(f64::NAN));
+        println!(
+            "held-out RMSE       {:.4}",
+            rep.heldout_rmse.last().copied().unwrap_or(f64::NAN)
+        );
         println!("seconds per epoch   {:.3} (mean)", mean(&rep.seconds));
     }
     Ok(ExitCode::SUCCESS)
@@ -171,12 +200,21 @@ fn run_mf(a: MfArgs) -> miette::Result<ExitCode> {
 
 fn run_lr(a: LrArgs) -> miette::Result<ExitCode> {
     if a.workers == 0 || a.epochs == 0 || a.samples == 0 || a.features == 0 {
-        return Err(miette::miette!("--workers, --epochs, --samples and --features must be at least 1"));
+        return Err(miette::miette!(
+            "--workers, --epochs, --samples and --features must be at least 1"
+        ));
     }
     let data = lr::synthetic(a.samples, a.features, 10, 7);
-    let rep = lr::train(&data, a.epochs, a.lr, a.workers, Choice::Auto, &mut |e, l, s| {
-        eprintln!("epoch {e:3}: log-loss {l:.5}  {s:.3} s");
-    })
+    let rep = lr::train(
+        &data,
+        a.epochs,
+        a.lr,
+        a.workers,
+        Choice::Auto,
+        &mut |e, l, s| {
+            eprintln!("epoch {e:3}: log-loss {l:.5}  {s:.3} s");
+        },
+    )
     .map_err(|e| miette::miette!("{e}"))?;
     if a.json {
         let dv: Vec<Vec<String>> = rep.dvecs.iter().map(|v| v.components()).collect();
@@ -184,10 +222,16 @@ fn run_lr(a: LrArgs) -> miette::Result<ExitCode> {
             "schedule": rep.schedule, "workers": a.workers, "dependence_vectors": dv,
             "loss_per_epoch": rep.loss, "seconds_per_epoch": rep.seconds,
         });
-        println!("{}", serde_json::to_string_pretty(&v).map_err(|e| miette::miette!("{e}"))?);
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&v).map_err(|e| miette::miette!("{e}"))?
+        );
     } else {
         println!("schedule           {}", rep.schedule);
-        println!("final log-loss     {:.5}", rep.loss.last().copied().unwrap_or(f64::NAN));
+        println!(
+            "final log-loss     {:.5}",
+            rep.loss.last().copied().unwrap_or(f64::NAN)
+        );
         println!("seconds per epoch  {:.3} (mean)", mean(&rep.seconds));
     }
     Ok(ExitCode::SUCCESS)
@@ -197,10 +241,22 @@ fn run_bench(a: BenchArgs) -> miette::Result<ExitCode> {
     let data = load(&a.data)?;
     let (train, test) = mf::split(&data.ratings, 0.1, 1);
     let go = |workers: usize, schedule: mf::MfSchedule, epochs: usize| {
-        let cfg = mf::MfConfig { workers, schedule, epochs, ..Default::default() };
-        mf::train(&train, &test, data.users, data.items, &cfg, &mut |e, _, ho, s| {
-            eprintln!("  {workers} workers {schedule:?} epoch {e}: held-out {ho:.4} {s:.3} s");
-        })
+        let cfg = mf::MfConfig {
+            workers,
+            schedule,
+            epochs,
+            ..Default::default()
+        };
+        mf::train(
+            &train,
+            &test,
+            data.users,
+            data.items,
+            &cfg,
+            &mut |e, _, ho, s| {
+                eprintln!("  {workers} workers {schedule:?} epoch {e}: held-out {ho:.4} {s:.3} s");
+            },
+        )
         .map_err(|e| miette::miette!("{e}"))
     };
     let mut times = vec![];
@@ -219,13 +275,23 @@ fn run_bench(a: BenchArgs) -> miette::Result<ExitCode> {
             "epochs_to_target": {"orion_unordered_2d_4_workers": eo, "data_parallel_4_workers": ed},
             "heldout_rmse_per_epoch": {"orion": orion.heldout_rmse, "data_parallel": dp.heldout_rmse},
         });
-        println!("{}", serde_json::to_string_pretty(&v).map_err(|e| miette::miette!("{e}"))?);
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&v).map_err(|e| miette::miette!("{e}"))?
+        );
     } else {
-        println!("SGD MF, MovieLens-100K (90/10), rank 16: median seconds per epoch over {} epochs", a.epochs);
+        println!(
+            "SGD MF, MovieLens-100K (90/10), rank 16: median seconds per epoch over {} epochs",
+            a.epochs
+        );
         for (w, s, t) in &times {
             println!("  {w} worker(s)  {s:<13} {t:.4} s");
         }
-        let show = |e: Option<usize>| e.map_or(format!("not within {} epochs", a.max_epochs), |e| e.to_string());
+        let show = |e: Option<usize>| {
+            e.map_or(format!("not within {} epochs", a.max_epochs), |e| {
+                e.to_string()
+            })
+        };
         println!("epochs to held-out RMSE ≤ {} with 4 workers:", a.target);
         println!("  {:<24} {}", orion.schedule, show(eo));
         println!("  {:<24} {}", "data-parallel (1 sync/epoch)", show(ed));

@@ -52,7 +52,13 @@ pub fn synthetic(n: usize, f: usize, nnz: usize, seed: u64) -> Data {
         let p = 1.0 / (1.0 + (-z).exp());
         labels.push(if rng.gen::<f32>() < p { 1.0 } else { 0.0 });
     }
-    Data { row_ptr, cols, vals, labels, features: f }
+    Data {
+        row_ptr,
+        cols,
+        vals,
+        labels,
+        features: f,
+    }
 }
 
 /// What a run measured.
@@ -81,14 +87,29 @@ pub fn train(
     progress: &mut dyn FnMut(usize, f64, f64),
 ) -> Result<LrReport, LoopError> {
     let n = data.labels.len();
-    let space = IterSpace::sparse(&[n], data.labels.iter().enumerate().map(|(i, &y)| (vec![i], y)).collect())?;
+    let space = IterSpace::sparse(
+        &[n],
+        data.labels
+            .iter()
+            .enumerate()
+            .map(|(i, &y)| (vec![i], y))
+            .collect(),
+    )?;
     let mut arrays = vec![DistArray::zeros("w", &[data.features])?];
     let mut lb = LoopBuilder::new(1, vec![vec![data.features]]);
     let wa = lb.access(0, vec![Sub::Any], Mode::Read);
     let gb = lb.buffer(0, vec![Sub::Any], |old, d| old + d);
     let loss = lb.accumulator(0.0, |a, b| a + b);
     let spec = lb.build()?;
-    let p = plan(&spec, &space, PlanOptions { workers, choice, pipeline: true })?;
+    let p = plan(
+        &spec,
+        &space,
+        PlanOptions {
+            workers,
+            choice,
+            pipeline: true,
+        },
+    )?;
     let step = -lr / n.max(1) as f32;
     let body = |ctx: &mut Ctx| {
         let (i, y) = (ctx.point()[0], ctx.value());
@@ -104,7 +125,13 @@ pub fn train(
             ctx.buffer(gb, &[data.cols[k]], step * (pr - y) * data.vals[k]);
         }
     };
-    let mut rep = LrReport { schedule: p.kind.to_string(), dvecs: p.dvecs.clone(), loss: vec![], weights: vec![], seconds: vec![] };
+    let mut rep = LrReport {
+        schedule: p.kind.to_string(),
+        dvecs: p.dvecs.clone(),
+        loss: vec![],
+        weights: vec![],
+        seconds: vec![],
+    };
     for e in 0..epochs {
         let t0 = std::time::Instant::now();
         let out = run(&p, &spec, &space, &mut arrays, &body, false)?;

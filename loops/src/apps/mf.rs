@@ -3,7 +3,7 @@
 //! h_i, b_u, b_i`, written against the loop API, so the schedule comes from
 //! the dependence analysis: W[u, :] and H[i, :] give the vectors (0, *) and
 //! (*, 0), and `auto` picks unordered 2D. Also the data-parallel baseline
-//! (per-worker copies of W and H, deltas summed at each sync) that Orion is
+//! (per-worker copies of W and H, averaged at each sync) that Orion is
 //! compared against.
 //!
 //! Takes ratings (dense ids) and a [`MfConfig`]; gives per-epoch training
@@ -33,8 +33,8 @@ pub const MAX_RANK: usize = 63;
 pub enum MfSchedule {
     /// Through the loop API with this schedule choice.
     Orion(Choice),
-    /// Data parallelism without the schedule: per-worker copies, summed
-    /// deltas, `syncs` synchronisations per epoch.
+    /// Data parallelism without the schedule: per-worker copies averaged
+    /// at `syncs` synchronisations per epoch.
     DataParallel {
         /// Synchronisations per epoch (≥ 1).
         syncs: usize,
@@ -107,7 +107,12 @@ pub fn split(ratings: &[Rating], heldout: f64, seed: u64) -> (Vec<Rating>, Vec<R
 
 /// Initial W and H (users × (rank+1), items × (rank+1)): factors uniform
 /// in ±0.05 from `seed`, biases 0.
-pub fn init_factors(users: usize, items: usize, rank: usize, seed: u64) -> Result<(DistArray, DistArray), LoopError> {
+pub fn init_factors(
+    users: usize,
+    items: usize,
+    rank: usize,
+    seed: u64,
+) -> Result<(DistArray, DistArray), LoopError> {
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
     let mut w = DistArray::zeros("W", &[users, rank + 1])?;
     let mut h = DistArray::zeros("H", &[items, rank + 1])?;
@@ -166,17 +171,27 @@ pub fn train(
     progress: &mut dyn FnMut(usize, f64, f64, f64),
 ) -> Result<MfReport, LoopError> {
     if cfg.rank == 0 || cfg.rank > MAX_RANK {
-        return Err(LoopError::Declaration(format!("rank {} must be in 1..={MAX_RANK}", cfg.rank)));
+        return Err(LoopError::Declaration(format!(
+            "rank {} must be in 1..={MAX_RANK}",
+            cfg.rank
+        )));
     }
     let pu = random_permutation(users, cfg.seed ^ 0x5eed_0001);
     let pi = random_permutation(items, cfg.seed ^ 0x5eed_0002);
-    let relabel = |rs: &[Rating]| -> Vec<Rating> { rs.iter().map(|&(u, i, r)| (pu[u], pi[i], r)).collect() };
+    let relabel =
+        |rs: &[Rating]| -> Vec<Rating> { rs.iter().map(|&(u, i, r)| (pu[u], pi[i], r)).collect() };
     let (train, test) = (relabel(train), relabel(test));
     let mu = (train.iter().map(|r| r.2 as f64).sum::<f64>() / train.len().max(1) as f64) as f32;
     let (w, h) = init_factors(users, items, cfg.rank, cfg.seed)?;
     let mut arrays = vec![w, h];
-    let space = IterSpace::sparse(&[users, items], train.iter().map(|&(u, i, r)| (vec![u, i], r)).collect())?;
-    let mut lb = LoopBuilder::new(2, vec![vec![users, cfg.rank + 1], vec![items, cfg.rank + 1]]);
+    let space = IterSpace::sparse(
+        &[users, items],
+        train.iter().map(|&(u, i, r)| (vec![u, i], r)).collect(),
+    )?;
+    let mut lb = LoopBuilder::new(
+        2,
+        vec![vec![users, cfg.rank + 1], vec![items, cfg.rank + 1]],
+    );
     let wa = lb.access(0, vec![Sub::idx(0), Sub::Any], Mode::ReadWrite);
     let ha = lb.access(1, vec![Sub::idx(1), Sub::Any], Mode::ReadWrite);
     let loss = lb.accumulator(0.0, |a, b| a + b);
@@ -185,7 +200,15 @@ pub fn train(
         MfSchedule::Orion(c) => (c, None),
         MfSchedule::DataParallel { syncs } => (Choice::Serial, Some(syncs.max(1))),
     };
-    let p = plan(&spec, &space, PlanOptions { workers: cfg.workers, choice, pipeline: true })?;
+    let p = plan(
+        &spec,
+        &space,
+        PlanOptions {
+            workers: cfg.workers,
+            choice,
+            pipeline: true,
+        },
+    )?;
     let (lr, reg, k1) = (cfg.lr, cfg.reg, cfg.rank + 1);
     let body = move |ctx: &mut Ctx| {
         let (u, i, r) = (ctx.point()[0], ctx.point()[1], ctx.value());
@@ -199,7 +222,11 @@ pub fn train(
         ctx.accumulate(loss, e * e);
     };
     let mut report = MfReport {
-        schedule: if dp_syncs.is_some() && cfg.workers > 1 { "data-parallel".into() } else { p.kind.to_string() },
+        schedule: if dp_syncs.is_some() && cfg.workers > 1 {
+            "data-parallel".into()
+        } else {
+            p.kind.to_string()
+        },
         dvecs: p.dvecs.clone(),
         comm_elements: p.comm_elements,
         train_rmse: vec![],
@@ -209,7 +236,9 @@ pub fn train(
     for epoch in 0..cfg.epochs {
         let t0 = Instant::now();
         let sq = match dp_syncs {
-            Some(syncs) if cfg.workers > 1 => data_parallel_epoch(&train, &mut arrays, cfg, mu, syncs),
+            Some(syncs) if cfg.workers > 1 => {
+                data_parallel_epoch(&train, &mut arrays, cfg, mu, syncs)
+            }
             _ => run(&p, &spec, &space, &mut arrays, &body, false)?.accums[0] as f64,
         };
         let secs = t0.elapsed().as_secs_f64();
@@ -224,9 +253,16 @@ pub fn train(
 }
 
 /// One data-parallel epoch: worker w takes every M-th rating; each holds
-/// its own copy of W and H; at each of `syncs` points the coordinator adds
-/// every worker's delta to the shared factors. Returns Σ e².
-fn data_parallel_epoch(train: &[Rating], arrays: &mut [DistArray], cfg: &MfConfig, mu: f32, syncs: usize) -> f64 {
+/// its own copy of W and H; at each of `syncs` points the coordinator
+/// averages the copies (adds the mean of the workers' deltas; summing them
+/// instead overshoots and diverges at this step size). Returns Σ e².
+fn data_parallel_epoch(
+    train: &[Rating],
+    arrays: &mut [DistArray],
+    cfg: &MfConfig,
+    mu: f32,
+    syncs: usize,
+) -> f64 {
     let m = cfg.workers;
     let k1 = cfg.rank + 1;
     let mut sq = 0f64;
@@ -240,7 +276,8 @@ fn data_parallel_epoch(train: &[Rating], arrays: &mut [DistArray], cfg: &MfConfi
                     s.spawn(move || {
                         let mut sq = 0f64;
                         for &(u, i, r) in part.iter().skip(wk).step_by(m) {
-                            let (wr, hr) = (&mut w[u * k1..(u + 1) * k1], &mut h[i * k1..(i + 1) * k1]);
+                            let (wr, hr) =
+                                (&mut w[u * k1..(u + 1) * k1], &mut h[i * k1..(i + 1) * k1]);
                             let e = sgd_step(wr, hr, r, mu, cfg.lr, cfg.reg);
                             sq += (e * e) as f64;
                         }
@@ -248,14 +285,17 @@ fn data_parallel_epoch(train: &[Rating], arrays: &mut [DistArray], cfg: &MfConfi
                     })
                 })
                 .collect();
-            hs.into_iter().map(|h| h.join().unwrap_or_default()).collect()
+            hs.into_iter()
+                .map(|h| h.join().unwrap_or_default())
+                .collect()
         });
+        let scale = 1.0 / m as f32;
         for (w, h, s) in results {
             for (x, (n, o)) in arrays[0].data.iter_mut().zip(w.iter().zip(&w0)) {
-                *x += n - o;
+                *x += (n - o) * scale;
             }
             for (x, (n, o)) in arrays[1].data.iter_mut().zip(h.iter().zip(&h0)) {
-                *x += n - o;
+                *x += (n - o) * scale;
             }
             sq += s;
         }

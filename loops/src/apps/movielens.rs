@@ -28,10 +28,14 @@ pub struct Ratings {
 /// Where `scripts/fetch-movielens.sh` puts the file:
 /// `${TOFU_DATA_CACHE:-$HOME/.cache/tofu}/recbole-1.2.1/ml-100k.inter`.
 pub fn default_path() -> PathBuf {
-    let root = std::env::var_os("TOFU_DATA_CACHE").map(PathBuf::from).unwrap_or_else(|| {
-        let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("/root"));
-        home.join(".cache/tofu")
-    });
+    let root = std::env::var_os("TOFU_DATA_CACHE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            let home = std::env::var_os("HOME")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| PathBuf::from("/root"));
+            home.join(".cache/tofu")
+        });
     root.join("recbole-1.2.1/ml-100k.inter")
 }
 
@@ -40,7 +44,9 @@ pub fn default_path() -> PathBuf {
 pub fn load(path: &Path) -> Result<Ratings, LoopError> {
     let text = std::fs::read_to_string(path).map_err(|e| LoopError::Data {
         path: path.display().to_string(),
-        why: format!("{e}; run `bash scripts/fetch-movielens.sh` (or set TOFU_DATA_CACHE) to fetch it"),
+        why: format!(
+            "{e}; run `bash scripts/fetch-movielens.sh` (or set TOFU_DATA_CACHE) to fetch it"
+        ),
     })?;
     let mut users = std::collections::HashMap::new();
     let mut items = std::collections::HashMap::new();
@@ -51,13 +57,19 @@ pub fn load(path: &Path) -> Result<Ratings, LoopError> {
         }
         let bad = |what: &str| LoopError::Data {
             path: path.display().to_string(),
-            why: format!("line {}: {what} (expected `user<TAB>item<TAB>rating<TAB>timestamp`)", n + 1),
+            why: format!(
+                "line {}: {what} (expected `user<TAB>item<TAB>rating<TAB>timestamp`)",
+                n + 1
+            ),
         };
         let mut f = line.split('\t');
         let (Some(u), Some(i), Some(r)) = (f.next(), f.next(), f.next()) else {
             return Err(bad("fewer than three fields"));
         };
-        let r: f32 = r.trim().parse().map_err(|_| bad("the rating is not a number"))?;
+        let r: f32 = r
+            .trim()
+            .parse()
+            .map_err(|_| bad("the rating is not a number"))?;
         let nu = users.len();
         let u = *users.entry(u.to_string()).or_insert(nu);
         let ni = items.len();
@@ -65,7 +77,14 @@ pub fn load(path: &Path) -> Result<Ratings, LoopError> {
         ratings.push((u, i, r));
     }
     if ratings.is_empty() {
-        return Err(LoopError::Data { path: path.display().to_string(), why: "no ratings".into() });
+        return Err(LoopError::Data {
+            path: path.display().to_string(),
+            why: "no ratings".into(),
+        });
     }
-    Ok(Ratings { ratings, users: users.len(), items: items.len() })
+    Ok(Ratings {
+        ratings,
+        users: users.len(),
+        items: items.len(),
+    })
 }

@@ -27,19 +27,37 @@ fn sub_strategy(ndim: usize, extent: usize) -> impl Strategy<Value = Sub> {
 
 /// Random loops of rank 1–3 (extents 2–4) over 1–3 arrays of rank 1–2.
 pub fn random_loop() -> impl Strategy<Value = RandomLoop> {
-    (prop::collection::vec(2usize..=4, 1..=3), prop::collection::vec(prop::collection::vec(2usize..=5, 1..=2), 1..=3), any::<bool>())
+    (
+        prop::collection::vec(2usize..=4, 1..=3),
+        prop::collection::vec(prop::collection::vec(2usize..=5, 1..=2), 1..=3),
+        any::<bool>(),
+    )
         .prop_flat_map(|(space, arrays, ordered)| {
             let ndim = space.len();
             let acc = (0..arrays.len()).prop_flat_map({
                 let arrays = arrays.clone();
                 move |a| {
                     let subs: Vec<_> = arrays[a].iter().map(|&e| sub_strategy(ndim, e)).collect();
-                    (Just(a), subs, prop_oneof![Just(Mode::Read), Just(Mode::Write), Just(Mode::ReadWrite)])
+                    (
+                        Just(a),
+                        subs,
+                        prop_oneof![Just(Mode::Read), Just(Mode::Write), Just(Mode::ReadWrite)],
+                    )
                 }
             });
-            (Just(space), Just(arrays), prop::collection::vec(acc, 1..=4), Just(ordered))
+            (
+                Just(space),
+                Just(arrays),
+                prop::collection::vec(acc, 1..=4),
+                Just(ordered),
+            )
         })
-        .prop_map(|(space, arrays, accesses, ordered)| RandomLoop { space, arrays, accesses, ordered })
+        .prop_map(|(space, arrays, accesses, ordered)| RandomLoop {
+            space,
+            arrays,
+            accesses,
+            ordered,
+        })
 }
 
 impl RandomLoop {
@@ -98,7 +116,9 @@ impl RandomLoop {
             let point = ctx.point().to_vec();
             let mut acc = 1.0f32;
             for k in 0..self.accesses.len() {
-                let Some(idx) = self.index(k, &point) else { continue };
+                let Some(idx) = self.index(k, &point) else {
+                    continue;
+                };
                 let m = self.accesses[k].2;
                 if m != Mode::Write {
                     acc = acc * 0.5 + ctx.get(loops::AccessId(k), &idx);
@@ -119,9 +139,14 @@ impl RandomLoop {
             let point = sp.point(p).to_vec();
             let mut acc = 1.0f32;
             for k in 0..self.accesses.len() {
-                let Some(idx) = self.index(k, &point) else { continue };
+                let Some(idx) = self.index(k, &point) else {
+                    continue;
+                };
                 let (a, _, m) = &self.accesses[k];
-                let f = idx.iter().zip(&self.arrays[*a]).fold(0, |f, (&i, &n)| f * n + i);
+                let f = idx
+                    .iter()
+                    .zip(&self.arrays[*a])
+                    .fold(0, |f, (&i, &n)| f * n + i);
                 if *m != Mode::Write {
                     acc = acc * 0.5 + arrs[*a][f];
                 }
