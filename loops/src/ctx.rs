@@ -271,10 +271,8 @@ fn check_subs(subs: &[Sub], idx: &[usize], point: &[usize]) -> Result<(), String
     }
     for (k, (s, &i)) in subs.iter().zip(idx).enumerate() {
         match *s {
-            Sub::Index { dim, offset } => {
-                if point[dim] as i64 + offset != i as i64 {
-                    return Err(format!("position {k} must be i{dim}{offset:+}"));
-                }
+            Sub::Index { dim, offset } if point[dim] as i64 + offset != i as i64 => {
+                return Err(format!("position {k} must be i{dim}{offset:+}"));
             }
             Sub::Const(c) if c != i => return Err(format!("position {k} must be {c}")),
             _ => {}

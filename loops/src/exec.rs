@@ -394,7 +394,6 @@ fn split(data: &[f32], shape: &[usize], pos: usize, bounds: &[usize]) -> Vec<Vec
 /// Inverse of [`split`].
 fn join(parts: &[Vec<f32>], shape: &[usize], pos: usize) -> Vec<f32> {
     let outer: usize = shape[..pos].iter().product();
-    let inner: usize = shape[pos + 1..].iter().product();
     let mut out = Vec::with_capacity(shape.iter().product());
     for o in 0..outer {
         for p in parts {
@@ -402,6 +401,5 @@ fn join(parts: &[Vec<f32>], shape: &[usize], pos: usize) -> Vec<f32> {
             out.extend_from_slice(&p[o * w..(o + 1) * w]);
         }
     }
-    let _ = inner;
     out
 }

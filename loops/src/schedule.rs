@@ -350,7 +350,7 @@ fn build(
             let bt = balanced_bounds(&space.histogram(*t), nt);
             // Task of (space block i, time block j).
             let mut cell = vec![vec![0usize; nt]; m];
-            for i in 0..m {
+            for (i, row) in cell.iter_mut().enumerate() {
                 for st in 0..nt {
                     let j = if ordered {
                         st
@@ -360,7 +360,7 @@ fn build(
                         (i + st) % nt
                     };
                     let step = if ordered { i + st } else { st };
-                    cell[i][j] = tasks.len();
+                    row[j] = tasks.len();
                     tasks.push(Task {
                         worker: i,
                         step,
