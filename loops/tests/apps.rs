@@ -160,3 +160,38 @@ fn mf_data_parallel_runs_and_learns() {
     eprintln!("data parallel held-out {:?}", rep.heldout_rmse);
     assert!(rep.heldout_rmse[1] < rep.heldout_rmse[0]);
 }
+
+/// MF's vectors (0, *) and (*, 0) also admit the ordered wavefront, which
+/// must then reproduce the serial factors bit for bit (held-out RMSE is
+/// computed from the factors; the training-loss accumulator is summed per
+/// task, so it may differ in the last bits).
+#[test]
+fn mf_wavefront_2d_equals_serial_bit_for_bit() {
+    let ratings: Vec<(usize, usize, f32)> = (0..2000usize)
+        .map(|k| {
+            (
+                (k * 13) % 57,
+                (k * 29 + k / 57) % 43,
+                1.0 + ((k * 7) % 5) as f32,
+            )
+        })
+        .collect();
+    let mut uniq = ratings.clone();
+    uniq.sort_by_key(|r| (r.0, r.1));
+    uniq.dedup_by_key(|r| (r.0, r.1));
+    let (train, test) = mf::split(&uniq, 0.2, 4);
+    let go = |workers, c| {
+        let cfg = mf::MfConfig {
+            workers,
+            epochs: 3,
+            rank: 6,
+            schedule: mf::MfSchedule::Orion(c),
+            ..Default::default()
+        };
+        mf::train(&train, &test, 57, 43, &cfg, &mut |_, _, _, _| {}).unwrap()
+    };
+    let serial = go(1, Choice::Auto);
+    let wave = go(3, Choice::TwoD);
+    assert_eq!(wave.schedule, "2d");
+    assert_eq!(serial.heldout_rmse, wave.heldout_rmse);
+}
