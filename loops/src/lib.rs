@@ -29,5 +29,5 @@ pub use ctx::Ctx;
 pub use depend::{dependence_vectors, DepVec, Dist};
 pub use error::LoopError;
 pub use exec::{run, RunOutput};
-pub use schedule::{plan, Choice, Kind, Placement, Plan, PlanOptions, Task};
+pub use schedule::{plan, plan_all, Choice, Kind, Placement, Plan, PlanOptions, Task};
 pub use spec::{AccessId, AccumId, BufferId, LoopBuilder, LoopSpec, Mode, Sub};

@@ -174,10 +174,32 @@ impl Plan {
     }
 }
 
-/// The plan for `spec` over `space` (see the module docs). Errors when the
+/// The plan for `spec` over `space` (see the module docs): of
+/// [`plan_all`]'s candidates, the first that communicates the fewest
+/// elements. Errors as [`plan_all`].
+pub fn plan(spec: &LoopSpec, space: &IterSpace, opts: PlanOptions) -> Result<Plan, LoopError> {
+    let mut best: Option<Plan> = None;
+    for p in plan_all(spec, space, opts)? {
+        if best
+            .as_ref()
+            .map(|b| p.comm_elements < b.comm_elements)
+            .unwrap_or(true)
+        {
+            best = Some(p);
+        }
+    }
+    best.ok_or_else(|| LoopError::Declaration("no candidate schedule".into()))
+}
+
+/// Every candidate plan the request allows, in order (1D by dimension, then
+/// 2D by (space, time), or the unimodular one, or serial). Errors when the
 /// space's rank differs from the spec's, or the requested schedule does not
 /// apply (the message lists the dependence vectors).
-pub fn plan(spec: &LoopSpec, space: &IterSpace, opts: PlanOptions) -> Result<Plan, LoopError> {
+pub fn plan_all(
+    spec: &LoopSpec,
+    space: &IterSpace,
+    opts: PlanOptions,
+) -> Result<Vec<Plan>, LoopError> {
     if space.ndim() != spec.ndim {
         return Err(LoopError::Declaration(format!(
             "the loop is declared over rank {} but the iteration space has rank {}",
@@ -252,18 +274,10 @@ pub fn plan(spec: &LoopSpec, space: &IterSpace, opts: PlanOptions) -> Result<Pla
             ),
         });
     }
-    let mut best: Option<Plan> = None;
-    for kind in kinds {
-        let p = build(spec, space, &dvecs, kind, m, opts.pipeline);
-        if best
-            .as_ref()
-            .map(|b| p.comm_elements < b.comm_elements)
-            .unwrap_or(true)
-        {
-            best = Some(p);
-        }
-    }
-    Ok(best.expect("at least one candidate"))
+    Ok(kinds
+        .into_iter()
+        .map(|kind| build(spec, space, &dvecs, kind, m, opts.pipeline))
+        .collect())
 }
 
 /// The position where every access of `array` subscripts loop dimension

@@ -11,7 +11,7 @@ mod common;
 use std::collections::HashMap;
 
 use common::{random_loop, RandomLoop};
-use loops::{dependence_vectors, plan, run, Choice, Dist, Mode, PlanOptions, Sub};
+use loops::{dependence_vectors, plan, plan_all, run, Choice, Dist, Mode, PlanOptions, Sub};
 use proptest::prelude::*;
 
 /// Elements (array, per-position candidate sets) reference k may touch.
@@ -119,18 +119,20 @@ fn check_runs(l: &RandomLoop, workers: usize) -> Result<(), TestCaseError> {
     let sp = l.iter_space();
     let body = l.body();
     let oracle = l.serial_oracle();
+    let mut all = vec![];
     for choice in CHOICES {
-        let Ok(p) = plan(
-            &spec,
-            &sp,
-            PlanOptions {
+        for pipeline in [true, false] {
+            let opts = PlanOptions {
                 workers,
                 choice,
-                pipeline: true,
-            },
-        ) else {
-            continue;
-        };
+                pipeline,
+            };
+            for p in plan_all(&spec, &sp, opts).unwrap_or_default() {
+                all.push((choice, p));
+            }
+        }
+    }
+    for (choice, p) in all {
         let mut arrays = l.init();
         let out = run(&p, &spec, &sp, &mut arrays, &body, true)
             .map_err(|e| TestCaseError::fail(format!("{choice:?}: {e}")))?;
@@ -263,4 +265,51 @@ fn skewed_stencil_runs_unimodular_and_matches_serial() {
     );
     assert!(p.steps() > 1);
     check_runs(&l, 3).unwrap();
+}
+
+/// `B[i0, i1] = f(B[i0, i1], B[i0, i1 - 1])` over a 3-D space: vectors (0, 1, *) and
+/// (0, 0, *). The wavefront with space i0 and time i2 would read B before
+/// its last write; it must be refused, and every schedule that is accepted
+/// must match the serial loop.
+#[test]
+fn ordered_wavefront_refuses_a_time_dim_after_a_carried_distance() {
+    let l = RandomLoop {
+        space: vec![2, 3, 4],
+        arrays: vec![vec![2, 3]],
+        accesses: vec![
+            (
+                0,
+                vec![Sub::idx(0), Sub::Index { dim: 1, offset: -1 }],
+                Mode::Read,
+            ),
+            (0, vec![Sub::idx(0), Sub::idx(1)], Mode::ReadWrite),
+        ],
+        ordered: true,
+    };
+    let spec = l.spec();
+    let vs: Vec<String> = dependence_vectors(&spec)
+        .iter()
+        .map(|v| v.to_string())
+        .collect();
+    assert_eq!(vs, ["(0, 0, *)", "(0, 1, *)"]);
+    for workers in 2..=4 {
+        for p in plan_all(
+            &spec,
+            &l.iter_space(),
+            PlanOptions {
+                workers,
+                choice: Choice::TwoD,
+                pipeline: true,
+            },
+        )
+        .unwrap()
+        {
+            assert!(
+                !matches!(p.kind, loops::Kind::Ordered2D { space: 0, time: 2 }),
+                "{:?}",
+                p.kind
+            );
+        }
+        check_runs(&l, workers).unwrap();
+    }
 }

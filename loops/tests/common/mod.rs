@@ -110,7 +110,7 @@ impl RandomLoop {
     }
 
     /// The body through the loop API: reads fold into `acc`, writes store
-    /// `acc + k + 1`.
+    /// `acc + k + 1 + stamp(point)` (so the order of writers shows).
     pub fn body(&self) -> impl Fn(&mut Ctx) + Sync + '_ {
         move |ctx: &mut Ctx| {
             let point = ctx.point().to_vec();
@@ -124,7 +124,11 @@ impl RandomLoop {
                     acc = acc * 0.5 + ctx.get(loops::AccessId(k), &idx);
                 }
                 if m != Mode::Read {
-                    ctx.set(loops::AccessId(k), &idx, acc + k as f32 + 1.0);
+                    ctx.set(
+                        loops::AccessId(k),
+                        &idx,
+                        acc + k as f32 + 1.0 + stamp(&point),
+                    );
                 }
             }
         }
@@ -151,12 +155,17 @@ impl RandomLoop {
                     acc = acc * 0.5 + arrs[*a][f];
                 }
                 if *m != Mode::Read {
-                    arrs[*a][f] = acc + k as f32 + 1.0;
+                    arrs[*a][f] = acc + k as f32 + 1.0 + stamp(&point);
                 }
             }
         }
         arrs
     }
+}
+
+/// A per-iteration value that makes each writer's value distinct.
+pub fn stamp(point: &[usize]) -> f32 {
+    point.iter().fold(0usize, |h, &x| h * 5 + x + 1) as f32 / 64.0
 }
 
 /// The MovieLens file, or `None` (after printing SKIPPED) when it is
