@@ -37,6 +37,9 @@ pub(crate) enum View {
     Shared(Arc<Vec<f32>>),
 }
 
+/// Largest array rank a row access supports (its index lives on the stack).
+pub const MAX_ARRAY_RANK: usize = 8;
+
 /// An element touched, for instrumented runs: (array, flat index, write).
 pub type Touch = (usize, usize, bool);
 
@@ -155,18 +158,19 @@ impl<'a> Ctx<'a> {
         let shape = &self.spec.shapes[acc.array];
         if acc.subs.last() != Some(&Sub::Any)
             || prefix.len() + 1 != shape.len()
+            || shape.len() > MAX_ARRAY_RANK
             || shape[shape.len() - 1] != len
         {
             self.fail(
                 a.0,
                 prefix,
-                "a row access needs `Any` last and a buffer of the last extent",
+                "a row access needs `Any` last, rank ≤ 8 and a buffer of the last extent",
             );
             return None;
         }
-        let mut idx = prefix.to_vec();
-        idx.push(0);
-        self.locate(a, &idx, write, len)
+        let mut idx = [0usize; MAX_ARRAY_RANK];
+        idx[..prefix.len()].copy_from_slice(prefix);
+        self.locate(a, &idx[..=prefix.len()], write, len)
     }
 
     /// Check access `a` at `idx` and find (array, offset in its view).
