@@ -218,3 +218,32 @@ fn bad_declarations_are_errors_not_panics() {
         "{err:?}"
     );
 }
+
+/// `randomize`: relabelling a dimension permutes its histogram and moves
+/// array slices with it (checked element by element).
+#[test]
+fn randomize_permutes_space_and_arrays_consistently() {
+    let pts = vec![(vec![0, 1], 1.0), (vec![0, 2], 2.0), (vec![2, 0], 3.0)];
+    let mut sp = IterSpace::sparse(&[3, 3], pts).unwrap();
+    let perm = loops::random_permutation(3, 9);
+    let before = sp.histogram(0);
+    sp.permute_dim(0, &perm).unwrap();
+    let after = sp.histogram(0);
+    for i in 0..3 {
+        assert_eq!(after[perm[i]], before[i]);
+    }
+    let mut a = loops::DistArray::zeros("A", &[3, 2]).unwrap();
+    a.data = vec![0.0, 1.0, 10.0, 11.0, 20.0, 21.0];
+    let orig = a.clone();
+    a.permute_axis(0, &perm).unwrap();
+    for i in 0..3 {
+        for j in 0..2 {
+            assert_eq!(
+                a.data[a.flat(&[perm[i], j]).unwrap()],
+                orig.data[orig.flat(&[i, j]).unwrap()]
+            );
+        }
+    }
+    assert!(a.permute_axis(0, &[0, 0, 1]).is_err());
+    assert!(sp.permute_dim(1, &[0, 1]).is_err());
+}
