@@ -49,7 +49,7 @@ pub struct Ctx<'a> {
     pub(crate) views: Vec<View>,
     pub(crate) point: Vec<usize>,
     pub(crate) value: f32,
-    pub(crate) accums: Vec<f32>,
+    pub(crate) accums: Vec<f64>,
     pub(crate) buffers: Vec<(usize, usize, f32)>,
     pub(crate) error: Option<LoopError>,
     pub(crate) log: Option<Vec<Touch>>,
@@ -127,7 +127,7 @@ impl<'a> Ctx<'a> {
     }
 
     /// Fold `v` into accumulator `c`.
-    pub fn accumulate(&mut self, c: AccumId, v: f32) {
+    pub fn accumulate(&mut self, c: AccumId, v: f64) {
         if let Some(acc) = self.spec.accums.get(c.0) {
             self.accums[c.0] = (acc.op)(self.accums[c.0], v);
         }

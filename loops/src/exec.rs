@@ -28,7 +28,7 @@ use crate::spec::LoopSpec;
 #[derive(Debug, Clone, Default)]
 pub struct RunOutput {
     /// Accumulators, combined over tasks in task order.
-    pub accums: Vec<f32>,
+    pub accums: Vec<f64>,
     /// Per task (plan order), the elements it touched (instrumented runs).
     pub touched: Option<Vec<Vec<Touch>>>,
 }
@@ -39,7 +39,7 @@ const QUEUE_DEPTH: usize = 2;
 struct Done {
     task: usize,
     views: Vec<View>,
-    accums: Vec<f32>,
+    accums: Vec<f64>,
     buffers: Vec<(usize, usize, f32)>,
     touched: Option<Vec<Touch>>,
     error: Option<LoopError>,
@@ -334,7 +334,7 @@ fn finish(
     arrays: &mut [DistArray],
     done: Vec<Done>,
 ) -> Result<RunOutput, LoopError> {
-    let mut accums: Vec<f32> = spec.accums.iter().map(|a| a.init).collect();
+    let mut accums: Vec<f64> = spec.accums.iter().map(|a| a.init).collect();
     let mut touched = vec![];
     for d in done {
         for (c, v) in d.accums.iter().enumerate() {

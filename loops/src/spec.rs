@@ -95,9 +95,9 @@ pub struct Buffer {
 #[derive(Debug, Clone)]
 pub struct Accum {
     /// Identity of `op`, each worker's start value.
-    pub init: f32,
-    /// The combining operator.
-    pub op: fn(f32, f32) -> f32,
+    pub init: f64,
+    /// The combining operator (on `f64`, so long sums keep their digits).
+    pub op: fn(f64, f64) -> f64,
 }
 
 /// A checked loop declaration.
@@ -153,7 +153,7 @@ impl LoopBuilder {
     }
 
     /// Declare an accumulator with identity `init` and operator `op`.
-    pub fn accumulator(&mut self, init: f32, op: fn(f32, f32) -> f32) -> AccumId {
+    pub fn accumulator(&mut self, init: f64, op: fn(f64, f64) -> f64) -> AccumId {
         self.spec.accums.push(Accum { init, op });
         AccumId(self.spec.accums.len() - 1)
     }

@@ -88,7 +88,7 @@ fn mf_serial_equals_a_hand_written_loop() {
     let (w, h) = mf::init_factors(23, 31, 4, cfg.seed).unwrap();
     let (mut w, mut h) = (w.data, h.data);
     for e in 0..3 {
-        let mut sq = 0f32;
+        let mut sq = 0f64;
         for &(u, i, r) in &rel {
             let (wr, hr) = (&mut w[u * 5..u * 5 + 5], &mut h[i * 5..i * 5 + 5]);
             let k = 4;
@@ -101,9 +101,9 @@ fn mf_serial_equals_a_hand_written_loop() {
             }
             wr[k] += cfg.lr * (err - cfg.reg * wr[k]);
             hr[k] += cfg.lr * (err - cfg.reg * hr[k]);
-            sq += err * err;
+            sq += (err * err) as f64;
         }
-        let tr = (sq as f64 / rel.len() as f64).sqrt();
+        let tr = (sq / rel.len() as f64).sqrt();
         assert_eq!(tr, rep.train_rmse[e], "epoch {}", e + 1);
     }
 }
@@ -117,7 +117,7 @@ fn lr_1d_equals_serial_per_epoch() {
     assert_eq!(par.schedule, "1d");
     assert!(par.dvecs.is_empty());
     for (e, (a, b)) in serial.loss.iter().zip(&par.loss).enumerate() {
-        // f32 accumulator over 3000 samples in 4 chunks vs 1.
+        // Buffered f32 weight updates applied in another order (4 tasks vs 1).
         assert!(
             (a - b).abs() <= 1e-4 * a.abs(),
             "epoch {}: {a} vs {b}",

@@ -229,17 +229,17 @@ fn randomize_permutes_space_and_arrays_consistently() {
     let before = sp.histogram(0);
     sp.permute_dim(0, &perm).unwrap();
     let after = sp.histogram(0);
-    for i in 0..3 {
-        assert_eq!(after[perm[i]], before[i]);
+    for (i, &pi) in perm.iter().enumerate() {
+        assert_eq!(after[pi], before[i]);
     }
     let mut a = loops::DistArray::zeros("A", &[3, 2]).unwrap();
     a.data = vec![0.0, 1.0, 10.0, 11.0, 20.0, 21.0];
     let orig = a.clone();
     a.permute_axis(0, &perm).unwrap();
-    for i in 0..3 {
+    for (i, &pi) in perm.iter().enumerate() {
         for j in 0..2 {
             assert_eq!(
-                a.data[a.flat(&[perm[i], j]).unwrap()],
+                a.data[a.flat(&[pi, j]).unwrap()],
                 orig.data[orig.flat(&[i, j]).unwrap()]
             );
         }

@@ -120,7 +120,7 @@ pub fn train(
         }
         let pr = 1.0 / (1.0 + (-z).exp());
         let l = -(y * pr.max(1e-7).ln() + (1.0 - y) * (1.0 - pr).max(1e-7).ln());
-        ctx.accumulate(loss, l);
+        ctx.accumulate(loss, l as f64);
         for k in lo..hi {
             ctx.buffer(gb, &[data.cols[k]], step * (pr - y) * data.vals[k]);
         }
@@ -136,7 +136,7 @@ pub fn train(
         let t0 = std::time::Instant::now();
         let out = run(&p, &spec, &space, &mut arrays, &body, false)?;
         let secs = t0.elapsed().as_secs_f64();
-        let l = out.accums[0] as f64 / n.max(1) as f64;
+        let l = out.accums[0] / n.max(1) as f64;
         progress(e + 1, l, secs);
         rep.loss.push(l);
         rep.seconds.push(secs);

@@ -219,7 +219,7 @@ pub fn train(
         let e = sgd_step(&mut w[..k1], &mut h[..k1], r, mu, lr, reg);
         ctx.write_row(wa, &[u], &w[..k1]);
         ctx.write_row(ha, &[i], &h[..k1]);
-        ctx.accumulate(loss, e * e);
+        ctx.accumulate(loss, (e * e) as f64);
     };
     let mut report = MfReport {
         schedule: if dp_syncs.is_some() && cfg.workers > 1 {
@@ -239,7 +239,7 @@ pub fn train(
             Some(syncs) if cfg.workers > 1 => {
                 data_parallel_epoch(&train, &mut arrays, cfg, mu, syncs)
             }
-            _ => run(&p, &spec, &space, &mut arrays, &body, false)?.accums[0] as f64,
+            _ => run(&p, &spec, &space, &mut arrays, &body, false)?.accums[0],
         };
         let secs = t0.elapsed().as_secs_f64();
         let tr = (sq / train.len().max(1) as f64).sqrt();
