@@ -4,7 +4,10 @@
 //!
 //! Takes the plan, the loop, its iteration space, the arrays and the body;
 //! gives the updated arrays, the combined accumulators and (instrumented)
-//! the elements each task touched. A task is dispatched when it is its
+//! the elements each task touched. Plans without a step barrier run in
+//! [`crate::peer`] (workers pass blocks straight to each other); plans with
+//! one (served arrays, unimodular steps) run here, through a coordinator.
+//! A task is dispatched when it is its
 //! worker's next, every block it needs is back and it is that block's next
 //! user in plan order, and (with a barrier) the previous step has finished;
 //! up to two tasks wait at each worker, so a worker starts on its next time
@@ -36,13 +39,13 @@ pub struct RunOutput {
 /// Tasks waiting at a worker at once (the one running and the next).
 const QUEUE_DEPTH: usize = 2;
 
-struct Done {
-    task: usize,
-    views: Vec<View>,
-    accums: Vec<f64>,
-    buffers: Vec<(usize, usize, f32)>,
-    touched: Option<Vec<Touch>>,
-    error: Option<LoopError>,
+pub(crate) struct Done {
+    pub(crate) task: usize,
+    pub(crate) views: Vec<View>,
+    pub(crate) accums: Vec<f64>,
+    pub(crate) buffers: Vec<(usize, usize, f32)>,
+    pub(crate) touched: Option<Vec<Touch>>,
+    pub(crate) error: Option<LoopError>,
 }
 
 /// Run one pass of the loop under `plan`. `log` records touched elements.
@@ -69,6 +72,9 @@ where
     }
     if plan.workers == 1 && plan.tasks.len() == 1 {
         return run_serial(plan, spec, space, arrays, body, log);
+    }
+    if !plan.barrier {
+        return crate::peer::run_peer(plan, spec, space, arrays, body, log);
     }
     // Split the arrays into what travels.
     let mut blocks: Vec<Vec<Option<Vec<f32>>>> = vec![vec![]; arrays.len()];
@@ -256,7 +262,7 @@ where
 }
 
 /// One worker's task: the body over `points` with the given views.
-fn run_task<F>(
+pub(crate) fn run_task<F>(
     spec: &LoopSpec,
     space: &IterSpace,
     points: impl Iterator<Item = usize>,
@@ -329,7 +335,7 @@ where
 }
 
 /// Apply buffered writes and combine accumulators, in task order.
-fn finish(
+pub(crate) fn finish(
     spec: &LoopSpec,
     arrays: &mut [DistArray],
     done: Vec<Done>,
@@ -375,7 +381,7 @@ fn check_arrays(spec: &LoopSpec, arrays: &[DistArray]) -> Result<(), LoopError> 
 
 /// Split row-major `data` of `shape` at position `pos` into the ranges of
 /// `bounds`, each row-major over its own shape.
-fn split(data: &[f32], shape: &[usize], pos: usize, bounds: &[usize]) -> Vec<Vec<f32>> {
+pub(crate) fn split(data: &[f32], shape: &[usize], pos: usize, bounds: &[usize]) -> Vec<Vec<f32>> {
     let outer: usize = shape[..pos].iter().product();
     let inner: usize = shape[pos + 1..].iter().product();
     let n = shape[pos];
@@ -392,7 +398,7 @@ fn split(data: &[f32], shape: &[usize], pos: usize, bounds: &[usize]) -> Vec<Vec
 }
 
 /// Inverse of [`split`].
-fn join(parts: &[Vec<f32>], shape: &[usize], pos: usize) -> Vec<f32> {
+pub(crate) fn join(parts: &[Vec<f32>], shape: &[usize], pos: usize) -> Vec<f32> {
     let outer: usize = shape[..pos].iter().product();
     let mut out = Vec::with_capacity(shape.iter().product());
     for o in 0..outer {

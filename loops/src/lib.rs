@@ -20,6 +20,7 @@ pub mod depend;
 pub mod error;
 pub mod exec;
 pub mod partition;
+mod peer;
 pub mod schedule;
 pub mod spec;
 pub mod unimodular;
