@@ -280,8 +280,9 @@ fn run_bench(a: BenchArgs) -> miette::Result<ExitCode> {
             serde_json::to_string_pretty(&v).map_err(|e| miette::miette!("{e}"))?
         );
     } else {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         println!(
-            "SGD MF, MovieLens-100K (90/10), rank 16: median seconds per epoch over {} epochs",
+            "SGD MF, MovieLens-100K (90/10), rank 16: median seconds per epoch over {} epochs ({cores} cores visible)",
             a.epochs
         );
         for (w, s, t) in &times {
