@@ -173,6 +173,7 @@ fn run_mf(a: MfArgs) -> miette::Result<ExitCode> {
         let v = serde_json::json!({
             "schedule": rep.schedule,
             "workers": a.workers,
+            "schedule_detail": rep.detail,
             "dependence_vectors": dv,
             "comm_elements_per_epoch": rep.comm_elements,
             "rmse_per_epoch": rep.train_rmse,

@@ -79,6 +79,8 @@ impl Default for MfConfig {
 pub struct MfReport {
     /// The schedule that ran (`serial`, `unordered-2d`, `data-parallel`, …).
     pub schedule: String,
+    /// The schedule with its dimensions, e.g. `Unordered2D { space: 1, time: 0 }`.
+    pub detail: String,
     /// The loop's dependence vectors.
     pub dvecs: Vec<DepVec>,
     /// DistArray elements communicated per epoch (from the plan).
@@ -226,6 +228,10 @@ pub fn train(
             "data-parallel".into()
         } else {
             p.kind.to_string()
+        },
+        detail: match dp_syncs {
+            Some(syncs) if cfg.workers > 1 => format!("DataParallel {{ syncs: {syncs} }}"),
+            _ => format!("{:?}", p.kind),
         },
         dvecs: p.dvecs.clone(),
         comm_elements: p.comm_elements,
