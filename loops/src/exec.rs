@@ -5,7 +5,7 @@
 //! Takes the plan, the loop, its iteration space, the arrays and the body;
 //! gives the updated arrays, the combined accumulators and (instrumented)
 //! the elements each task touched. Plans without a step barrier run in
-//! [`crate::peer`] (workers pass blocks straight to each other); plans with
+//! `peer.rs` (workers pass blocks straight to each other); plans with
 //! one (served arrays, unimodular steps) run here, through a coordinator.
 //! A task is dispatched when it is its
 //! worker's next, every block it needs is back and it is that block's next

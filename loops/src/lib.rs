@@ -6,7 +6,8 @@
 //!
 //! Data flow: [`spec::LoopBuilder`] → [`depend::dependence_vectors`] →
 //! [`schedule::plan`] (uses [`partition`] and [`unimodular`]) →
-//! [`exec::run`] (the body sees a [`ctx::Ctx`]). Applications: [`apps::mf`]
+//! [`exec::run`] (peer to peer for barrier-free plans, through a
+//! coordinator otherwise; the body sees a [`ctx::Ctx`]). Applications: [`apps::mf`]
 //! (SGD matrix factorisation, MovieLens-100K) and [`apps::lr`] (sparse
 //! logistic regression, a 1D loop with a buffer). This crate depends on no
 //! other tofu crate: it sits beside the planner in the data flow.

@@ -4,7 +4,7 @@
 //! and runs 1D. Each epoch is one full-gradient step: the buffered writes
 //! `w_f += −lr/n · g_f` are applied when the pass ends.
 //!
-//! Takes a synthetic, seeded data set ([`synthetic`]: `n` samples, `f`
+//! Takes a synthetic, seeded data set ([`synthetic`](crate::apps::lr::synthetic): `n` samples, `f`
 //! features, `nnz` non-zeros per sample, labels from a hidden weight
 //! vector); gives the mean log-loss per epoch and the final weights.
 

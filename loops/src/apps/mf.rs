@@ -6,7 +6,7 @@
 //! (per-worker copies of W and H, averaged at each sync) that Orion is
 //! compared against.
 //!
-//! Takes ratings (dense ids) and a [`MfConfig`]; gives per-epoch training
+//! Takes ratings (dense ids) and a [`MfConfig`](crate::apps::mf::MfConfig); gives per-epoch training
 //! RMSE (accumulated during the pass, before each update), held-out RMSE
 //! and seconds. Rows hold `rank` factors then the bias: W is
 //! `users × (rank + 1)`, H is `items × (rank + 1)`.
