@@ -247,3 +247,50 @@ fn randomize_permutes_space_and_arrays_consistently() {
     assert!(a.permute_axis(0, &[0, 0, 1]).is_err());
     assert!(sp.permute_dim(1, &[0, 1]).is_err());
 }
+
+/// A body that panics is the run's `LoopError::Worker`, on the peer path
+/// (2D, no barrier) and on the coordinator path (a written constant
+/// subscript makes C a served array, which forces the barrier); no thread
+/// is left waiting.
+#[test]
+fn a_panicking_body_is_an_error_not_a_hang() {
+    let sp = IterSpace::dense(&[4, 4]).unwrap();
+    let mut lb = LoopBuilder::new(2, vec![vec![4, 4], vec![4, 4], vec![3]]);
+    let w = lb.access(0, vec![Sub::idx(0), Sub::Any], Mode::ReadWrite);
+    lb.access(1, vec![Sub::idx(1), Sub::Any], Mode::ReadWrite);
+    let spec_peer = lb.clone().build().unwrap();
+    lb.access(2, vec![Sub::Const(1)], Mode::Write);
+    let spec_hub = lb.build().unwrap();
+    let mut barriers = vec![];
+    for spec in [spec_peer, spec_hub] {
+        let p = plan(
+            &spec,
+            &sp,
+            PlanOptions {
+                workers: 3,
+                choice: Choice::Auto,
+                pipeline: true,
+            },
+        )
+        .unwrap();
+        let mut arrays = vec![
+            loops::DistArray::zeros("W", &[4, 4]).unwrap(),
+            loops::DistArray::zeros("H", &[4, 4]).unwrap(),
+            loops::DistArray::zeros("C", &[3]).unwrap(),
+        ];
+        let body = |ctx: &mut loops::Ctx| {
+            let (i, j) = (ctx.point()[0], ctx.point()[1]);
+            assert!(i + j != 5, "boom");
+            let v = ctx.get(w, &[i, 0]);
+            ctx.set(w, &[i, 0], v + 1.0);
+        };
+        let r = loops::run(&p, &spec, &sp, &mut arrays, &body, false);
+        assert!(
+            matches!(r, Err(LoopError::Worker { .. })),
+            "{:?} barrier={}: {r:?}",
+            p.kind,
+            p.barrier
+        );
+    }
+    assert_eq!(barriers, [false, true]);
+}
