@@ -261,7 +261,7 @@ fn a_panicking_body_is_an_error_not_a_hang() {
     let spec_peer = lb.clone().build().unwrap();
     lb.access(2, vec![Sub::Const(1)], Mode::Write);
     let spec_hub = lb.build().unwrap();
-    let mut barriers = vec![];
+    let mut barriers: Vec<bool> = vec![];
     for spec in [spec_peer, spec_hub] {
         let p = plan(
             &spec,
@@ -291,6 +291,7 @@ fn a_panicking_body_is_an_error_not_a_hang() {
             p.kind,
             p.barrier
         );
+        barriers.push(p.barrier);
     }
     assert_eq!(barriers, [false, true]);
 }
