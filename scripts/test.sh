@@ -9,6 +9,10 @@ cd "$(dirname "$0")/.."
 # outside the tree; a no-op when cached. Under CI the ONNX tests fail
 # without it; locally they print SKIPPED when it is missing.
 bash scripts/fetch-onnx-data.sh
+# MovieLens-100K for the loops crate (issue 13): ml-100k.inter from PyPI's
+# recbole==1.2.1 wheel into ${TOFU_DATA_CACHE:-~/.cache/tofu}/recbole-1.2.1;
+# same convention (SKIPPED locally when missing, a failure under CI).
+bash scripts/fetch-movielens.sh
 # With the CUDA backend built in (cudarc loads CUDA at run time, so this
 # builds anywhere); its GPU tests print SKIPPED without a device, and fail
 # instead when TOFU_REQUIRE_GPU=1.

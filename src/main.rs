@@ -30,6 +30,8 @@ enum Command {
     Plan(cmd::plan::Args),
     /// Run a plan's training steps on k CPU threads; `--verify` compares with the unpartitioned graph.
     Run(cmd::run::Args),
+    /// Dependence-aware parallel loops (Orion): SGD MF, sparse logistic regression, benchmark.
+    Loops(cmd::loops::Args),
 }
 
 fn main() -> ExitCode {
@@ -40,6 +42,7 @@ fn main() -> ExitCode {
         Command::Strategies(a) => cmd::strategies::run(a),
         Command::Plan(a) => cmd::plan::run(a),
         Command::Run(a) => cmd::run::run(a),
+        Command::Loops(a) => cmd::loops::run(a),
     };
     match result {
         Ok(code) => code,

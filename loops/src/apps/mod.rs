@@ -1,0 +1,9 @@
+//! Applications written against the loop API: SGD matrix factorisation
+//! (the 2D example of thesis §5.3.3) and sparse logistic regression (1D).
+
+/// Sparse logistic regression (1D, buffered writes).
+pub mod lr;
+/// SGD matrix factorisation (unordered 2D).
+pub mod mf;
+/// MovieLens-100K loader.
+pub mod movielens;
