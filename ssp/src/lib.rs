@@ -27,6 +27,7 @@ pub mod link;
 pub mod managed;
 pub mod message;
 pub mod server;
+pub mod tcp;
 pub mod types;
 
 pub use client::{ClientStats, Worker};
