@@ -14,7 +14,8 @@ use ssp::{Client, ClientId, CommConfig, RowKey, ShardId, TableConfig};
 fn tcp_run_applies_every_increment_once_and_keeps_the_bound() {
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {
-        let _ = tx.send(run());
+        run();
+        let _ = tx.send(());
     });
     rx.recv_timeout(Duration::from_secs(60))
         .expect("TCP run hung");
