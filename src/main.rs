@@ -30,6 +30,8 @@ enum Command {
     Plan(cmd::plan::Args),
     /// Run a plan's training steps on k CPU threads; `--verify` compares with the unpartitioned graph.
     Run(cmd::run::Args),
+    /// Data-parallel training through the Stale Synchronous Parallel parameter server (Bösen).
+    Ssp(cmd::ssp::Args),
 }
 
 fn main() -> ExitCode {
@@ -40,6 +42,7 @@ fn main() -> ExitCode {
         Command::Strategies(a) => cmd::strategies::run(a),
         Command::Plan(a) => cmd::plan::run(a),
         Command::Run(a) => cmd::run::run(a),
+        Command::Ssp(a) => cmd::ssp::run(a),
     };
     match result {
         Ok(code) => code,

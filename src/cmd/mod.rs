@@ -5,4 +5,5 @@ pub mod graph;
 pub mod graph_onnx;
 pub mod plan;
 pub mod run;
+pub mod ssp;
 pub mod strategies;

@@ -10,6 +10,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
+use crate::checkpoint::ShardCheckpoint;
 use crate::client::Worker;
 use crate::comm::{Client, CommConfig};
 use crate::error::SspError;
@@ -31,6 +32,9 @@ pub struct ClusterConfig {
     pub workers_per_client: usize,
     /// Communication settings of every client.
     pub comm: CommConfig,
+    /// Consistent checkpoint after every this many clocks (0 = none); they
+    /// come back in [`RunReport::checkpoints`].
+    pub checkpoint_every: u32,
 }
 
 /// What a finished run leaves.
@@ -44,6 +48,8 @@ pub struct RunReport {
     pub bytes_sent: u64,
     /// Increment messages sent before their clock ended.
     pub early_sent: u64,
+    /// Every shard's checkpoints, in order of shard then clock.
+    pub checkpoints: Vec<ShardCheckpoint>,
 }
 
 /// A running in-process cluster.
@@ -83,10 +89,11 @@ impl LocalCluster {
                     }) as _
                 })
                 .collect();
-            let state = ShardState::new(ShardId(i as u32), &cfg.tables, cfg.clients);
+            let state = ShardState::new(ShardId(i as u32), &cfg.tables, cfg.clients)
+                .with_checkpoints(cfg.checkpoint_every);
             let h = std::thread::Builder::new()
                 .name(format!("ssp-shard{i}"))
-                .spawn(move || run_shard(state, inbox, &links))
+                .spawn(move || run_shard(state, inbox, &links, None))
                 .map_err(|e| SspError::Io {
                     what: "spawning a shard thread".into(),
                     source: e,
@@ -161,9 +168,11 @@ impl LocalCluster {
         }
         let mut rows = BTreeMap::new();
         let mut applied = 0;
+        let mut checkpoints = Vec::new();
         for h in self.shards {
             match h.join() {
-                Ok(Ok(state)) => {
+                Ok(Ok(mut state)) => {
+                    checkpoints.extend(state.take_checkpoints());
                     applied += state.applied();
                     rows.extend(state.rows());
                 }
@@ -182,6 +191,7 @@ impl LocalCluster {
                 applied,
                 bytes_sent,
                 early_sent,
+                checkpoints,
             }),
         }
     }

@@ -95,6 +95,23 @@ impl Client {
         workers: usize,
         comm: CommConfig,
     ) -> Result<(Client, Vec<Worker>), SspError> {
+        Client::start_at(id, tables, shards, inbox, workers, comm, 0)
+    }
+
+    /// As [`Client::start`], with every worker starting at clock `start`
+    /// (a restart from a checkpoint at clock `start - 1`).
+    ///
+    /// # Errors
+    /// As [`Client::start`].
+    pub fn start_at(
+        id: ClientId,
+        tables: &[TableConfig],
+        shards: Vec<Arc<dyn Outbound<ToServer>>>,
+        inbox: Receiver<ToClient>,
+        workers: usize,
+        comm: CommConfig,
+        start: Clock,
+    ) -> Result<(Client, Vec<Worker>), SspError> {
         if workers == 0 || shards.is_empty() {
             return Err(SspError::Config(format!(
                 "a client needs at least one worker and one shard (got {workers} workers, {} shards)",
@@ -112,7 +129,7 @@ impl Client {
             shards,
             cache_cv: Condvar::new(),
             outbox: Mutex::new(Outbox::default()),
-            worker_clocks: Mutex::new(vec![0; workers]),
+            worker_clocks: Mutex::new(vec![start; workers]),
             cmd: cmd_tx,
             stats: ClientStats::default(),
         });
@@ -194,6 +211,11 @@ fn receive(shared: &ClientShared, inbox: Receiver<ToClient>) {
                 if let Some(c) = cache.shard_clock.get_mut(shard.0 as usize) {
                     *c = (*c).max(clock);
                 }
+            }
+            ToClient::LinkClosed { peer } => {
+                cache
+                    .closed
+                    .get_or_insert_with(|| format!("the connection to server {peer} closed"));
             }
         }
         drop(cache);

@@ -19,13 +19,17 @@
 
 #![warn(missing_docs)]
 
+pub mod adarevision;
+pub mod checkpoint;
 pub mod client;
 pub mod cluster;
 pub mod comm;
+pub mod counter;
 pub mod error;
 pub mod link;
 pub mod managed;
 pub mod message;
+pub mod mf;
 pub mod server;
 pub mod tcp;
 pub mod types;

@@ -72,6 +72,12 @@ pub enum ToClient {
         /// The shard clock (least client clock it has seen).
         clock: Clock,
     },
+    /// Said by a client's own transport, never by a shard: the connection
+    /// to a server closed. Reads still waiting fail instead of hanging.
+    LinkClosed {
+        /// The server's address.
+        peer: String,
+    },
 }
 
 impl ToServer {

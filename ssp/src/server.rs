@@ -16,6 +16,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use crossbeam_channel::Receiver;
 
+use crate::checkpoint::{Checkpointer, ShardCheckpoint};
 use crate::error::SspError;
 use crate::message::{ToClient, ToServer};
 use crate::types::{ClientId, Clock, RowKey, RowValues, ShardId, TableConfig, TableId};
@@ -60,6 +61,7 @@ pub struct ShardState {
     pending: BTreeMap<Clock, Vec<(ClientId, RowKey)>>,
     dirty: HashSet<RowKey>,
     applied: u64,
+    ckpt: Checkpointer,
 }
 
 impl ShardState {
@@ -75,7 +77,44 @@ impl ShardState {
             pending: BTreeMap::new(),
             dirty: HashSet::new(),
             applied: 0,
+            ckpt: Checkpointer::default(),
         }
+    }
+
+    /// Takes a consistent checkpoint after every `every` clocks (at clocks
+    /// t with `(t + 1) % every == 0`; 0 = never). See [`crate::checkpoint`].
+    pub fn with_checkpoints(mut self, every: u32) -> ShardState {
+        self.ckpt.every = every;
+        self
+    }
+
+    /// A shard restarted from its checkpoint: the rows as of clock
+    /// `ckpt.clock`, every client counted as done with it (clients restart
+    /// their workers at clock `ckpt.clock + 1`).
+    pub fn restore(ckpt: ShardCheckpoint, tables: &[TableConfig], clients: usize) -> ShardState {
+        let mut s = ShardState::new(ckpt.shard, tables, clients);
+        let start = ckpt.clock.saturating_add(1);
+        s.clock = start;
+        s.client_clocks = vec![start; clients];
+        s.rows = ckpt
+            .rows
+            .into_iter()
+            .map(|(k, values)| {
+                (
+                    k,
+                    ServerRow {
+                        values,
+                        subscribers: BTreeSet::new(),
+                    },
+                )
+            })
+            .collect();
+        s
+    }
+
+    /// Checkpoints completed since the last call, oldest first.
+    pub fn take_checkpoints(&mut self) -> Vec<ShardCheckpoint> {
+        std::mem::take(&mut self.ckpt.completed)
     }
 
     /// This shard's id.
@@ -146,18 +185,24 @@ impl ShardState {
         let mut out = Vec::new();
         match msg {
             ToServer::Inc {
-                client, key, delta, ..
+                client,
+                key,
+                delta,
+                clock: tag,
             } => {
                 self.client_index(client)?;
                 let table = *self
                     .tables
                     .get(&key.table)
                     .ok_or(SspError::UnknownTable(key.table))?;
+                let live = self.rows.get(&key).map(|r| &r.values);
+                self.ckpt.before_inc(self.clock, tag, key, live, &table);
                 let row = self.rows.entry(key).or_insert_with(|| ServerRow {
                     values: RowValues::zeros(&table),
                     subscribers: BTreeSet::new(),
                 });
                 row.values.add(&table, &delta)?;
+                self.ckpt.after_inc(tag, key, &delta, &table)?;
                 self.applied += 1;
                 self.dirty.insert(key);
             }
@@ -207,6 +252,10 @@ impl ShardState {
         if new <= self.clock {
             return Ok(());
         }
+        let rows = &self.rows;
+        self.ckpt.advance(self.id, self.clock, new, || {
+            rows.iter().map(|(k, r)| (*k, &r.values)).collect()
+        });
         self.clock = new;
         // Eager push of changed rows to the clients caching them.
         let mut dirty: Vec<RowKey> = self.dirty.drain().collect();
@@ -254,17 +303,25 @@ impl ShardState {
 }
 
 /// Runs a shard until every client has said `Bye`; returns its final state.
+/// With `checkpoint_dir`, completed checkpoints are written there as they
+/// complete; without, they stay in the state ([`ShardState::take_checkpoints`]).
 ///
 /// # Errors
-/// The first error of [`ShardState::handle`], or
+/// The first error of [`ShardState::handle`], a checkpoint write error, or
 /// [`SspError::Disconnected`] when the inbox closes before every client is
 /// done.
 pub fn run_shard(
     mut state: ShardState,
     inbox: Receiver<ToServer>,
     links: &dyn ClientLinks,
+    checkpoint_dir: Option<&std::path::Path>,
 ) -> Result<ShardState, SspError> {
     while !state.finished() {
+        if let Some(dir) = checkpoint_dir {
+            for c in state.take_checkpoints() {
+                c.write(dir)?;
+            }
+        }
         let msg = inbox.recv().map_err(|_| SspError::Disconnected {
             peer: format!("shard {}", state.id.0),
             why: "inbox closed before every client said Bye".into(),
@@ -272,6 +329,11 @@ pub fn run_shard(
         for (client, reply) in state.handle(msg)? {
             // A client that has gone away only loses pushes it no longer needs.
             let _ = links.send(client, reply);
+        }
+    }
+    if let Some(dir) = checkpoint_dir {
+        for c in state.take_checkpoints() {
+            c.write(dir)?;
         }
     }
     Ok(state)

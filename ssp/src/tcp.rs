@@ -10,6 +10,7 @@
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -88,11 +89,16 @@ pub struct TcpServer {
 impl TcpServer {
     /// Listens on `addr` (e.g. `127.0.0.1:0`) and serves the shards
     /// `states` (each usually [`ShardState::new`], or restored from a
-    /// checkpoint) for their clients.
+    /// checkpoint) for their clients; writes their checkpoints into
+    /// `checkpoint_dir` when given.
     ///
     /// # Errors
     /// [`SspError::Io`] when the address cannot be bound.
-    pub fn start(addr: &str, states: Vec<ShardState>) -> Result<TcpServer, SspError> {
+    pub fn start(
+        addr: &str,
+        states: Vec<ShardState>,
+        checkpoint_dir: Option<PathBuf>,
+    ) -> Result<TcpServer, SspError> {
         let rt = runtime()?;
         let std_listener = std::net::TcpListener::bind(addr).map_err(|e| SspError::Io {
             what: format!("binding {addr} (is the port free?)"),
@@ -115,9 +121,10 @@ impl TcpServer {
             let (tx, rx) = crossbeam_channel::unbounded();
             inboxes.insert(state.id(), tx);
             let reg = Arc::clone(&registry);
+            let dir = checkpoint_dir.clone();
             let h = std::thread::Builder::new()
                 .name(format!("ssp-shard{}", state.id().0))
-                .spawn(move || run_shard(state, rx, reg.as_ref()))
+                .spawn(move || run_shard(state, rx, reg.as_ref(), dir.as_deref()))
                 .map_err(|e| SspError::Io {
                     what: "spawning a shard thread".into(),
                     source: e,
@@ -327,8 +334,10 @@ impl TcpConnections {
                         }
                     }
                 }
-                // The server closed: no more messages to send either.
+                // The server closed: no more messages to send either, and
+                // reads still waiting on it must fail, not hang.
                 writer.abort();
+                let _ = in_tx.send(ToClient::LinkClosed { peer });
             });
             for k in 0..shards_per_server {
                 links.push(Arc::new(TcpLink {

@@ -78,7 +78,7 @@ type BspRead = (usize, u32, u64, Vec<f32>);
 /// A read observed by a worker: its clock, the row, the stamp and values.
 type Seen = (usize, u32, u64, u32, Vec<f32>);
 
-fn run_tagged(case: Case) -> (Vec<Seen>, BTreeMap<RowKey, RowValues>) {
+fn run_tagged(case: Case) -> (Vec<Seen>, ssp::RunReport) {
     let n_workers = case.clients * case.workers;
     let cols = n_workers as u32 * case.clocks;
     let table = TableConfig::dense(0, cols, case.staleness);
@@ -98,6 +98,7 @@ fn run_tagged(case: Case) -> (Vec<Seen>, BTreeMap<RowKey, RowValues>) {
         clients: case.clients,
         workers_per_client: case.workers,
         comm,
+        checkpoint_every: 2,
     };
     let (cluster, workers) = LocalCluster::start(&cfg).unwrap();
     let mut handles = Vec::new();
@@ -131,14 +132,11 @@ fn run_tagged(case: Case) -> (Vec<Seen>, BTreeMap<RowKey, RowValues>) {
         .flat_map(|h| h.join().unwrap())
         .collect();
     let report = cluster.finish().unwrap();
-    (seen, report.rows)
+    (seen, report)
 }
 
-fn check_tagged(
-    case: &Case,
-    seen: &[Seen],
-    rows: &BTreeMap<RowKey, RowValues>,
-) -> Result<(), TestCaseError> {
+fn check_tagged(case: &Case, seen: &[Seen], report: &ssp::RunReport) -> Result<(), TestCaseError> {
+    let rows = &report.rows;
     let n_workers = case.clients * case.workers;
     let cols = n_workers as u32 * case.clocks;
     let s = case.staleness;
@@ -191,6 +189,46 @@ fn check_tagged(
             }
         }
     }
+    // A checkpoint at clock t equals replaying exactly the updates <= t,
+    // even with updates sent early (managed communication) or by workers
+    // up to s clocks ahead.
+    let want_ckpts = (0..case.clocks).filter(|t| (t + 1) % 2 == 0).count() * case.shards;
+    prop_assert_eq!(
+        report.checkpoints.len(),
+        want_ckpts,
+        "one checkpoint per shard per 2 clocks"
+    );
+    for ck in &report.checkpoints {
+        let held: BTreeMap<RowKey, &RowValues> = ck.rows.iter().map(|(k, v)| (*k, v)).collect();
+        for r in 0..case.rows {
+            let key = RowKey::new(0, r);
+            if key.shard(case.shards) != ck.shard {
+                continue;
+            }
+            let got = held
+                .get(&key)
+                .map(|v| v.to_dense(cols as usize))
+                .unwrap_or(vec![0.0; cols as usize]);
+            for u in 0..n_workers {
+                for cu in 0..case.clocks {
+                    let want = if cu <= ck.clock && chosen(case.seed, u, cu, r) {
+                        1.0
+                    } else {
+                        0.0
+                    };
+                    prop_assert_eq!(
+                        got[(u as u32 * case.clocks + cu) as usize],
+                        want,
+                        "checkpoint at clock {} row {} update ({}, {})",
+                        ck.clock,
+                        r,
+                        u,
+                        cu
+                    );
+                }
+            }
+        }
+    }
     Ok(())
 }
 
@@ -202,8 +240,8 @@ proptest! {
     #[test]
     fn ssp_guarantee_and_exactly_once(case in case()) {
         let c2 = case.clone();
-        let (seen, rows) = within(60, move || run_tagged(c2));
-        check_tagged(&case, &seen, &rows)?;
+        let (seen, report) = within(60, move || run_tagged(c2));
+        check_tagged(&case, &seen, &report)?;
     }
 }
 
@@ -261,6 +299,7 @@ proptest! {
                 clients: 1,
                 workers_per_client: workers,
                 comm: CommConfig::default(),
+                checkpoint_every: 0,
             };
             let (cluster, mut all) = LocalCluster::start(&cfg).unwrap();
             let handles: Vec<_> = all.remove(0).into_iter().enumerate().map(|(w, mut worker)| {
@@ -310,6 +349,7 @@ fn uneven_workers_shut_down() {
             clients: 2,
             workers_per_client: 2,
             comm: CommConfig::default(),
+            checkpoint_every: 0,
         };
         let (cluster, workers) = LocalCluster::start(&cfg).unwrap();
         let handles: Vec<_> = workers
@@ -344,6 +384,7 @@ fn bad_column_and_table_are_errors() {
         clients: 1,
         workers_per_client: 1,
         comm: CommConfig::default(),
+        checkpoint_every: 0,
     };
     let (cluster, mut workers) = LocalCluster::start(&cfg).unwrap();
     let w = workers.remove(0).remove(0);

@@ -36,7 +36,7 @@ fn run() {
                     )
                 })
                 .collect();
-            TcpServer::start("127.0.0.1:0", states).unwrap()
+            TcpServer::start("127.0.0.1:0", states, None).unwrap()
         })
         .collect();
     let addrs: Vec<String> = servers.iter().map(|s| s.local_addr().to_string()).collect();
