@@ -153,7 +153,7 @@ impl Client {
             .map(|index| Worker {
                 shared: Arc::clone(&shared),
                 index,
-                clock: 0,
+                clock: start,
             })
             .collect();
         Ok((
