@@ -162,11 +162,14 @@ fn killed_server_restarts_from_checkpoint_losing_and_repeating_nothing() {
             )
         })
         .collect();
-    for (i, w) in ws.iter_mut().enumerate() {
-        assert!(
-            wait_within(w, 60, &format!("restarted worker {i}")).success(),
-            "restarted worker {i} failed"
-        );
+    let ok: Vec<bool> = ws
+        .iter_mut()
+        .enumerate()
+        .map(|(i, w)| wait_within(w, 60, &format!("restarted worker {i}")).success())
+        .collect();
+    if ok.contains(&false) {
+        let _ = server.kill();
+        panic!("a restarted worker failed: {ok:?}");
     }
     assert!(wait_within(&mut server, 30, "restarted server").success());
     let out = server.wait_with_output().unwrap();
