@@ -270,6 +270,8 @@ impl Sender<'_> {
                 b.wait_spend(bytes);
             }
         }
+        // Taken right after the bucket was spent: the send log's time.
+        let at = Instant::now();
         let stats = &self.shared.stats;
         stats.bytes_sent.fetch_add(bytes, Ordering::Relaxed);
         stats.incs_sent.fetch_add(1, Ordering::Relaxed);
@@ -277,7 +279,7 @@ impl Sender<'_> {
             stats.early_sent.fetch_add(1, Ordering::Relaxed);
         }
         if self.comm.record_sends {
-            lock(&stats.send_log).push((Instant::now(), bytes));
+            lock(&stats.send_log).push((at, bytes));
         }
         let shard = key.shard(self.shared.shards.len()).0 as usize;
         self.shared.shards[shard].send(msg)
