@@ -9,7 +9,8 @@ cd "$(dirname "$0")/.."
 # outside the tree; a no-op when cached. Under CI the ONNX tests fail
 # without it; locally they print SKIPPED when it is missing.
 bash scripts/fetch-onnx-data.sh
-# MovieLens-100K for the loops crate (issue 13): ml-100k.inter from PyPI's
+# MovieLens-100K for the loops and ssp crates (issues 13, 12; ssp reads
+# ${TOFU_MOVIELENS_CACHE}, same default directory): ml-100k.inter from PyPI's
 # recbole==1.2.1 wheel into ${TOFU_DATA_CACHE:-~/.cache/tofu}/recbole-1.2.1;
 # same convention (SKIPPED locally when missing, a failure under CI).
 bash scripts/fetch-movielens.sh

@@ -32,6 +32,8 @@ enum Command {
     Run(cmd::run::Args),
     /// Dependence-aware parallel loops (Orion): SGD MF, sparse logistic regression, benchmark.
     Loops(cmd::loops::Args),
+    /// Data-parallel training through the Stale Synchronous Parallel parameter server (Bösen).
+    Ssp(cmd::ssp::Args),
 }
 
 fn main() -> ExitCode {
@@ -43,6 +45,7 @@ fn main() -> ExitCode {
         Command::Plan(a) => cmd::plan::run(a),
         Command::Run(a) => cmd::run::run(a),
         Command::Loops(a) => cmd::loops::run(a),
+        Command::Ssp(a) => cmd::ssp::run(a),
     };
     match result {
         Ok(code) => code,

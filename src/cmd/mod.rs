@@ -6,4 +6,5 @@ pub mod graph_onnx;
 pub mod loops;
 pub mod plan;
 pub mod run;
+pub mod ssp;
 pub mod strategies;
