@@ -30,6 +30,11 @@ enum Command {
     Plan(cmd::plan::Args),
     /// Run a plan's training steps on k CPU threads; `--verify` compares with the unpartitioned graph.
     Run(cmd::run::Args),
+    /// Start one process per local GPU running a tofu subcommand, with torchrun's variables (RANK, WORLD_SIZE, MASTER_ADDR, …).
+    Launch(cmd::launch::Args),
+    /// Join the rendezvous of `tofu launch`, pass barriers, print one JSON line (the launcher's tests).
+    #[command(hide = true)]
+    RendezvousCheck(cmd::launch::CheckArgs),
 }
 
 fn main() -> ExitCode {
@@ -40,6 +45,8 @@ fn main() -> ExitCode {
         Command::Strategies(a) => cmd::strategies::run(a),
         Command::Plan(a) => cmd::plan::run(a),
         Command::Run(a) => cmd::run::run(a),
+        Command::Launch(a) => cmd::launch::run(a),
+        Command::RendezvousCheck(a) => cmd::launch::run_check(a),
     };
     match result {
         Ok(code) => code,
