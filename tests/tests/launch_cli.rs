@@ -250,12 +250,13 @@ fn a_hanging_rank_is_killed_after_the_grace_period() {
 /// its exit status (clap's usage error: 2).
 #[test]
 fn a_failing_subcommand_is_reported_with_its_status() {
+    let port = free_port();
     let o = tofu(&[
         "launch",
         "--nproc-per-node",
         "2",
         "--master-port",
-        "29999",
+        &port,
         "--",
         "no-such-command",
     ]);
