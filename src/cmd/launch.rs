@@ -58,6 +58,9 @@ pub struct Args {
 
 /// How often the launcher polls its children.
 const POLL: Duration = Duration::from_millis(10);
+/// After the first failure, how long to wait for the ranks failing because
+/// of it before naming the first.
+const SETTLE: Duration = Duration::from_millis(50);
 
 /// Run `tofu launch`.
 pub fn run(args: Args) -> miette::Result<ExitCode> {
@@ -159,13 +162,15 @@ enum End {
 /// rank: when it exited, to a few microseconds, seen by the forwarders.
 type Closed = Arc<Mutex<Vec<Vec<Instant>>>>;
 
-/// Of the ranks that failed in the same poll, the one that failed first:
-/// the earliest to close both output pipes (waiting briefly for the
-/// forwarders to see it), else the first killed by a signal, else the
-/// lowest.
+/// Of the ranks that failed, the one that most likely failed first (the
+/// cause; the others usually fail because the rendezvous told them): a
+/// rank killed by a signal before one that exited with a status (a rank
+/// that fails because of another exits with status 1), then the earliest
+/// to close its output pipes (when it exited, seen by the forwarders, which
+/// are waited for briefly), then the lowest.
 fn first_to_fail(candidates: &[(usize, ExitStatus)], closed: &Closed) -> usize {
     let deadline = Instant::now() + Duration::from_millis(200);
-    loop {
+    let times = loop {
         let times: Vec<Option<Instant>> = {
             let c = closed.lock().unwrap_or_else(|e| e.into_inner());
             candidates
@@ -177,22 +182,50 @@ fn first_to_fail(candidates: &[(usize, ExitStatus)], closed: &Closed) -> usize {
                 })
                 .collect()
         };
-        if times.iter().all(Option::is_some) {
-            let k = (0..candidates.len())
-                .min_by_key(|k| times[*k])
-                .expect("a candidate");
-            return candidates[k].0;
-        }
-        if Instant::now() >= deadline {
-            break;
+        if times.iter().all(Option::is_some) || Instant::now() >= deadline {
+            break times;
         }
         thread::sleep(Duration::from_millis(1));
+    };
+    let k = (0..candidates.len())
+        .min_by_key(|k| {
+            let (rank, status) = candidates[*k];
+            (
+                status.code().is_some(),
+                times[*k].is_none(),
+                times[*k],
+                rank,
+            )
+        })
+        .expect("a failed rank");
+    candidates[k].0
+}
+
+/// Collect the children that ended since the last look; gives those that
+/// failed (non-zero status or a signal).
+fn sweep(children: &mut [Child], ends: &mut [Option<End>]) -> Vec<(usize, ExitStatus)> {
+    let mut failed = Vec::new();
+    for (i, c) in children.iter_mut().enumerate() {
+        if ends[i].is_some() {
+            continue;
+        }
+        match c.try_wait() {
+            Ok(Some(status)) => {
+                ends[i] = Some(End::Exited(status));
+                if !status.success() {
+                    failed.push((i, status));
+                }
+            }
+            Ok(None) => {}
+            Err(_) => {
+                // Cannot observe it: stop it; it counts as killed.
+                let _ = c.kill();
+                let _ = c.wait();
+                ends[i] = Some(End::Killed);
+            }
+        }
     }
-    candidates
-        .iter()
-        .find(|(_, s)| s.code().is_none())
-        .unwrap_or(&candidates[0])
-        .0
+    failed
 }
 
 /// Wait for every child; once one fails, kill the rest after `grace`.
@@ -206,29 +239,12 @@ fn supervise(
     let mut ends: Vec<Option<End>> = vec![None; children.len()];
     let mut failed: Option<(usize, Instant)> = None;
     loop {
-        let mut failed_now = Vec::new();
-        for (i, c) in children.iter_mut().enumerate() {
-            if ends[i].is_some() {
-                continue;
-            }
-            match c.try_wait() {
-                Ok(Some(status)) => {
-                    ends[i] = Some(End::Exited(status));
-                    if !status.success() {
-                        failed_now.push((i, status));
-                    }
-                }
-                Ok(None) => {}
-                Err(_) => {
-                    // Cannot observe it: treat it as failed and stop it.
-                    let _ = c.kill();
-                    let _ = c.wait();
-                    ends[i] = Some(End::Killed);
-                    failed.get_or_insert((i, Instant::now()));
-                }
-            }
-        }
+        let mut failed_now = sweep(children, &mut ends);
         if failed.is_none() && !failed_now.is_empty() {
+            // Ranks failing because of this one follow within milliseconds:
+            // look again after a moment, then pick the cause among all.
+            thread::sleep(SETTLE);
+            failed_now.extend(sweep(children, &mut ends));
             let i = first_to_fail(&failed_now, closed);
             failed = Some((i, Instant::now()));
             if ends.iter().any(Option::is_none) {
@@ -239,6 +255,11 @@ fn supervise(
                     describe(status),
                     grace.as_secs_f64()
                 );
+            }
+        }
+        if failed.is_none() {
+            if let Some(i) = ends.iter().position(|e| matches!(e, Some(End::Killed))) {
+                failed = Some((i, Instant::now()));
             }
         }
         if ends.iter().all(Option::is_some) {
