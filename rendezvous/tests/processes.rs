@@ -12,8 +12,9 @@ use std::time::{Duration, Instant};
 
 /// Set in a child: run [`child`]'s body.
 const CHILD: &str = "TOFU_RENDEZVOUS_TEST_CHILD";
-/// Set in a child: after the first barrier, sleep instead of entering the
-/// second (the parent kills it meanwhile).
+/// Set in a child: after the first barrier, wait for its stdin to close
+/// instead of entering the second barrier (the parent kills it meanwhile;
+/// should the parent die first, the pipe closes and the child exits).
 const HANG: &str = "TOFU_RENDEZVOUS_TEST_HANG";
 /// The children's timeout, seconds.
 const TIMEOUT_S: u64 = 10;
@@ -26,18 +27,25 @@ fn child() {
         return;
     }
     let env = rendezvous::Env::from_env().unwrap().expect("RANK is set");
-    let mut s = rendezvous::join(
+    let joined = rendezvous::join(
         &env,
         || (0..128u8).map(|i| i ^ (std::process::id() as u8)).collect(),
         Duration::from_secs(TIMEOUT_S),
-    )
-    .unwrap();
+    );
+    let mut s = match joined {
+        Ok(s) => s,
+        Err(e) => {
+            println!("CHILD join error: {e}");
+            return;
+        }
+    };
     let hex: String = s.payload().iter().map(|b| format!("{b:02x}")).collect();
     println!("CHILD payload {hex}");
     s.barrier().unwrap();
     println!("CHILD barrier1");
     if std::env::var_os(HANG).is_some() {
-        thread::sleep(Duration::from_secs(3600));
+        let _ = std::io::copy(&mut std::io::stdin(), &mut std::io::sink());
+        return;
     }
     match s.barrier() {
         Ok(()) => println!("CHILD barrier2 ok"),
@@ -54,6 +62,7 @@ fn spawn(rank: usize, world_size: usize, port: u16, hang: bool) -> Child {
         .env("WORLD_SIZE", world_size.to_string())
         .env("MASTER_ADDR", "127.0.0.1")
         .env("MASTER_PORT", port.to_string())
+        .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::null());
     if hang {
@@ -80,20 +89,47 @@ fn lines(children: &mut [Child]) -> Receiver<(usize, String)> {
     rx
 }
 
-/// Collect one line starting with `prefix` from each rank in `ranks`.
-fn expect(rx: &Receiver<(usize, String)>, ranks: &[usize], prefix: &str) -> Vec<String> {
+/// Collect one line starting with `prefix` from each rank in `ranks`;
+/// lines for later steps that arrive meanwhile wait in `backlog`.
+fn expect(
+    rx: &Receiver<(usize, String)>,
+    backlog: &mut Vec<(usize, String)>,
+    ranks: &[usize],
+    prefix: &str,
+) -> Vec<String> {
     let deadline = Instant::now() + Duration::from_secs(TIMEOUT_S + 5);
     let mut got: Vec<Option<String>> = vec![None; ranks.iter().max().unwrap() + 1];
-    while ranks.iter().any(|r| got[*r].is_none()) {
+    loop {
+        backlog.retain(|(rank, line)| {
+            let wanted = ranks.contains(rank) && got[*rank].is_none() && line.starts_with(prefix);
+            if wanted {
+                got[*rank] = Some(line.clone());
+            }
+            !wanted
+        });
+        if ranks.iter().all(|r| got[*r].is_some()) {
+            return ranks.iter().map(|r| got[*r].clone().unwrap()).collect();
+        }
         let left = deadline.saturating_duration_since(Instant::now());
-        let (rank, line) = rx
-            .recv_timeout(left)
-            .unwrap_or_else(|_| panic!("no `{prefix}` from all of {ranks:?}: {got:?}"));
-        if line.starts_with(prefix) {
-            got[rank] = Some(line);
+        match rx.recv_timeout(left) {
+            Ok(l) => backlog.push(l),
+            Err(_) => {
+                panic!("no `{prefix}` from all of {ranks:?}: {got:?}; other lines: {backlog:?}")
+            }
         }
     }
-    ranks.iter().map(|r| got[*r].clone().unwrap()).collect()
+}
+
+/// The children, killed when the test ends, even by a failed assertion.
+struct Children(Vec<Child>);
+
+impl Drop for Children {
+    fn drop(&mut self) {
+        for c in &mut self.0 {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
 }
 
 #[test]
@@ -104,17 +140,18 @@ fn processes_exchange_the_payload_and_a_killed_one_is_named() {
         .unwrap()
         .port();
     let world = 4;
-    let mut children: Vec<Child> = (0..world).map(|r| spawn(r, world, port, r == 2)).collect();
-    let rx = lines(&mut children);
-    let payloads = expect(&rx, &[0, 1, 2, 3], "payload");
+    let mut children = Children((0..world).map(|r| spawn(r, world, port, r == 2)).collect());
+    let rx = lines(&mut children.0);
+    let mut backlog = Vec::new();
+    let payloads = expect(&rx, &mut backlog, &[0, 1, 2, 3], "payload");
     assert!(payloads.iter().all(|p| p == &payloads[0]), "{payloads:?}");
     assert_eq!(payloads[0].len(), "payload ".len() + 256);
-    expect(&rx, &[0, 1, 2, 3], "barrier1");
+    expect(&rx, &mut backlog, &[0, 1, 2, 3], "barrier1");
     // Rank 2 now sleeps; the others wait for it in barrier #2. Kill it.
     thread::sleep(Duration::from_millis(200));
     let killed_at = Instant::now();
-    children[2].kill().unwrap();
-    let errors = expect(&rx, &[0, 1, 3], "barrier2");
+    children.0[2].kill().unwrap();
+    let errors = expect(&rx, &mut backlog, &[0, 1, 3], "barrier2");
     let took = killed_at.elapsed();
     for e in &errors {
         assert!(e.contains("error: rank 2 lost its connection"), "{e}");
@@ -122,8 +159,4 @@ fn processes_exchange_the_payload_and_a_killed_one_is_named() {
     }
     assert!(took < Duration::from_secs(TIMEOUT_S), "took {took:?}");
     eprintln!("killed rank 2; the others failed naming it after {took:?}");
-    for mut c in children {
-        let _ = c.kill();
-        let _ = c.wait();
-    }
 }

@@ -391,9 +391,9 @@ pub struct CheckArgs {
     /// its session: the others must fail naming it.
     #[arg(long)]
     pub kill_rank: Option<usize>,
-    /// This rank sleeps for an hour after the first barrier, ignoring the
-    /// others: with `--kill-rank`, `tofu launch` must kill it after the
-    /// grace period.
+    /// This rank sleeps for twice the timeout after the first barrier,
+    /// ignoring the others: with `--kill-rank`, `tofu launch` must kill it
+    /// after the grace period.
     #[arg(long)]
     pub hang_rank: Option<usize>,
 }
@@ -424,7 +424,7 @@ pub fn run_check(args: CheckArgs) -> miette::Result<ExitCode> {
     }
     if args.hang_rank == Some(rank) {
         eprintln!("rank {rank} hangs (--hang-rank {rank})");
-        std::thread::sleep(Duration::from_secs(3600));
+        std::thread::sleep(Duration::from_secs_f64(2.0 * args.timeout_s));
     }
     let t = Instant::now();
     for _ in 1..barriers {
