@@ -34,6 +34,11 @@ enum Command {
     Loops(cmd::loops::Args),
     /// Data-parallel training through the Stale Synchronous Parallel parameter server (Bösen).
     Ssp(cmd::ssp::Args),
+    /// Start one process per local GPU running a tofu subcommand, with torchrun's variables (RANK, WORLD_SIZE, MASTER_ADDR, …).
+    Launch(cmd::launch::Args),
+    /// Join the rendezvous of `tofu launch`, pass barriers, print one JSON line (the launcher's tests).
+    #[command(hide = true)]
+    RendezvousCheck(cmd::launch::CheckArgs),
 }
 
 fn main() -> ExitCode {
@@ -46,6 +51,8 @@ fn main() -> ExitCode {
         Command::Run(a) => cmd::run::run(a),
         Command::Loops(a) => cmd::loops::run(a),
         Command::Ssp(a) => cmd::ssp::run(a),
+        Command::Launch(a) => cmd::launch::run(a),
+        Command::RendezvousCheck(a) => cmd::launch::run_check(a),
     };
     match result {
         Ok(code) => code,
