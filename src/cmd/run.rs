@@ -293,6 +293,44 @@ fn execute_cuda(
         Some(c) => c == "nccl",
         None => args.ranks_per_device == 1,
     };
+    // Started by `tofu launch` (or torchrun): join its rendezvous, which
+    // hands rank 0's NCCL unique id to every process.
+    let launched = rendezvous::Env::from_env().map_err(|e| miette::miette!("{e}"))?;
+    if let Some(env) = launched.filter(|_| nccl) {
+        if env.world_size != 1 || world != 1 {
+            return Err(miette::miette!(
+                help = "run one `tofu run --backend cuda --devices …` process for all local GPUs instead",
+                "under a launcher (WORLD_SIZE={}) each process would run one rank of the {world}-worker plan; \
+                 one rank per process is not supported yet (only WORLD_SIZE=1 with a 1-worker plan)",
+                env.world_size
+            ));
+        }
+        let mut id_err = None;
+        let session = rendezvous::join(
+            &env,
+            || {
+                NcclCommunicator::unique_id().unwrap_or_else(|e| {
+                    id_err = Some(e);
+                    Vec::new()
+                })
+            },
+            std::time::Duration::from_secs(60),
+        )
+        .map_err(|e| miette::miette!("{e}"))?;
+        if let Some(e) = id_err {
+            return Err(miette::miette!("{e}"));
+        }
+        let comm = NcclCommunicator::from_unique_id(
+            &backends[0],
+            env.rank,
+            env.world_size,
+            session.payload(),
+        )
+        .map_err(|e| miette::miette!("{e}"))?;
+        let ranks = backends.into_iter().zip(std::iter::once(comm)).collect();
+        return runner::run_programs_given(graph, lib, progs, opts, progress, ranks, given)
+            .map_err(|e| miette::miette!("{e}"));
+    }
     let report = if nccl {
         let comms =
             NcclCommunicator::for_backends(&backends).map_err(|e| miette::miette!("{e}"))?;

@@ -678,7 +678,7 @@ impl Gen<'_> {
         let acc = self.fresh("double", id);
         let (start, step) = match parts {
             Some(p) => (
-                format!("part * blockDim.x + threadIdx.x"),
+                "part * blockDim.x + threadIdx.x".to_string(),
                 format!("(i64){p} * blockDim.x"),
             ),
             None => ("threadIdx.x".to_string(), "blockDim.x".to_string()),

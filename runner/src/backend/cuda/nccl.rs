@@ -43,6 +43,27 @@ impl std::fmt::Debug for NcclCommunicator {
     }
 }
 
+fn nccl_fail(message: String) -> BackendError {
+    BackendError::Device {
+        backend: "cuda",
+        message,
+    }
+}
+
+/// libnccl is loadable (so cudarc never panics on a missing library).
+fn check_nccl() -> Result<(), BackendError> {
+    // SAFETY: only tries to open the shared library.
+    if unsafe { cudarc::nccl::sys::is_culib_present() } {
+        Ok(())
+    } else {
+        Err(nccl_fail(
+            "libnccl (NCCL) could not be loaded: install NCCL, or pass \
+             --ranks-per-device to communicate through the host"
+                .into(),
+        ))
+    }
+}
+
 fn op_of(op: ReduceOp) -> NcclOp {
     match op {
         ReduceOp::Sum => NcclOp::Sum,
@@ -58,18 +79,8 @@ impl NcclCommunicator {
     ///
     /// Errors: libnccl missing, two backends on one device, an NCCL failure.
     pub fn for_backends(backends: &[CudaBackend]) -> Result<Vec<Self>, BackendError> {
-        let fail = |message: String| BackendError::Device {
-            backend: "cuda",
-            message,
-        };
-        // SAFETY: only tries to open the shared library.
-        if !unsafe { cudarc::nccl::sys::is_culib_present() } {
-            return Err(fail(
-                "libnccl (NCCL) could not be loaded: install NCCL, or pass \
-                 --ranks-per-device to communicate through the host"
-                    .into(),
-            ));
-        }
+        let fail = nccl_fail;
+        check_nccl()?;
         let mut seen = std::collections::HashSet::new();
         for b in backends {
             if !seen.insert(b.ordinal()) {
@@ -90,6 +101,51 @@ impl NcclCommunicator {
                 comm: Owned(c),
             })
             .collect())
+    }
+
+    /// A fresh NCCL unique id (128 bytes) for rank 0 to hand to every rank
+    /// of a multi-process clique (through a rendezvous, e.g. `tofu launch`).
+    ///
+    /// Errors: libnccl missing, an NCCL failure.
+    pub fn unique_id() -> Result<Vec<u8>, BackendError> {
+        check_nccl()?;
+        let id =
+            cudarc::nccl::Id::new().map_err(|e| nccl_fail(format!("ncclGetUniqueId: {e:?}")))?;
+        Ok(id.internal().iter().map(|&c| c as u8).collect())
+    }
+
+    /// This process's rank of a clique of `world` processes that share the
+    /// unique id `id` (from [`NcclCommunicator::unique_id`] on rank 0), on
+    /// `backend`'s device and stream (`ncclCommInitRank`).
+    ///
+    /// Errors: an id that is not 128 bytes, libnccl missing, an NCCL failure
+    /// (e.g. a peer that never joins).
+    pub fn from_unique_id(
+        backend: &CudaBackend,
+        rank: usize,
+        world: usize,
+        id: &[u8],
+    ) -> Result<Self, BackendError> {
+        check_nccl()?;
+        let raw: [std::ffi::c_char; 128] = id
+            .iter()
+            .map(|&b| b as std::ffi::c_char)
+            .collect::<Vec<_>>()
+            .try_into()
+            .map_err(|v: Vec<_>| {
+                nccl_fail(format!("an NCCL unique id has 128 bytes, got {}", v.len()))
+            })?;
+        let comm = Comm::from_rank(
+            backend.stream().clone(),
+            rank,
+            world,
+            cudarc::nccl::Id::uninit(raw),
+        )
+        .map_err(|e| nccl_fail(format!("ncclCommInitRank (rank {rank} of {world}): {e:?}")))?;
+        Ok(NcclCommunicator {
+            counters: ByteCounters::new(world),
+            comm: Owned(comm),
+        })
     }
 
     fn err(&self, op: &'static str, e: impl std::fmt::Debug) -> CommError {
