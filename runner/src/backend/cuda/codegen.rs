@@ -175,6 +175,11 @@ pub fn generate(
         g.body.clear();
         g.tmp = 0;
         g.hoisted.clear();
+        // Variables the statement's target does not bind are declared so a
+        // stray reference compiles (their value is never read).
+        let unbound: Vec<usize> = (0..spec.vars.len())
+            .filter(|&v| !s.vars.iter().any(|x| x.0 as usize == v))
+            .collect();
         let mut reduces = Vec::new();
         hoistable(&s.body, &mut reduces);
         let longest = reduces.iter().map(|r| g.iterations(r)).max().unwrap_or(0);
@@ -213,16 +218,10 @@ pub fn generate(
                 let at = format!("(({k} * {total} + t) * {parts} + part)");
                 g.line(&format!("if (threadIdx.x == 0) scr[{at}] = {part};"));
             }
-            let mut decl = String::new();
-            for v in 0..spec.vars.len() {
-                if !s.vars.iter().any(|x| x.0 as usize == v) {
-                    let _ = writeln!(decl, "  i64 v{v} = 0; (void)v{v};");
-                }
-            }
             let _ = write!(
                 source,
-                "extern \"C\" __global__ void p{si}({sig}) {{\n{decl}{}}}\n",
-                g.body
+                "{}",
+                kernel(&format!("p{si}"), &sig, &unbound, &g.body)
             );
             g.body.clear();
             g.tmp = 0;
@@ -259,18 +258,10 @@ pub fn generate(
             }
         };
         let _ = writeln!(g.body, "{store}");
-        // Variables the statement's target does not bind are declared so a
-        // stray reference compiles (their value is never read).
-        let mut decl = String::new();
-        for v in 0..spec.vars.len() {
-            if !s.vars.iter().any(|x| x.0 as usize == v) {
-                let _ = writeln!(decl, "  i64 v{v} = 0; (void)v{v};");
-            }
-        }
         let _ = write!(
             source,
-            "extern \"C\" __global__ void s{si}({sig}) {{\n{decl}{}}}\n",
-            g.body
+            "{}",
+            kernel(&format!("s{si}"), &sig, &unbound, &g.body)
         );
         stmts.push((s.target, n, mode));
     }
@@ -280,6 +271,15 @@ pub fn generate(
         reals: g.reals,
         stmts,
     })
+}
+
+/// One `__global__` function: `unbound` variables declared (zero), then `body`.
+fn kernel(name: &str, sig: &str, unbound: &[usize], body: &str) -> String {
+    let mut decl = String::new();
+    for v in unbound {
+        let _ = writeln!(decl, "  i64 v{v} = 0; (void)v{v};");
+    }
+    format!("extern \"C\" __global__ void {name}({sig}) {{\n{decl}{body}}}\n")
 }
 
 /// The reductions of `e` evaluated unconditionally (not under `select`,
