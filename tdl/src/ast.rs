@@ -454,6 +454,97 @@ pub enum ExprKind {
     },
 }
 
+/// The expression visitor: every walker over [`Expr`] trees (lowering checks,
+/// interval analysis, codegen, the kernels) goes through these two methods
+/// instead of matching every [`ExprKind`] itself.
+impl Expr {
+    /// The direct sub-expressions of `self`, in source order: the index
+    /// expressions of a read (not `...` or `:`), the operands of a unary or
+    /// binary operator, the arguments of a call, the body of a reduction, and
+    /// the arguments then result indices of an opaque function. Leaves
+    /// (literals, variables, dims, attributes) have none.
+    pub fn children(&self) -> impl Iterator<Item = &Expr> + '_ {
+        let (slice, pair): (&[Expr], [Option<&Expr>; 2]) = match &self.kind {
+            ExprKind::Unary(_, a) => (&[], [Some(a), None]),
+            ExprKind::Binary(_, a, b) => (&[], [Some(a), Some(b)]),
+            ExprKind::Call(_, args) => (args, [None, None]),
+            ExprKind::Reduce { body, .. } => (&[], [Some(body), None]),
+            ExprKind::Opaque { args, .. } => (args, [None, None]),
+            _ => (&[], [None, None]),
+        };
+        let indices: &[Index] = match &self.kind {
+            ExprKind::Read { indices, .. } => indices,
+            _ => &[],
+        };
+        let opaque_index: &[Expr] = match &self.kind {
+            ExprKind::Opaque { index, .. } => index,
+            _ => &[],
+        };
+        indices
+            .iter()
+            .filter_map(|i| match i {
+                Index::Expr(x) => Some(x),
+                _ => None,
+            })
+            .chain(pair.into_iter().flatten())
+            .chain(slice)
+            .chain(opaque_index)
+    }
+
+    /// Pre-order walk: `f` sees `self`, then every sub-expression (see
+    /// [`Expr::children`]) depth first.
+    pub fn visit(&self, f: &mut dyn FnMut(&Expr)) {
+        f(self);
+        for c in self.children() {
+            c.visit(f);
+        }
+    }
+
+    /// The direct sub-expressions of `self`, mutably, in the order of
+    /// [`Expr::children`].
+    pub fn children_mut(&mut self) -> Vec<&mut Expr> {
+        match &mut self.kind {
+            ExprKind::Read { indices, .. } => indices
+                .iter_mut()
+                .filter_map(|i| match i {
+                    Index::Expr(x) => Some(x),
+                    _ => None,
+                })
+                .collect(),
+            ExprKind::Unary(_, a) => vec![a],
+            ExprKind::Binary(_, a, b) => vec![a, b],
+            ExprKind::Call(_, args) => args.iter_mut().collect(),
+            ExprKind::Reduce { body, .. } => vec![body],
+            ExprKind::Opaque { args, index, .. } => {
+                args.iter_mut().chain(index.iter_mut()).collect()
+            }
+            _ => vec![],
+        }
+    }
+
+    /// Post-order rewrite: every sub-expression (see [`Expr::children`]) is
+    /// rewritten depth first, then `f` rewrites `self` (so what `f` inserts
+    /// is not visited again).
+    pub fn rewrite(&mut self, f: &mut dyn FnMut(&mut Expr)) {
+        for c in self.children_mut() {
+            c.rewrite(f);
+        }
+        f(self);
+    }
+
+    /// Whether `f` holds for `self` or any sub-expression (pre-order, stops
+    /// at the first hit).
+    pub fn any(&self, f: &mut dyn FnMut(&Expr) -> bool) -> bool {
+        f(self) || self.children().any(|c| c.any(f))
+    }
+}
+
+/// Pre-order walk over an expression and all its sub-expressions (including
+/// indices); the free-function form of [`Expr::visit`].
+pub fn visit(e: &Expr, f: &mut dyn FnMut(&Expr)) {
+    e.visit(f)
+}
+
 /// `grad x, y = op(args; attr = expr, ...);`: which spec computes the gradients
 /// of some inputs from the output gradients.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

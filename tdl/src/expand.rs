@@ -105,48 +105,38 @@ impl OpSpec {
     }
 }
 
+/// Replaces each variable by its first image under `map`, each `...` index
+/// by the ellipsis variables, and each reduction's variables by their images.
 fn rewrite(e: &mut Expr, map: &[Vec<VarId>]) {
-    let span = e.span;
-    match &mut e.kind {
-        ExprKind::Var(v) => *v = map[v.0 as usize][0],
-        ExprKind::Read { indices, .. } => {
-            let mut out = Vec::new();
-            for ix in indices.drain(..) {
-                match ix {
-                    Index::Ellipsis(p) => out.extend(map[p.0 as usize].iter().map(|v| {
-                        Index::Expr(Expr {
-                            kind: ExprKind::Var(*v),
-                            span,
-                            ty: Type::Int,
-                        })
-                    })),
-                    Index::Expr(mut x) => {
-                        rewrite(&mut x, map);
-                        out.push(Index::Expr(x));
-                    }
-                    Index::Full => out.push(Index::Full),
-                }
+    e.rewrite(&mut |x| {
+        let span = x.span;
+        match &mut x.kind {
+            ExprKind::Var(v) => *v = map[v.0 as usize][0],
+            ExprKind::Read { indices, .. } => {
+                *indices = std::mem::take(indices)
+                    .into_iter()
+                    .flat_map(|ix| match ix {
+                        Index::Ellipsis(p) => map[p.0 as usize]
+                            .iter()
+                            .map(|v| {
+                                Index::Expr(Expr {
+                                    kind: ExprKind::Var(*v),
+                                    span,
+                                    ty: Type::Int,
+                                })
+                            })
+                            .collect(),
+                        other => vec![other],
+                    })
+                    .collect();
             }
-            *indices = out;
+            ExprKind::Reduce { vars, .. } => {
+                *vars = vars
+                    .iter()
+                    .flat_map(|v| map[v.0 as usize].iter().copied())
+                    .collect();
+            }
+            _ => {}
         }
-        ExprKind::Unary(_, a) => rewrite(a, map),
-        ExprKind::Binary(_, a, b) => {
-            rewrite(a, map);
-            rewrite(b, map);
-        }
-        ExprKind::Call(_, args) => args.iter_mut().for_each(|a| rewrite(a, map)),
-        ExprKind::Reduce { vars, body, .. } => {
-            *vars = vars
-                .iter()
-                .flat_map(|v| map[v.0 as usize].iter().copied())
-                .collect();
-            rewrite(body, map);
-        }
-        ExprKind::Opaque { args, index, .. } => {
-            args.iter_mut()
-                .chain(index.iter_mut())
-                .for_each(|a| rewrite(a, map));
-        }
-        _ => {}
-    }
+    });
 }
