@@ -133,18 +133,6 @@ fn walk(
                 }
             }
         }
-        ExprKind::Unary(_, a) => walk(a, cut, dim_var, dims, ok),
-        ExprKind::Binary(_, a, c) => {
-            walk(a, cut, dim_var, dims, ok);
-            walk(c, cut, dim_var, dims, ok);
-        }
-        ExprKind::Call(_, args) => args.iter().for_each(|a| walk(a, cut, dim_var, dims, ok)),
-        ExprKind::Reduce { body, .. } => walk(body, cut, dim_var, dims, ok),
-        ExprKind::Opaque { args, index, .. } => {
-            args.iter()
-                .chain(index)
-                .for_each(|a| walk(a, cut, dim_var, dims, ok));
-        }
-        _ => {}
+        _ => e.children().for_each(|c| walk(c, cut, dim_var, dims, ok)),
     }
 }

@@ -303,22 +303,19 @@ impl Walker<'_> {
                     }
                 }
             }
-            ExprKind::Unary(_, a) => self.walk(a, subst),
             ExprKind::Binary(BinOp::And | BinOp::Or, a, b) => {
                 // The right side is evaluated only depending on the left.
                 self.walk(a, subst)?;
                 self.guarded(a, b, subst)
-            }
-            ExprKind::Binary(_, a, b) => {
-                self.walk(a, subst)?;
-                self.walk(b, subst)
             }
             ExprKind::Call(tdl::Builtin::Select, args) if args.len() == 3 => {
                 self.walk(&args[0], subst)?;
                 self.guarded(&args[0], &args[1], subst)?;
                 self.guarded(&args[0], &args[2], subst)
             }
-            ExprKind::Call(_, args) => args.iter().try_for_each(|a| self.walk(a, subst)),
+            ExprKind::Unary(..) | ExprKind::Binary(..) | ExprKind::Call(..) => {
+                e.children().try_for_each(|c| self.walk(c, subst))
+            }
             ExprKind::Reduce { body, .. } => {
                 self.facts.has_reduce = true;
                 self.walk(body, subst)

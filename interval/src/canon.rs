@@ -15,7 +15,7 @@
 use std::collections::{BTreeSet, HashMap};
 
 use egg::{CostFunction, Extractor, Id, Language, RecExpr, Runner, Symbol};
-use tdl::{BinOp, Builtin, Expr, ExprKind, Index, OpSpec, Type, UnOp, VarId};
+use tdl::{BinOp, Builtin, Expr, ExprKind, OpSpec, Type, UnOp, VarId};
 
 use crate::affine::{Atom, Poly};
 use crate::error::AnalysisError;
@@ -121,43 +121,17 @@ impl Canonicaliser {
 
 /// Whether an expression reads a tensor (anywhere inside).
 pub(crate) fn reads_tensor(e: &Expr) -> bool {
-    match &e.kind {
-        ExprKind::Read { .. } | ExprKind::Opaque { .. } => true,
-        ExprKind::Unary(_, a) => reads_tensor(a),
-        ExprKind::Binary(_, a, b) => reads_tensor(a) || reads_tensor(b),
-        ExprKind::Call(_, args) => args.iter().any(reads_tensor),
-        ExprKind::Reduce { body, .. } => reads_tensor(body),
-        _ => false,
-    }
+    e.any(&mut |x| matches!(x.kind, ExprKind::Read { .. } | ExprKind::Opaque { .. }))
 }
 
 /// Every variable an expression mentions.
 pub(crate) fn vars_of(e: &Expr) -> BTreeSet<VarId> {
     let mut out = BTreeSet::new();
-    fn go(e: &Expr, out: &mut BTreeSet<VarId>) {
-        match &e.kind {
-            ExprKind::Var(v) => {
-                out.insert(*v);
-            }
-            ExprKind::Unary(_, a) => go(a, out),
-            ExprKind::Binary(_, a, b) => {
-                go(a, out);
-                go(b, out);
-            }
-            ExprKind::Call(_, args) => args.iter().for_each(|a| go(a, out)),
-            ExprKind::Reduce { body, .. } => go(body, out),
-            ExprKind::Read { indices, .. } => indices.iter().for_each(|i| {
-                if let Index::Expr(x) = i {
-                    go(x, out)
-                }
-            }),
-            ExprKind::Opaque { args, index, .. } => {
-                args.iter().chain(index).for_each(|a| go(a, out))
-            }
-            _ => {}
+    e.visit(&mut |x| {
+        if let ExprKind::Var(v) = x.kind {
+            out.insert(v);
         }
-    }
-    go(e, &mut out);
+    });
     out
 }
 

@@ -101,17 +101,7 @@ fn reduce_vars(e: &Expr, out: &mut BTreeSet<VarId>) {
 }
 
 fn has_opaque(e: &Expr) -> bool {
-    match &e.kind {
-        ExprKind::Opaque { .. } => true,
-        ExprKind::Read { indices, .. } => indices
-            .iter()
-            .any(|i| matches!(i, Index::Expr(x) if has_opaque(x))),
-        ExprKind::Unary(_, a) => has_opaque(a),
-        ExprKind::Binary(_, a, b) => has_opaque(a) || has_opaque(b),
-        ExprKind::Call(_, args) => args.iter().any(has_opaque),
-        ExprKind::Reduce { body, .. } => has_opaque(body),
-        _ => false,
-    }
+    e.any(&mut |x| matches!(x.kind, ExprKind::Opaque { .. }))
 }
 
 /// A tiny deterministic generator (xorshift), seeded by proptest.

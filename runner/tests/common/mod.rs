@@ -45,7 +45,7 @@ enum Domain {
 /// Inputs read inside index expressions, and inputs passed to `cholesky`.
 fn special_inputs(spec: &OpSpec) -> (BTreeSet<u32>, BTreeSet<u32>) {
     fn reads(e: &Expr, out: &mut BTreeSet<u32>) {
-        walk(e, &mut |x| {
+        e.visit(&mut |x| {
             if let ExprKind::Read {
                 tensor: TensorRef::Input(i),
                 ..
@@ -55,31 +55,10 @@ fn special_inputs(spec: &OpSpec) -> (BTreeSet<u32>, BTreeSet<u32>) {
             }
         });
     }
-    fn walk(e: &Expr, f: &mut dyn FnMut(&Expr)) {
-        f(e);
-        match &e.kind {
-            ExprKind::Read { indices, .. } => indices.iter().for_each(|i| {
-                if let Index::Expr(x) = i {
-                    walk(x, f)
-                }
-            }),
-            ExprKind::Unary(_, a) => walk(a, f),
-            ExprKind::Binary(_, a, b) => {
-                walk(a, f);
-                walk(b, f)
-            }
-            ExprKind::Call(_, args) => args.iter().for_each(|a| walk(a, f)),
-            ExprKind::Reduce { body, .. } => walk(body, f),
-            ExprKind::Opaque { args, index, .. } => {
-                args.iter().chain(index).for_each(|a| walk(a, f))
-            }
-            _ => {}
-        }
-    }
     let mut ids = BTreeSet::new();
     let mut spd = BTreeSet::new();
     for s in &spec.stmts {
-        walk(&s.body, &mut |x| match &x.kind {
+        s.body.visit(&mut |x| match &x.kind {
             ExprKind::Read { indices, .. } => {
                 for i in indices {
                     if let Index::Expr(ix) = i {

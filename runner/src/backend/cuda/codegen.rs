@@ -304,18 +304,8 @@ fn hoistable<'e>(e: &'e Expr, out: &mut Vec<&'e Expr>) {
 fn reductions_in<'e>(e: &'e Expr, out: &mut Vec<&'e Expr>) {
     match &e.kind {
         ExprKind::Reduce { .. } => out.push(e),
-        ExprKind::Unary(_, a) => reductions_in(a, out),
-        ExprKind::Binary(_, a, c) => {
-            reductions_in(a, out);
-            reductions_in(c, out);
-        }
-        ExprKind::Call(_, args) => args.iter().for_each(|a| reductions_in(a, out)),
-        ExprKind::Read { indices, .. } => indices.iter().for_each(|i| {
-            if let Index::Expr(x) = i {
-                reductions_in(x, out);
-            }
-        }),
-        _ => {}
+        ExprKind::Opaque { .. } => {}
+        _ => e.children().for_each(|c| reductions_in(c, out)),
     }
 }
 
