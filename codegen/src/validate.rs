@@ -36,6 +36,7 @@ use planner::plan::memory::per_worker;
 use planner::plan::model::Model;
 use planner::plan::tile::{digits, Region};
 use planner::plan::{Decisions, Phase, PlanFile};
+use tdl::multi_index::next_index;
 
 use crate::error::CodegenError;
 use crate::generate::Programs;
@@ -282,17 +283,8 @@ fn elements(buf: &Region, r: &Region, mut f: impl FnMut(usize)) {
             off = off * ext[d] + (idx[d] - buf.0[d].0);
         }
         f(off as usize);
-        let mut d = rank;
-        loop {
-            if d == 0 {
-                return;
-            }
-            d -= 1;
-            idx[d] += 1;
-            if idx[d] < r.0[d].1 {
-                break;
-            }
-            idx[d] = r.0[d].0;
+        if !next_index(&mut idx, &r.0) {
+            return;
         }
     }
 }

@@ -8,6 +8,7 @@
 //! whole tensors on the host (kept outputs, carried values).
 
 use comm::ReduceOp;
+use tdl::multi_index::next_index;
 
 use crate::backend::{BackendError, Bounds};
 
@@ -84,17 +85,9 @@ pub fn copy_region(
             Some(o) => o.accumulate(t, s),
             None => t.copy_from_slice(s),
         }
-        let mut d = rank - 1;
-        loop {
-            if d == 0 {
-                return Ok(());
-            }
-            d -= 1;
-            idx[d] += 1;
-            if idx[d] < region[d].1 {
-                break;
-            }
-            idx[d] = region[d].0;
+        // The next run: every dim but the last, row-major.
+        if !next_index(&mut idx[..rank - 1], &region[..rank - 1]) {
+            return Ok(());
         }
     }
 }

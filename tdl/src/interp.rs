@@ -16,79 +16,11 @@ use std::collections::HashMap;
 
 use crate::ast::*;
 use crate::bind::{Attrs, Binding, ShapeError};
+pub use crate::builtin::erf;
+use crate::builtin::Semantics;
+use crate::multi_index::next_index;
 use crate::opaque;
-
-/// A dense row-major f64 tensor.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Tensor {
-    /// Elements per dim.
-    pub shape: Vec<usize>,
-    /// `shape.iter().product()` elements, row-major.
-    pub data: Vec<f64>,
-}
-
-impl Tensor {
-    /// A tensor of zeros.
-    pub fn zeros(shape: &[usize]) -> Self {
-        Tensor {
-            shape: shape.to_vec(),
-            data: vec![0.0; shape.iter().product()],
-        }
-    }
-
-    /// A tensor from its elements. Errors if `data.len()` is not the shape's product.
-    pub fn new(shape: &[usize], data: Vec<f64>) -> Result<Self, String> {
-        let n: usize = shape.iter().product();
-        if n != data.len() {
-            return Err(format!(
-                "shape {shape:?} needs {n} elements, got {}",
-                data.len()
-            ));
-        }
-        Ok(Tensor {
-            shape: shape.to_vec(),
-            data,
-        })
-    }
-
-    /// A scalar (rank-0) tensor.
-    pub fn scalar(v: f64) -> Self {
-        Tensor {
-            shape: vec![],
-            data: vec![v],
-        }
-    }
-
-    /// Row-major flat offset of an in-bounds index, or `None` if out of bounds.
-    pub fn offset(&self, index: &[i64]) -> Option<usize> {
-        if index.len() != self.shape.len() {
-            return None;
-        }
-        let mut off = 0usize;
-        for (&i, &n) in index.iter().zip(&self.shape) {
-            if i < 0 || i as usize >= n {
-                return None;
-            }
-            off = off * n + i as usize;
-        }
-        Some(off)
-    }
-
-    /// Element at an in-bounds index.
-    pub fn get(&self, index: &[i64]) -> Option<f64> {
-        self.offset(index).map(|o| self.data[o])
-    }
-
-    /// Number of elements.
-    pub fn len(&self) -> usize {
-        self.data.len()
-    }
-
-    /// Whether it has no elements.
-    pub fn is_empty(&self) -> bool {
-        self.data.is_empty()
-    }
-}
+pub use crate::tensor::Tensor;
 
 /// Why an evaluation failed.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -198,18 +130,6 @@ pub fn evaluate_traced(
         }
     }
     Ok(ev.outputs)
-}
-
-/// Advance a multi-index over `ranges` (row-major); false when done.
-fn next_index(idx: &mut [i64], ranges: &[(i64, i64)]) -> bool {
-    for d in (0..idx.len()).rev() {
-        idx[d] += 1;
-        if idx[d] < ranges[d].1 {
-            return true;
-        }
-        idx[d] = ranges[d].0;
-    }
-    false
 }
 
 struct Eval<'a> {
@@ -410,41 +330,10 @@ impl Eval<'_> {
             }
             ExprKind::Call(b, args) => {
                 let x = self.eval(&args[0])?;
-                match b {
-                    Builtin::Exp => x.exp(),
-                    Builtin::Log => x.ln(),
-                    Builtin::Sqrt => x.sqrt(),
-                    Builtin::Tanh => x.tanh(),
-                    Builtin::Sigmoid => 1.0 / (1.0 + (-x).exp()),
-                    Builtin::Erf => erf(x),
-                    Builtin::Abs => x.abs(),
-                    Builtin::Max => x.max(self.eval(&args[1])?),
-                    Builtin::Min => x.min(self.eval(&args[1])?),
-                    Builtin::Pow => x.powf(self.eval(&args[1])?),
-                    Builtin::Sin => x.sin(),
-                    Builtin::Cos => x.cos(),
-                    Builtin::Tan => x.tan(),
-                    Builtin::Asin => x.asin(),
-                    Builtin::Acos => x.acos(),
-                    Builtin::Atan => x.atan(),
-                    Builtin::Sinh => x.sinh(),
-                    Builtin::Cosh => x.cosh(),
-                    Builtin::Asinh => x.asinh(),
-                    Builtin::Acosh => x.acosh(),
-                    Builtin::Atanh => x.atanh(),
-                    Builtin::Floor => x.floor(),
-                    Builtin::Ceil => x.ceil(),
-                    Builtin::Round => round_half_even(x),
-                    Builtin::Sign => {
-                        if x > 0.0 {
-                            1.0
-                        } else if x < 0.0 {
-                            -1.0
-                        } else {
-                            0.0
-                        }
-                    }
-                    Builtin::Select => unreachable!("handled above"),
+                match b.semantics() {
+                    Semantics::Unary(f) => f(x),
+                    Semantics::Binary(f) => f(x, self.eval(&args[1])?),
+                    Semantics::Select => unreachable!("handled above"),
                 }
             }
             ExprKind::Reduce {
@@ -543,59 +432,5 @@ impl Eval<'_> {
             }
         }
         Ok(out)
-    }
-}
-
-/// Round half to even (ONNX `Round` semantics).
-fn round_half_even(x: f64) -> f64 {
-    let r = x.round();
-    if (x - x.trunc()).abs() == 0.5 {
-        2.0 * (x / 2.0).round()
-    } else {
-        r
-    }
-}
-
-/// The error function, to ~1e-16 relative accuracy (series for |x| < 2.5,
-/// continued fraction of erfc beyond).
-pub fn erf(x: f64) -> f64 {
-    if x.is_nan() {
-        return x;
-    }
-    let ax = x.abs();
-    if ax < 2.5 {
-        // erf(x) = 2/sqrt(pi) * sum_n (-1)^n x^(2n+1) / (n! (2n+1))
-        let mut sum: f64 = 0.0;
-        let mut term = ax;
-        let x2 = ax * ax;
-        let mut n = 0.0;
-        while term.abs() > 1e-17 * sum.abs().max(1e-300) || n < 3.0 {
-            sum += term / (2.0 * n + 1.0);
-            n += 1.0;
-            term *= -x2 / n;
-            if n > 200.0 {
-                break;
-            }
-        }
-        let v = sum * 2.0 / std::f64::consts::PI.sqrt();
-        v.copysign(x)
-    } else {
-        // erfc via Lentz continued fraction: erfc(x) = exp(-x²)/sqrt(pi) * 1/(x + 1/2/(x + 1/(x + 3/2/(x + ...))))
-        let mut f = ax;
-        let mut c = ax;
-        let mut d = 0.0;
-        for k in 1..300 {
-            let a = k as f64 / 2.0;
-            d = ax + a * d;
-            d = if d == 0.0 { 1e-300 } else { 1.0 / d };
-            c = ax + a / c;
-            let delta = c * d;
-            f *= delta;
-            if (delta - 1.0).abs() < 1e-16 {
-                break;
-            }
-        }
-        let erfc = (-ax * ax).exp() / (std::f64::consts::PI.sqrt() * f);
-        (1.0 - erfc).copysign(x)
     }
 }

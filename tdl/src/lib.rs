@@ -16,15 +16,19 @@
 
 pub mod ast;
 pub mod bind;
+pub mod builtin;
 pub mod diagnostic;
 mod expand;
 pub mod interp;
 pub mod library;
 pub mod lower;
+pub mod multi_index;
 pub mod opaque;
+pub mod tensor;
 
 pub use ast::*;
 pub use bind::{Attrs, Binding, ShapeError};
+pub use builtin::Semantics;
 pub use diagnostic::{Diagnostic, Diagnostics};
 pub use interp::{evaluate, evaluate_traced, EvalError, Tensor};
 pub use library::{Library, LibraryError};

@@ -7,7 +7,7 @@
 //! only which dims of each argument are taken whole (`:`), so an opaque
 //! operator can be partitioned only along the dims it indexes with variables.
 
-use crate::interp::Tensor;
+use crate::tensor::Tensor;
 
 /// A registered opaque function.
 pub struct OpaqueInfo {

@@ -4,7 +4,7 @@
 //! Takes one expression of the ellipsis-expanded spec of a [`Binding`] (so
 //! every dim, attribute and variable range is a number); gives a [`V`] (real
 //! value) or [`I`] (integer index) that evaluates it for the index variables
-//! currently in an [`Env`], reading tensors from [`Bufs`] at offsets computed
+//! currently in an [`Env`](super::value::Env), reading tensors from [`Bufs`](super::value::Bufs) at offsets computed
 //! from precomputed row-major strides. Constants are folded at compile time;
 //! integer index expressions are kept in affine form (`c + Σ coef·var`) where
 //! they are one, and a read whose affine indices provably stay inside the
@@ -17,222 +17,14 @@
 //! inputs, reductions' identities, half-to-even `round`. Values are computed
 //! in f64 and stored as f32 only in outputs. Run-time failures (an
 //! out-of-range read of an unpadded tensor, an integer division by zero, a
-//! failing opaque function) are recorded in [`Env::err`] and the value is 0.
+//! failing opaque function) are recorded in [`Env::err`](super::value::Env::err) and the value is 0.
 
-use tdl::{BinOp, Binding, Builtin, Expr, ExprKind, Index, Reducer, TensorRef, Type, UnOp};
+use tdl::{BinOp, Binding, Builtin, Expr, ExprKind, Index, Semantics, TensorRef, Type, UnOp};
 
+use super::value::{
+    bin, floor_div, reduce, row_major_strides, un, Affine, Fail, Layouts, Src, I, V,
+};
 use crate::kernels::KernelError;
-
-/// Per-thread evaluation state.
-pub(super) struct Env {
-    /// Current value of every index variable (by `VarId`).
-    pub vars: Vec<i64>,
-    /// The first run-time failure, if any.
-    pub err: Option<Fail>,
-    /// Per opaque call site: the key of the last evaluation and its result.
-    pub opaque: Vec<Option<(Vec<i64>, tdl::Tensor)>>,
-    /// Reusable row buffers of [`super::row`] evaluation.
-    pub pool: Vec<Vec<f64>>,
-}
-
-impl Env {
-    pub fn new(n_vars: usize, n_opaque: usize) -> Self {
-        Env {
-            vars: vec![0; n_vars],
-            err: None,
-            opaque: (0..n_opaque).map(|_| None).collect(),
-            pool: Vec::new(),
-        }
-    }
-
-    pub(super) fn fail(&mut self, f: Fail) {
-        if self.err.is_none() {
-            self.err = Some(f);
-        }
-    }
-}
-
-/// A run-time failure, turned into a [`KernelError`] with names by the caller.
-#[derive(Clone, Debug)]
-pub(super) enum Fail {
-    OutOfBounds { tensor: TensorRef, index: Vec<i64> },
-    DivByZero,
-    Opaque { name: String, message: String },
-}
-
-/// Where a tensor's elements are.
-#[derive(Clone, Copy, Debug)]
-pub(super) enum Src {
-    In(usize),
-    Out(usize),
-    Loc(usize),
-}
-
-/// The buffers an expression reads: inputs, outputs already computed, and
-/// `let` temporaries already computed (others are empty slices).
-pub(super) struct Bufs<'a> {
-    pub inputs: &'a [&'a [f32]],
-    pub outputs: &'a [&'a [f32]],
-    pub locals: &'a [&'a [f64]],
-}
-
-impl Bufs<'_> {
-    #[inline]
-    pub(super) fn get(&self, s: Src, off: usize) -> f64 {
-        match s {
-            Src::In(i) => self.inputs[i][off] as f64,
-            Src::Out(o) => self.outputs[o][off] as f64,
-            Src::Loc(l) => self.locals[l][off],
-        }
-    }
-}
-
-/// A compiled real-valued expression.
-pub(super) type ValFn = Box<dyn Fn(&mut Env, &Bufs<'_>) -> f64 + Send + Sync>;
-/// A compiled integer-valued expression.
-pub(super) type IntFn = Box<dyn Fn(&mut Env, &Bufs<'_>) -> i64 + Send + Sync>;
-
-/// A real value: folded constant or closure.
-pub(super) enum V {
-    Const(f64),
-    Dyn(ValFn),
-}
-
-impl V {
-    pub fn into_fn(self) -> ValFn {
-        match self {
-            V::Const(c) => Box::new(move |_, _| c),
-            V::Dyn(f) => f,
-        }
-    }
-}
-
-/// `c + Σ coef·vars[v]`.
-#[derive(Clone, Debug, PartialEq)]
-pub(super) struct Affine {
-    pub c: i64,
-    pub terms: Vec<(usize, i64)>,
-}
-
-impl Affine {
-    #[inline]
-    pub(super) fn eval(&self, env: &Env) -> i64 {
-        self.terms
-            .iter()
-            .fold(self.c, |s, &(v, k)| s + k * env.vars[v])
-    }
-
-    pub(super) fn add(mut self, o: &Affine, sign: i64) -> Affine {
-        self.c += sign * o.c;
-        for &(v, k) in &o.terms {
-            match self.terms.iter_mut().find(|t| t.0 == v) {
-                Some(t) => t.1 += sign * k,
-                None => self.terms.push((v, sign * k)),
-            }
-        }
-        self.terms.retain(|t| t.1 != 0);
-        self
-    }
-
-    pub(super) fn scale(mut self, k: i64) -> Affine {
-        self.c *= k;
-        self.terms.iter_mut().for_each(|t| t.1 *= k);
-        self.terms.retain(|t| t.1 != 0);
-        self
-    }
-}
-
-/// An integer value: folded constant, affine form or closure.
-pub(super) enum I {
-    Const(i64),
-    Affine(Affine),
-    Dyn(IntFn),
-}
-
-impl I {
-    #[inline]
-    pub(super) fn eval(&self, env: &mut Env, b: &Bufs<'_>) -> i64 {
-        match self {
-            I::Const(c) => *c,
-            I::Affine(a) => a.eval(env),
-            I::Dyn(f) => f(env, b),
-        }
-    }
-
-    pub(super) fn affine(&self) -> Option<Affine> {
-        match self {
-            I::Const(c) => Some(Affine {
-                c: *c,
-                terms: vec![],
-            }),
-            I::Affine(a) => Some(a.clone()),
-            I::Dyn(_) => None,
-        }
-    }
-
-    fn normal(a: Affine) -> I {
-        if a.terms.is_empty() {
-            I::Const(a.c)
-        } else {
-            I::Affine(a)
-        }
-    }
-
-    fn into_fn(self) -> IntFn {
-        match self {
-            I::Const(c) => Box::new(move |_, _| c),
-            I::Affine(a) => Box::new(move |e, _| a.eval(e)),
-            I::Dyn(f) => f,
-        }
-    }
-}
-
-fn un(a: V, f: impl Fn(f64) -> f64 + Send + Sync + Copy + 'static) -> V {
-    match a {
-        V::Const(x) => V::Const(f(x)),
-        V::Dyn(g) => V::Dyn(Box::new(move |e, b| f(g(e, b)))),
-    }
-}
-
-fn bin(a: V, c: V, f: impl Fn(f64, f64) -> f64 + Send + Sync + Copy + 'static) -> V {
-    match (a, c) {
-        (V::Const(x), V::Const(y)) => V::Const(f(x, y)),
-        (V::Dyn(g), V::Const(y)) => V::Dyn(Box::new(move |e, b| f(g(e, b), y))),
-        (V::Const(x), V::Dyn(h)) => V::Dyn(Box::new(move |e, b| f(x, h(e, b)))),
-        (V::Dyn(g), V::Dyn(h)) => V::Dyn(Box::new(move |e, b| {
-            let x = g(e, b);
-            f(x, h(e, b))
-        })),
-    }
-}
-
-fn floor_div(a: i64, b: i64) -> i64 {
-    let q = a.div_euclid(b);
-    if b < 0 && a.rem_euclid(b) != 0 {
-        q - 1
-    } else {
-        q
-    }
-}
-
-/// Round half to even (ONNX `Round`), as the interpreter.
-fn round_half_even(x: f64) -> f64 {
-    if (x - x.trunc()).abs() == 0.5 {
-        2.0 * (x / 2.0).round()
-    } else {
-        x.round()
-    }
-}
-
-fn sign(x: f64) -> f64 {
-    if x > 0.0 {
-        1.0
-    } else if x < 0.0 {
-        -1.0
-    } else {
-        0.0
-    }
-}
 
 /// Compiles the expressions of one bound op.
 pub(super) struct Compiler<'b> {
@@ -523,34 +315,10 @@ impl<'b> Compiler<'b> {
             }
             ExprKind::Call(f, args) => {
                 let x = self.real(&args[0])?;
-                match f {
-                    Builtin::Max => bin(x, self.real(&args[1])?, f64::max),
-                    Builtin::Min => bin(x, self.real(&args[1])?, f64::min),
-                    Builtin::Pow => bin(x, self.real(&args[1])?, f64::powf),
-                    Builtin::Exp => un(x, f64::exp),
-                    Builtin::Log => un(x, f64::ln),
-                    Builtin::Sqrt => un(x, f64::sqrt),
-                    Builtin::Tanh => un(x, f64::tanh),
-                    Builtin::Sigmoid => un(x, |x| 1.0 / (1.0 + (-x).exp())),
-                    // The same series/continued fraction as the interpreter.
-                    Builtin::Erf => un(x, tdl::interp::erf),
-                    Builtin::Abs => un(x, f64::abs),
-                    Builtin::Sin => un(x, f64::sin),
-                    Builtin::Cos => un(x, f64::cos),
-                    Builtin::Tan => un(x, f64::tan),
-                    Builtin::Asin => un(x, f64::asin),
-                    Builtin::Acos => un(x, f64::acos),
-                    Builtin::Atan => un(x, f64::atan),
-                    Builtin::Sinh => un(x, f64::sinh),
-                    Builtin::Cosh => un(x, f64::cosh),
-                    Builtin::Asinh => un(x, f64::asinh),
-                    Builtin::Acosh => un(x, f64::acosh),
-                    Builtin::Atanh => un(x, f64::atanh),
-                    Builtin::Floor => un(x, f64::floor),
-                    Builtin::Ceil => un(x, f64::ceil),
-                    Builtin::Round => un(x, round_half_even),
-                    Builtin::Sign => un(x, sign),
-                    Builtin::Select => unreachable!("handled above"),
+                match f.semantics() {
+                    Semantics::Unary(g) => un(x, g),
+                    Semantics::Binary(g) => bin(x, self.real(&args[1])?, g),
+                    Semantics::Select => unreachable!("handled above"),
                 }
             }
             ExprKind::Reduce {
@@ -722,97 +490,5 @@ impl<'b> Compiler<'b> {
             }
             b.get(src, off)
         })))
-    }
-}
-
-/// Row-major strides (elements) of a shape.
-pub(super) fn row_major_strides(shape: &[usize]) -> Vec<usize> {
-    let mut s = vec![1; shape.len()];
-    for d in (0..shape.len().saturating_sub(1)).rev() {
-        s[d] = s[d + 1] * shape[d + 1];
-    }
-    s
-}
-
-fn reduce(r: Reducer, vars: Vec<(usize, i64, i64)>, body: V) -> V {
-    if vars.iter().any(|&(_, _, n)| n <= 0) {
-        return V::Const(r.identity());
-    }
-    match r {
-        Reducer::Sum => reduce_with(vars, body, 0.0, |a, x| a + x),
-        Reducer::Prod => reduce_with(vars, body, 1.0, |a, x| a * x),
-        Reducer::Max => reduce_with(vars, body, f64::NEG_INFINITY, f64::max),
-        Reducer::Min => reduce_with(vars, body, f64::INFINITY, f64::min),
-    }
-}
-
-fn reduce_with(
-    vars: Vec<(usize, i64, i64)>,
-    body: V,
-    id: f64,
-    f: impl Fn(f64, f64) -> f64 + Send + Sync + Copy + 'static,
-) -> V {
-    let body = body.into_fn();
-    if let [(v, lo, n)] = vars[..] {
-        return V::Dyn(Box::new(move |e, b| {
-            let mut acc = id;
-            for i in lo..lo + n {
-                e.vars[v] = i;
-                acc = f(acc, body(e, b));
-            }
-            acc
-        }));
-    }
-    V::Dyn(Box::new(move |e, b| {
-        for &(v, lo, _) in &vars {
-            e.vars[v] = lo;
-        }
-        let mut acc = id;
-        'outer: loop {
-            acc = f(acc, body(e, b));
-            for &(v, lo, n) in vars.iter().rev() {
-                e.vars[v] += 1;
-                if e.vars[v] < lo + n {
-                    continue 'outer;
-                }
-                e.vars[v] = lo;
-            }
-            break acc;
-        }
-    }))
-}
-
-/// Where each tensor's buffer sits in the tensor: `(origin, extent)` per
-/// tensor, per dim the first global index it holds and how many (the whole
-/// tensor unless a window says otherwise); row-major buffers.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Layouts {
-    /// One per input.
-    pub inputs: Vec<(Vec<i64>, Vec<usize>)>,
-    /// One per output.
-    pub outputs: Vec<(Vec<i64>, Vec<usize>)>,
-    /// One per `let` temporary.
-    pub locals: Vec<(Vec<i64>, Vec<usize>)>,
-}
-
-impl Layouts {
-    /// Every buffer holds its whole tensor.
-    pub fn whole(b: &Binding) -> Layouts {
-        let w = |s: &Vec<usize>| (vec![0; s.len()], s.clone());
-        Layouts {
-            inputs: b.input_shapes.iter().map(w).collect(),
-            outputs: b.output_shapes.iter().map(w).collect(),
-            locals: b.local_shapes.iter().map(w).collect(),
-        }
-    }
-
-    /// (origin, extent) of a tensor's buffer.
-    pub fn get(&self, t: TensorRef) -> (&[i64], &[usize]) {
-        let (o, e) = match t {
-            TensorRef::Input(i) => &self.inputs[i as usize],
-            TensorRef::Output(i) => &self.outputs[i as usize],
-            TensorRef::Local(i) => &self.locals[i as usize],
-        };
-        (o, e)
     }
 }

@@ -33,15 +33,17 @@
 mod expr;
 mod opaque;
 mod row;
+mod value;
 
 use rayon::prelude::*;
 use tdl::{Binding, TensorRef};
 
 use super::{KernelError, KernelImpl};
-pub use expr::Layouts;
-use expr::{Bufs, Compiler, Env, Fail, ValFn};
+use expr::Compiler;
 use row::RowFn;
 use tdl::{Expr, ExprKind, Index};
+pub use value::Layouts;
+use value::{Bufs, Env, Fail, ValFn};
 
 /// Estimated scalar operations above which a statement runs in parallel.
 const PARALLEL_WORK: f64 = 200_000.0;
@@ -230,30 +232,14 @@ fn extent(r: &[(i64, i64)]) -> (Vec<i64>, Vec<usize>) {
 
 /// Every read of a `let` temporary in `e`: (local, its indices).
 fn local_reads<'e>(e: &'e Expr, out: &mut Vec<(usize, &'e [Index])>) {
-    match &e.kind {
-        ExprKind::Read { tensor, indices } => {
-            if let TensorRef::Local(l) = tensor {
-                out.push((*l as usize, indices));
-            }
-            for i in indices {
-                if let Index::Expr(x) = i {
-                    local_reads(x, out);
-                }
-            }
-        }
-        ExprKind::Unary(_, a) => local_reads(a, out),
-        ExprKind::Binary(_, a, c) => {
-            local_reads(a, out);
-            local_reads(c, out);
-        }
-        ExprKind::Call(_, args) => args.iter().for_each(|a| local_reads(a, out)),
-        ExprKind::Reduce { body, .. } => local_reads(body, out),
-        ExprKind::Opaque { args, index, .. } => {
-            args.iter().for_each(|a| local_reads(a, out));
-            index.iter().for_each(|a| local_reads(a, out));
-        }
-        _ => {}
+    if let ExprKind::Read {
+        tensor: TensorRef::Local(l),
+        indices,
+    } = &e.kind
+    {
+        out.push((*l as usize, indices));
     }
+    e.children().for_each(|c| local_reads(c, out));
 }
 
 impl Program {

@@ -9,7 +9,8 @@
 
 use tdl::{Expr, ExprKind, Index, TensorRef};
 
-use super::expr::{row_major_strides, Bufs, Compiler, Env, Fail, Src, ValFn, I, V};
+use super::expr::Compiler;
+use super::value::{row_major_strides, Bufs, Env, Fail, Src, ValFn, I, V};
 use crate::kernels::KernelError;
 
 impl Compiler<'_> {

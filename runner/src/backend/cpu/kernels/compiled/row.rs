@@ -16,9 +16,10 @@
 //! closure of [`super::expr`] once per element, so results are identical to
 //! the scalar path and to the interpreter's semantics.
 
-use tdl::{BinOp, Builtin, Expr, ExprKind, Reducer, TensorRef, Type, UnOp};
+use tdl::{BinOp, Builtin, Expr, ExprKind, Reducer, Semantics, TensorRef, Type, UnOp};
 
-use super::expr::{Affine, Bufs, Compiler, Env, Src, I};
+use super::expr::Compiler;
+use super::value::{Affine, Bufs, Env, Src, I};
 use crate::kernels::KernelError;
 
 /// A compiled expression over a row: fills the slice (see the module doc).
@@ -107,17 +108,10 @@ impl Compiler<'_> {
             ExprKind::Call(Builtin::Select, _) => self.per_element(e, rv)?,
             ExprKind::Call(f, args) => {
                 let x = self.row(&args[0], rv)?;
-                match f {
-                    Builtin::Max => zip(x, self.row(&args[1], rv)?, f64::max),
-                    Builtin::Min => zip(x, self.row(&args[1], rv)?, f64::min),
-                    Builtin::Pow => zip(x, self.row(&args[1], rv)?, f64::powf),
-                    Builtin::Exp => map(x, f64::exp),
-                    Builtin::Log => map(x, f64::ln),
-                    Builtin::Sqrt => map(x, f64::sqrt),
-                    Builtin::Tanh => map(x, f64::tanh),
-                    Builtin::Abs => map(x, f64::abs),
-                    Builtin::Sigmoid => map(x, |x| 1.0 / (1.0 + (-x).exp())),
-                    _ => self.per_element(e, rv)?,
+                match f.semantics() {
+                    Semantics::Unary(g) => map(x, g),
+                    Semantics::Binary(g) => zip(x, self.row(&args[1], rv)?, g),
+                    Semantics::Select => self.per_element(e, rv)?,
                 }
             }
             ExprKind::Reduce {
