@@ -12,40 +12,12 @@
 //! cheap path meant to run per operator of a graph: no spec cloning, no egg.
 
 use tdl::bind::eval_dim;
-use tdl::{AttrValue, Attrs, DimEntry, DimExpr, ShapeError};
+use tdl::{AttrValue, Attrs, DimEntry, DimExpr};
 
 use crate::error::InstantiateError;
 use crate::interval::DimRegion;
+pub use crate::region::Region;
 use crate::strategy::{OpStrategies, SplitKind, Strategy};
-
-/// A non-empty box: a half-open `[lo, hi)` per dim, `lo < hi` (a scalar has
-/// no dims and holds its one element).
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
-pub struct Region(pub Vec<(i64, i64)>);
-
-impl Region {
-    /// Number of elements.
-    pub fn elements(&self) -> u64 {
-        self.0
-            .iter()
-            .map(|&(lo, hi)| (hi - lo).max(0) as u64)
-            .product()
-    }
-
-    /// Elements of an optional region (`None`: nothing).
-    pub fn count(r: &Option<Region>) -> u64 {
-        r.as_ref().map_or(0, Region::elements)
-    }
-
-    /// Whether it holds `index`.
-    pub fn contains(&self, index: &[i64]) -> bool {
-        index.len() == self.0.len()
-            && index
-                .iter()
-                .zip(&self.0)
-                .all(|(&i, &(lo, hi))| lo <= i && i < hi)
-    }
-}
 
 /// What one part of one strategy computes and reads.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
@@ -102,49 +74,10 @@ impl OpStrategies {
         attrs: &Attrs,
     ) -> Result<Values, InstantiateError> {
         let spec = &self.spec;
-        if input_shapes.len() != spec.inputs.len() {
-            return Err(ShapeError::InputCount {
-                op: spec.name.clone(),
-                expected: spec.inputs.len(),
-                got: input_shapes.len(),
-            }
-            .into());
-        }
+        spec.check_input_count(input_shapes.len())?;
         let attrs = spec.resolve_attrs(attrs)?;
-        let mut dims: Vec<Option<(i64, usize)>> = vec![None; spec.dims.len()];
-        for (ti, (t, s)) in spec.inputs.iter().zip(input_shapes).enumerate() {
-            if t.dims.len() != s.len() {
-                return Err(ShapeError::Rank {
-                    op: spec.name.clone(),
-                    input: t.name.clone(),
-                    expected: t.dims.len().to_string(),
-                    got: s.len(),
-                }
-                .into());
-            }
-            for (d, &n) in t.dims.iter().zip(s) {
-                if let DimEntry::Dim(DimExpr::Dim(id)) = d {
-                    let n = n as i64;
-                    match dims[id.0 as usize] {
-                        None => dims[id.0 as usize] = Some((n, ti)),
-                        Some((m, tj)) if m != n => {
-                            return Err(ShapeError::DimMismatch {
-                                op: spec.name.clone(),
-                                dim: spec.dims[id.0 as usize].name.clone(),
-                                first: spec.inputs[tj].name.clone(),
-                                a: m as usize,
-                                second: t.name.clone(),
-                                b: n as usize,
-                            }
-                            .into())
-                        }
-                        _ => {}
-                    }
-                }
-            }
-        }
         Ok(Values {
-            dims: dims.into_iter().map(|d| d.map_or(0, |(n, _)| n)).collect(),
+            dims: spec.bind_dims(input_shapes)?,
             attrs,
         })
     }

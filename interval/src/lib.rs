@@ -27,6 +27,7 @@ pub mod canon;
 pub mod error;
 pub mod instantiate;
 pub mod interval;
+pub mod region;
 pub mod report;
 pub mod rules;
 pub mod strategy;

@@ -192,18 +192,26 @@ impl OpSpec {
         Ok(0)
     }
 
-    /// Shape inference (see the module doc).
-    pub fn bind(&self, input_shapes: &[Vec<usize>], attrs: &Attrs) -> Result<Binding, ShapeError> {
-        if input_shapes.len() != self.inputs.len() {
+    /// Errors with [`ShapeError::InputCount`] unless the op takes `given` inputs.
+    pub fn check_input_count(&self, given: usize) -> Result<(), ShapeError> {
+        if given != self.inputs.len() {
             return Err(ShapeError::InputCount {
                 op: self.name.clone(),
                 expected: self.inputs.len(),
-                got: input_shapes.len(),
+                got: given,
             });
         }
-        let attrs = self.resolve_attrs(attrs)?;
-        let rank = self.ellipsis_rank_for(input_shapes)?;
-        let spec = self.expand_ellipsis(rank);
+        Ok(())
+    }
+
+    /// The dim binder: the value of each [`DimId`] (elements) read off the
+    /// input shapes, for a spec without `...` (see [`OpSpec::expand_ellipsis`]).
+    /// A dim no input names directly is 0.
+    ///
+    /// Errors: input count, an input of the wrong rank, a dim with two values.
+    pub fn bind_dims(&self, input_shapes: &[Vec<usize>]) -> Result<Vec<i64>, ShapeError> {
+        self.check_input_count(input_shapes.len())?;
+        let spec = self;
         let mut dims: Vec<Option<(usize, usize)>> = vec![None; spec.dims.len()];
         for (ti, (t, s)) in spec.inputs.iter().zip(input_shapes).enumerate() {
             if t.dims.len() != s.len() {
@@ -233,10 +241,19 @@ impl OpSpec {
                 }
             }
         }
-        let dims: Vec<i64> = dims
+        Ok(dims
             .into_iter()
             .map(|d| d.map_or(0, |(n, _)| n as i64))
-            .collect();
+            .collect())
+    }
+
+    /// Shape inference (see the module doc).
+    pub fn bind(&self, input_shapes: &[Vec<usize>], attrs: &Attrs) -> Result<Binding, ShapeError> {
+        self.check_input_count(input_shapes.len())?;
+        let attrs = self.resolve_attrs(attrs)?;
+        let rank = self.ellipsis_rank_for(input_shapes)?;
+        let spec = self.expand_ellipsis(rank);
+        let dims = spec.bind_dims(input_shapes)?;
         let shapes = |decls: &[OutputDecl]| -> Result<Vec<Vec<usize>>, ShapeError> {
             decls
                 .iter()

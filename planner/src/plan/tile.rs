@@ -5,53 +5,7 @@
 //! first `n % p` parts `⌊n/p⌋ + 1` elements and the others `⌊n/p⌋` (as
 //! `torch.tensor_split` does); parts are empty when n < p.
 
-use serde::{Deserialize, Serialize};
-
-/// A half-open box: `[lo, hi)` per dim, in elements.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub struct Region(pub Vec<(i64, i64)>);
-
-impl Region {
-    /// The whole of a tensor of this shape.
-    pub fn whole(shape: &[usize]) -> Region {
-        Region(shape.iter().map(|&n| (0, n as i64)).collect())
-    }
-
-    /// Number of elements (0 if any dim is empty).
-    pub fn volume(&self) -> u64 {
-        self.0
-            .iter()
-            .map(|&(lo, hi)| (hi - lo).max(0) as u64)
-            .product()
-    }
-
-    /// The intersection with another box of the same rank.
-    pub fn intersect(&self, other: &Region) -> Region {
-        Region(
-            self.0
-                .iter()
-                .zip(&other.0)
-                .map(|(&(a, b), &(c, d))| (a.max(c), b.min(d).max(a.max(c))))
-                .collect(),
-        )
-    }
-
-    /// Number of elements in common with another box.
-    pub fn overlap(&self, other: &Region) -> u64 {
-        self.0
-            .iter()
-            .zip(&other.0)
-            .map(|(&(a, b), &(c, d))| (b.min(d) - a.max(c)).max(0) as u64)
-            .product()
-    }
-
-    /// This box with dim `d` cut to part `i` of `p` (see the module doc).
-    pub fn split(&self, d: usize, p: usize, i: usize) -> Region {
-        let mut r = self.clone();
-        r.0[d] = part(self.0[d], p, i);
-        r
-    }
-}
+pub use interval::instantiate::Region;
 
 /// Part `i` of `p` of the range `[lo, hi)`: the first `n % p` parts get
 /// one element more (the convention of [`interval::instantiate::part_range`], which the
