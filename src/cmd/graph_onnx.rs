@@ -14,6 +14,8 @@ use std::process::ExitCode;
 use miette::IntoDiagnostic;
 use planner::graph::{format, MemoryReport, Optimizer};
 
+use super::graph_summary::{graph_fields, print_graph_summary};
+
 /// The ONNX-related options of `tofu graph`.
 pub struct OnnxArgs {
     /// `--batch`.
@@ -102,7 +104,7 @@ pub fn run(file: &Path, args: &OnnxArgs) -> miette::Result<ExitCode> {
             serde_json::Value::Object(m) => m,
             _ => unreachable!("json! of an object literal is an object"),
         };
-        summary.extend(super::graph::graph_fields(graph, &mem));
+        summary.extend(graph_fields(graph, &mem));
         println!("{}", serde_json::Value::Object(summary));
         return Ok(ExitCode::SUCCESS);
     }
@@ -142,7 +144,7 @@ pub fn run(file: &Path, args: &OnnxArgs) -> miette::Result<ExitCode> {
     if let Some(l) = &s.loss {
         println!("loss         on `{l}` (optimizer {})", args.optimizer);
     }
-    super::graph::print_graph_summary(graph, &mem);
+    print_graph_summary(graph, &mem);
     if let Some(p) = &args.output {
         println!("wrote        {}", p.display());
     }
