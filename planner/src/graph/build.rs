@@ -30,6 +30,8 @@ use super::ir::{DType, Fill, Graph, Group, Op, OpRole, Tensor, TensorRole};
 /// ```
 pub struct GraphBuilder<'l> {
     ins: OpInserter<'l>,
+    /// The time step the ops added now belong to (see [`GraphBuilder::set_step`]).
+    step: Option<u32>,
 }
 
 /// An attribute entry for [`GraphBuilder::op`]: `(name, value)`.
@@ -50,6 +52,7 @@ impl<'l> GraphBuilder<'l> {
     pub fn new(lib: &'l Library, name: &str) -> Self {
         GraphBuilder {
             ins: OpInserter::new(lib, Graph::new(name)),
+            step: None,
         }
     }
 
@@ -123,6 +126,7 @@ impl<'l> GraphBuilder<'l> {
             grad_of: None,
             updates: None,
             fill: Some(fill),
+            step: self.step,
         }))
     }
 
@@ -144,7 +148,7 @@ impl<'l> GraphBuilder<'l> {
             .ins
             .graph
             .push_group(Group::Op(OpId(self.ins.graph.ops().len() as u32)));
-        let (outs, _) = self.ins.insert(
+        let (outs, op) = self.ins.insert(
             spec,
             name,
             inputs.to_vec(),
@@ -161,7 +165,21 @@ impl<'l> GraphBuilder<'l> {
                 }
             },
         )?;
+        let graph = &mut self.ins.graph;
+        graph.op_mut(op).step = self.step;
+        for &t in &outs {
+            graph.tensor_mut(t).step = self.step;
+        }
         Ok(outs)
+    }
+
+    /// Mark the forward ops, their outputs and the inputs added from now on
+    /// as time step `step` of an unrolled recurrent network (`None`: outside
+    /// the time steps). This is the graph metadata the coarsening rule
+    /// `rnn_steps` keys on (see [`crate::graph::Op::step`]); an importer sets
+    /// it while unrolling.
+    pub fn set_step(&mut self, step: Option<u32>) {
+        self.step = step;
     }
 
     /// [`GraphBuilder::op`] for a spec with exactly one output.
@@ -316,6 +334,7 @@ impl<'l> OpInserter<'l> {
                 grad_of: m.grad_of,
                 updates: None,
                 fill: None,
+                step: None,
             }));
         }
         let op = self.graph.push_op(Op {
@@ -326,6 +345,7 @@ impl<'l> OpInserter<'l> {
             outputs: outputs.clone(),
             role,
             group,
+            step: None,
         });
         Ok((outputs, op))
     }

@@ -29,7 +29,8 @@
 //!     "attrs": {"stride_h": 2, "eps": 1e-05},   // (optional) ints without, reals with a point/exponent
 //!     "inputs": [0, 1], "outputs": [2],    // tensor ids in the spec's order
 //!     "role": "forward",             // forward backward update
-//!     "group": 0
+//!     "group": 0,
+//!     "step": 3                      // (optional) time step of an unrolled RNN
 //!   }]
 //! }
 //! ```

@@ -147,6 +147,13 @@ pub struct Op {
     pub role: OpRole,
     /// Its group (Tofu §4.2.1).
     pub group: GroupId,
+    /// For a forward operator of an unrolled recurrent network: its time
+    /// step (0 first). The coarsening rule `rnn_steps` gives the ops (and
+    /// tensors, [`Tensor::step`]) at the same place of every step one
+    /// decision (Tofu §4.2.1). Absent otherwise, and absent from the graph
+    /// file then.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step: Option<u32>,
 }
 
 /// A tensor: a value with a shape, produced by at most one operator.
@@ -176,6 +183,11 @@ pub struct Tensor {
     /// For a tensor no operator produces: how to fill it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fill: Option<Fill>,
+    /// For a forward tensor of an unrolled recurrent network (an input or
+    /// activation of one time step): its time step, as [`Op::step`]. Absent
+    /// otherwise, and absent from the graph file then.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step: Option<u32>,
 }
 
 impl Tensor {
@@ -423,6 +435,11 @@ impl Graph {
     pub(crate) fn push_group(&mut self, g: Group) -> GroupId {
         self.groups.push(g);
         GroupId(self.groups.len() as u32 - 1)
+    }
+
+    /// Mutable access to an op's metadata (crate-internal: its time step).
+    pub(crate) fn op_mut(&mut self, id: OpId) -> &mut Op {
+        &mut self.ops[id.0 as usize]
     }
 
     /// Mutable access to a tensor's metadata (crate-internal: names, links, groups).

@@ -8,12 +8,25 @@
 
 use std::collections::HashMap;
 
-use super::Cluster;
+use super::{Cluster, Context, Rule};
 use crate::graph::{Graph, Group};
 use crate::plan::model::Model;
 
+/// Rule 3 (see the module doc).
+pub struct Elementwise;
+
+impl Rule for Elementwise {
+    fn name(&self) -> &'static str {
+        "elementwise"
+    }
+
+    fn apply(&self, cx: &Context, clusters: Vec<Cluster>) -> Vec<Cluster> {
+        merge(cx.graph, cx.model, clusters)
+    }
+}
+
 /// Merge each elementwise op cluster with its output tensor's cluster.
-pub fn merge(graph: &Graph, model: &Model, clusters: Vec<Cluster>) -> Vec<Cluster> {
+fn merge(graph: &Graph, model: &Model, clusters: Vec<Cluster>) -> Vec<Cluster> {
     // Which cluster holds each tensor.
     let mut of_tensor: HashMap<u32, usize> = HashMap::new();
     for (i, c) in clusters.iter().enumerate() {

@@ -2,17 +2,31 @@
 //! sum gradient contributions) form one cluster; for a weight, also its
 //! optimizer state and the update operators.
 //!
-//! Takes the graph's tensor groups; gives one cluster per [`Group::Tensor`]
+//! Takes the graph's tensor groups; adds one cluster per [`Group::Tensor`]
 //! whose tensors of the same shape share one slot (one layout). Operators of
 //! the group (gradient sums, optimizer updates) become single-op slots whose
 //! choice follows the layout (see `level`). Tensors of another shape in the
 //! group get a slot of their own.
 
-use super::Cluster;
+use super::{Cluster, Context, Rule};
 use crate::graph::{Graph, Group, OpId, TensorId};
 
+/// Rule 2 (see the module doc).
+pub struct TensorGradient;
+
+impl Rule for TensorGradient {
+    fn name(&self) -> &'static str {
+        "tensor_gradient"
+    }
+
+    fn apply(&self, cx: &Context, mut clusters: Vec<Cluster>) -> Vec<Cluster> {
+        clusters.extend(tensor_group_clusters(cx.graph));
+        clusters
+    }
+}
+
 /// One cluster per tensor group.
-pub fn clusters(graph: &Graph) -> Vec<Cluster> {
+fn tensor_group_clusters(graph: &Graph) -> Vec<Cluster> {
     let mut out: Vec<Option<Cluster>> = vec![None; graph.groups().len()];
     for (i, t) in graph.tensors().iter().enumerate() {
         let g = t.group.index();
