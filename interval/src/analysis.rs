@@ -158,13 +158,15 @@ fn top_reduce(e: &Expr) -> Option<(Reducer, Vec<VarId>)> {
 
 /// No variables, reads, reductions or opaque calls: the same for every element.
 fn is_constant(e: &Expr) -> bool {
-    match &e.kind {
-        ExprKind::Int(_) | ExprKind::Real(_) | ExprKind::Dim(_) | ExprKind::Attr(_) => true,
-        ExprKind::Unary(_, a) => is_constant(a),
-        ExprKind::Binary(_, a, b) => is_constant(a) && is_constant(b),
-        ExprKind::Call(_, args) => args.iter().all(is_constant),
-        _ => false,
-    }
+    !e.any(&mut |x| {
+        matches!(
+            x.kind,
+            ExprKind::Var(_)
+                | ExprKind::Read { .. }
+                | ExprKind::Reduce { .. }
+                | ExprKind::Opaque { .. }
+        )
+    })
 }
 
 struct Walker<'a> {

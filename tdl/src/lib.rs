@@ -24,6 +24,7 @@ pub mod library;
 pub mod lower;
 pub mod multi_index;
 pub mod opaque;
+pub mod show;
 pub mod tensor;
 
 pub use ast::*;

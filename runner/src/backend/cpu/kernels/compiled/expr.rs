@@ -253,6 +253,16 @@ impl<'b> Compiler<'b> {
         })
     }
 
+    /// A reduction's variables with their ranges: `(var, lo, extent)`.
+    pub fn reduction_ranges(&self, vars: &[tdl::VarId]) -> Vec<(usize, i64, i64)> {
+        vars.iter()
+            .map(|v| {
+                let v = v.0 as usize;
+                (v, self.lo[v], self.ranges[v])
+            })
+            .collect()
+    }
+
     /// Compile an expression in value position.
     pub fn real(&mut self, e: &Expr) -> Result<V, KernelError> {
         if e.ty == Type::Int {
@@ -326,13 +336,7 @@ impl<'b> Compiler<'b> {
                 vars,
                 body,
             } => {
-                let vars: Vec<(usize, i64, i64)> = vars
-                    .iter()
-                    .map(|v| {
-                        let v = v.0 as usize;
-                        (v, self.lo[v], self.ranges[v])
-                    })
-                    .collect();
+                let vars = self.reduction_ranges(vars);
                 let body = self.real(body)?;
                 reduce(*reducer, vars, body)
             }

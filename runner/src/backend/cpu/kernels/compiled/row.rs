@@ -119,13 +119,7 @@ impl Compiler<'_> {
                 vars,
                 body,
             } => {
-                let vars: Vec<(usize, i64, i64)> = vars
-                    .iter()
-                    .map(|v| {
-                        let v = v.0 as usize;
-                        (v, self.lo[v], self.ranges[v])
-                    })
-                    .collect();
+                let vars = self.reduction_ranges(vars);
                 let body = self.row(body, rv)?;
                 match reducer {
                     Reducer::Sum => reduce_row(vars, body, 0.0, |a, x| a + x),
