@@ -21,7 +21,7 @@ use planner::graph::{training_graph, Graph, Optimizer, TensorId};
 use tdl::Library;
 
 use crate::attr::Attrs;
-use crate::dims::{resolve_dims, DefaultedDim, DimOptions};
+use crate::dims::{check_given, missing_dims_message, resolve_dims, DefaultedDim, DimOptions};
 use crate::error::OnnxError;
 use crate::fold::fold;
 use crate::lower::{Kind, Known, Lower, NodeError, Out, Src};
@@ -180,6 +180,27 @@ pub fn import(
         s.opaque.clear();
         let mut init_names = HashSet::new();
         for t in &graph.initializer {
+            if crate::external::is_external(t) {
+                let dir = path.parent().unwrap_or(Path::new("."));
+                let (elem, shape, x) =
+                    crate::external::ExternalRef::new(t, dir).map_err(&unreadable)?;
+                init_names.insert(t.name.clone());
+                let kind = if elem.is_integer() {
+                    Kind::Constant
+                } else {
+                    Kind::Weight
+                };
+                l.define_known(
+                    &t.name,
+                    Known {
+                        elem,
+                        shape,
+                        src: Src::External(Box::new(x)),
+                        kind,
+                    },
+                );
+                continue;
+            }
             let d = decode(t).map_err(&unreadable)?;
             init_names.insert(t.name.clone());
             let kind = if d.elem.is_integer() {
@@ -202,20 +223,50 @@ pub fn import(
                 "the model has sparse initializers, which tofu does not read".into(),
             ));
         }
+        let mut missing = Vec::new();
+        for name in opts.input_shapes.keys() {
+            if !graph.input.iter().any(|vi| &vi.name == name) {
+                let names: Vec<&str> = graph
+                    .input
+                    .iter()
+                    .map(|vi| vi.name.as_str())
+                    .filter(|n| !init_names.contains(*n))
+                    .collect();
+                return Err(OnnxError::Options {
+                    path: path.to_path_buf(),
+                    message: format!(
+                        "--input-shape names `{name}`, which is not a graph input; the inputs are {}",
+                        names.join(", ")
+                    ),
+                });
+            }
+        }
         for (idx, vi) in graph.input.iter().enumerate() {
             if init_names.contains(&vi.name) {
                 continue;
             }
             let (elem, dims) = input_type(vi)
                 .map_err(|m| unreadable(format!("graph input `{}`: {m}", vi.name)))?;
-            let shape = match opts.input_shapes.get(&vi.name) {
-                Some(s) => s.clone(),
-                None => resolve_dims(&vi.name, idx, &dims, &opts.dims, &mut s.defaulted_dims)
-                    .map_err(|message| OnnxError::Options {
-                        path: path.to_path_buf(),
-                        message,
-                    })?,
+            let options_err = |message: String| OnnxError::Options {
+                path: path.to_path_buf(),
+                message,
             };
+            let shape = match opts.input_shapes.get(&vi.name) {
+                // Values the caller supplies (conformance cases) fix the shape as they are.
+                Some(given) if opts.input_values.contains_key(&vi.name) => given.clone(),
+                Some(given) => check_given(&vi.name, &dims, given).map_err(options_err)?,
+                None => match resolve_dims(&vi.name, idx, &dims, &opts.dims, &mut s.defaulted_dims)
+                {
+                    Ok(shape) => shape,
+                    Err(_) => {
+                        missing.push((vi.name.clone(), dims));
+                        continue;
+                    }
+                },
+            };
+            if !missing.is_empty() {
+                continue;
+            }
             match opts.input_values.get(&vi.name) {
                 Some(d) => l.define_known(
                     &vi.name,
@@ -234,6 +285,12 @@ pub fn import(
                         })?;
                 }
             }
+        }
+        if !missing.is_empty() {
+            return Err(OnnxError::Options {
+                path: path.to_path_buf(),
+                message: missing_dims_message(&missing),
+            });
         }
         let mut used_names = HashSet::new();
         let mut needs_opaque = None;
@@ -327,7 +384,13 @@ pub fn import(
                     None => return Err(node_err(opaque::no_shape_reason())),
                 }
             }
-            match fold(&l, &node) {
+            let folded = match fold(&l, &node) {
+                Ok(None) if crate::fold_eval::foldable(&l, &node) => {
+                    crate::fold_eval::evaluate(&l, &node, lib_ref)
+                }
+                r => r,
+            };
+            match folded {
                 Ok(Some(known)) => {
                     for (o, k) in np.output.iter().zip(known) {
                         if !o.is_empty() {
@@ -343,7 +406,7 @@ pub fn import(
             }
             let m = table::lookup(&np.op_type).expect("checked above");
             let outs = (m.lower)(&mut l, &node, m).map_err(|e| match e {
-                NodeError::Unsupported(r) => node_err(r),
+                NodeError::Unsupported(r) => node_err(r + &unread_inputs(&l, np)),
                 NodeError::Graph(g) => graph_err(path, &node_name, g),
             })?;
             if outs.len() < np.output.iter().filter(|o| !o.is_empty()).count() {
@@ -379,7 +442,7 @@ pub fn import(
             let e = l.values.get(&o.name).cloned().unwrap_or_default();
             let out = match (e.tensor, e.known) {
                 (Some(t), _) => Output::Tensor(t),
-                (None, Some(k)) => Output::Const(k.data()),
+                (None, Some(k)) => Output::Const(k.data().map_err(&unreadable)?),
                 (None, None) => {
                     return Err(OnnxError::UndefinedValue {
                         path: path.to_path_buf(),
@@ -459,6 +522,25 @@ fn bind_outputs(l: &mut Lower, np: &onnx_protobuf::NodeProto, outs: Vec<Out>) {
             ),
         }
     }
+}
+
+/// Why inputs of `np` kept in external data could not be read (empty when
+/// none failed): appended to a node's error, since a lowering that needs a
+/// constant only sees that it has none.
+fn unread_inputs(l: &Lower, np: &onnx_protobuf::NodeProto) -> String {
+    let mut why = String::new();
+    for x in &np.input {
+        let Some(k) = l.values.get(x).and_then(|e| e.known.as_ref()) else {
+            continue;
+        };
+        if !matches!(k.src, Src::External(_)) || k.numel() > crate::fold_eval::FOLD_LIMIT {
+            continue;
+        }
+        if let Err(e) = k.data() {
+            why.push_str(&format!("; its input {e}"));
+        }
+    }
+    why
 }
 
 fn graph_err(path: &Path, context: &str, source: planner::graph::GraphError) -> OnnxError {
