@@ -37,6 +37,7 @@ pub mod map_shape;
 pub mod node;
 pub mod opaque;
 pub mod proto;
+pub mod synth;
 pub mod table;
 pub mod tensor;
 
