@@ -92,6 +92,13 @@ pub struct Summary {
     pub opaque: Vec<OpaqueNode>,
     /// The loss tensor of a training graph.
     pub loss: Option<String>,
+    /// Every folded node output of at most [`crate::fold_eval::FOLD_LIMIT`]
+    /// elements, by ONNX value name, in node order (for checking folding
+    /// against running, `tests/fold_equals_run.rs`).
+    pub folded_values: Vec<(String, Data)>,
+    /// The shape of every ONNX value the import defined (graph tensors and
+    /// known values), by name.
+    pub value_shapes: BTreeMap<String, Vec<usize>>,
 }
 
 /// An imported model.
@@ -178,6 +185,7 @@ pub fn import(
         s.folded.clear();
         s.mapped.clear();
         s.opaque.clear();
+        s.folded_values.clear();
         let mut init_names = HashSet::new();
         for t in &graph.initializer {
             if crate::external::is_external(t) {
@@ -394,6 +402,11 @@ pub fn import(
                 Ok(Some(known)) => {
                     for (o, k) in np.output.iter().zip(known) {
                         if !o.is_empty() {
+                            if k.numel() <= crate::fold_eval::FOLD_LIMIT {
+                                if let Ok(d) = k.data() {
+                                    s.folded_values.push((o.clone(), d));
+                                }
+                            }
                             l.define_known(o, k);
                         }
                     }
@@ -453,6 +466,11 @@ pub fn import(
             };
             outputs.push((o.name.clone(), out));
         }
+        s.value_shapes = l
+            .values
+            .keys()
+            .filter_map(|n| Some((n.clone(), l.shape_of(n)?)))
+            .collect();
         let leaf_values = std::mem::take(&mut l.leaf_values);
         s.forward_ops = l.total_emitted;
         let graph_out = if opts.training {
