@@ -82,6 +82,9 @@ pub struct Summary {
     pub nodes: usize,
     /// Nodes computed at import (Constant, ConstantOfShape, Shape, views of weights, ...), by op type.
     pub folded: BTreeMap<String, usize>,
+    /// Control-flow nodes replaced at import (`If` by its taken branch,
+    /// `Loop` unrolled), by op type.
+    pub inlined: BTreeMap<String, usize>,
     /// Nodes lowered to spec operators, by op type.
     pub mapped: BTreeMap<String, usize>,
     /// Forward operators emitted.
@@ -185,6 +188,7 @@ pub fn import(
         s.folded.clear();
         s.mapped.clear();
         s.opaque.clear();
+        s.inlined.clear();
         s.folded_values.clear();
         let mut init_names = HashSet::new();
         for t in &graph.initializer {
@@ -302,7 +306,10 @@ pub fn import(
         }
         let mut used_names = HashSet::new();
         let mut needs_opaque = None;
-        for (i, np) in graph.node.iter().enumerate() {
+        let mut queue: std::collections::VecDeque<(usize, onnx_protobuf::NodeProto)> =
+            graph.node.iter().cloned().enumerate().collect();
+        while let Some((i, np_owned)) = queue.pop_front() {
+            let np = &np_owned;
             let node_name = if !np.name.is_empty() && used_names.insert(np.name.clone()) {
                 np.name.clone()
             } else {
@@ -361,6 +368,18 @@ pub fn import(
                 })
             };
             l.begin_node(&node_name);
+            match crate::control::expand(&l, &node) {
+                Ok(Some(nodes)) => {
+                    for n in nodes.into_iter().rev() {
+                        queue.push_front((i, n));
+                    }
+                    *s.inlined.entry(np.op_type.clone()).or_default() += 1;
+                    continue;
+                }
+                Ok(None) => {}
+                Err(reason) if !opts.opaque_unsupported => return Err(node_err(reason)),
+                Err(_) => {}
+            }
             let why = if let Some((attr, nodes)) = node.attrs.subgraph() {
                 Some(opaque::Why::Subgraph(attr, nodes))
             } else if domain != AI_ONNX || table::lookup(&np.op_type).is_none() {

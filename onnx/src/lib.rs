@@ -22,6 +22,7 @@
 
 pub mod attr;
 pub mod conformance;
+pub mod control;
 pub mod dims;
 pub mod error;
 pub mod external;
