@@ -166,8 +166,14 @@ pub fn import(
                     Err(_) => None,
                 })
                 .collect();
-            if let Some(shape) = shape {
-                opaque_specs.declared.insert(vi.name.clone(), shape);
+            match shape {
+                Some(shape) => {
+                    opaque_specs.declared.insert(vi.name.clone(), shape);
+                }
+                None => {
+                    let partial = dims.iter().map(|d| d.as_ref().ok().copied()).collect();
+                    opaque_specs.partial.insert(vi.name.clone(), partial);
+                }
             }
         }
     }

@@ -37,6 +37,7 @@ pub mod map_reduce;
 pub mod map_shape;
 pub mod node;
 pub mod opaque;
+pub mod opaque_shape;
 pub mod proto;
 pub mod synth;
 pub mod table;

@@ -100,3 +100,33 @@ fn models_import_for_inference_and_training_and_plan_at_k4() {
     println!("{passed} of {} models import and plan", models.len());
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+/// `--opaque-unsupported` works on the real models, which declare no
+/// intermediate shapes: the output shapes of nodes without a spec come from
+/// folding and the ONNX type information (`onnx::opaque_shape`).
+#[test]
+fn real_models_import_with_opaque_unsupported() {
+    let Some(mdir) = common::models_dir() else {
+        return;
+    };
+    for (name, file) in common::REAL {
+        let opts = onnx::Options {
+            opaque_unsupported: true,
+            ..Default::default()
+        };
+        let imported = onnx::load_graph_with(&mdir.join(file), library(), &opts)
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        let mut ops: Vec<&str> = imported
+            .summary
+            .opaque
+            .iter()
+            .map(|o| o.op_type.as_str())
+            .collect();
+        ops.sort();
+        ops.dedup();
+        println!(
+            "{name}: {} operators, opaque op types {ops:?}",
+            imported.graph.ops().len()
+        );
+    }
+}
