@@ -92,9 +92,9 @@ impl Known {
         })
     }
 
-    /// Number of elements.
+    /// Number of elements (saturating: a corrupted shape gives `usize::MAX`).
     pub fn numel(&self) -> usize {
-        self.shape.iter().product()
+        self.shape.iter().fold(1usize, |a, &d| a.saturating_mul(d))
     }
 }
 

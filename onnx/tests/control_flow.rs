@@ -5,112 +5,18 @@
 //! interpreter against values worked out by hand); a condition that depends
 //! on run-time data is an error naming it.
 
+mod common;
+
 use std::path::Path;
 
+use common::models::{branch, graph_attr, if_on_shape, ints, model, node, vi};
 use onnx::Options;
-use onnx_protobuf::attribute_proto::AttributeType;
-use onnx_protobuf::{
-    type_proto, AttributeProto, GraphProto, ModelProto, NodeProto, OperatorSetIdProto, TensorProto,
-    TensorShapeProto, TypeProto, ValueInfoProto,
-};
+use onnx_protobuf::{GraphProto, TensorProto};
 use planner::graph::execute::{execute, Values};
 
 fn library() -> &'static tdl::Library {
     static LIB: std::sync::OnceLock<tdl::Library> = std::sync::OnceLock::new();
     LIB.get_or_init(|| tdl::Library::shipped().expect("shipped specs load"))
-}
-
-fn vi(name: &str, elem: i32, dims: &[i64]) -> ValueInfoProto {
-    let mut shape = TensorShapeProto::new();
-    for &d in dims {
-        let mut dim = onnx_protobuf::tensor_shape_proto::Dimension::new();
-        if d < 0 {
-            dim.set_dim_param("batch".into());
-        } else {
-            dim.set_dim_value(d);
-        }
-        shape.dim.push(dim);
-    }
-    let mut tt = type_proto::Tensor::new();
-    tt.elem_type = elem;
-    tt.shape = Some(shape).into();
-    let mut tp = TypeProto::new();
-    tp.set_tensor_type(tt);
-    let mut v = ValueInfoProto::new();
-    v.name = name.into();
-    v.type_ = Some(tp).into();
-    v
-}
-
-fn node(op: &str, ins: &[&str], outs: &[&str], attrs: Vec<AttributeProto>) -> NodeProto {
-    let mut n = NodeProto::new();
-    n.op_type = op.into();
-    n.name = outs[0].into();
-    n.input = ins.iter().map(|s| s.to_string()).collect();
-    n.output = outs.iter().map(|s| s.to_string()).collect();
-    n.attribute = attrs;
-    n
-}
-
-fn ints(name: &str, v: &[i64], scalar: bool) -> TensorProto {
-    let mut t = TensorProto::new();
-    t.name = name.into();
-    t.data_type = 7;
-    if !scalar {
-        t.dims = vec![v.len() as i64];
-    }
-    t.int64_data = v.to_vec();
-    t
-}
-
-fn graph_attr(name: &str, g: GraphProto) -> AttributeProto {
-    let mut a = AttributeProto::new();
-    a.name = name.into();
-    a.type_ = AttributeType::GRAPH.into();
-    a.g = Some(g).into();
-    a
-}
-
-fn model(g: GraphProto) -> onnx::proto::Model {
-    let mut m = ModelProto::new();
-    m.ir_version = 8;
-    let mut o = OperatorSetIdProto::new();
-    o.version = 17;
-    m.opset_import = vec![o];
-    m.graph = Some(g).into();
-    onnx::proto::decode(&onnx::synth::to_bytes(&m), Path::new("cf.onnx")).unwrap()
-}
-
-fn branch(op: &str) -> GraphProto {
-    let mut g = GraphProto::new();
-    g.name = op.into();
-    g.node = vec![node(op, &["x"], &["y_branch"], vec![])];
-    g.output = vec![vi("y_branch", 1, &[])];
-    g
-}
-
-/// `y = If(Shape(x)[1] == width) then Relu(x) else Neg(x)`.
-fn if_on_shape(width: i64) -> onnx::proto::Model {
-    let mut g = GraphProto::new();
-    g.name = "if_on_shape".into();
-    g.input = vec![vi("x", 1, &[-1, 4])];
-    g.output = vec![vi("y", 1, &[-1, 4])];
-    g.initializer = vec![ints("one", &[1], true), ints("width", &[width], true)];
-    g.node = vec![
-        node("Shape", &["x"], &["s"], vec![]),
-        node("Gather", &["s", "one"], &["s1"], vec![]),
-        node("Equal", &["s1", "width"], &["c"], vec![]),
-        node(
-            "If",
-            &["c"],
-            &["y"],
-            vec![
-                graph_attr("then_branch", branch("Relu")),
-                graph_attr("else_branch", branch("Neg")),
-            ],
-        ),
-    ];
-    model(g)
 }
 
 #[test]

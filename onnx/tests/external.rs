@@ -13,13 +13,14 @@
 //!   when the file is there, and a missing or short file is an error naming
 //!   the tensor and the file, never a panic.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use interval::cache::StrategyCache;
 use onnx::synth::{decoder, to_bytes, DecoderConfig};
-use onnx_protobuf::tensor_proto::DataLocation;
-use onnx_protobuf::{Message, ModelProto, StringStringEntryProto};
+use onnx_protobuf::{Message, ModelProto};
 use planner::graph::MemoryReport;
 use planner::plan::{plan, SearchKind};
 
@@ -120,39 +121,10 @@ fn llama_7b_plans_at_k8() {
     plan_decoder(&DecoderConfig::llama_7b(), 8);
 }
 
-/// A tiny decoder whose head-split target shape (`heads_tail`) is external too.
-fn with_external_shape(dir: &Path) -> (PathBuf, Vec<u8>) {
-    let cfg = DecoderConfig {
-        layers: 1,
-        d_model: 8,
-        ffn: 16,
-        heads: 2,
-        vocab: 11,
-        data_file: "w.bin".into(),
-    };
-    let mut m = decoder(&cfg);
-    let g = m.graph.as_mut().unwrap();
-    let t = g
-        .initializer
-        .iter_mut()
-        .find(|t| t.name == "heads_tail")
-        .unwrap();
-    let bytes: Vec<u8> = t.int64_data.iter().flat_map(|v| v.to_le_bytes()).collect();
-    t.int64_data.clear();
-    t.data_location = DataLocation::EXTERNAL.into();
-    for (k, v) in [("location", "shape.bin"), ("offset", "8"), ("length", "16")] {
-        let mut e = StringStringEntryProto::new();
-        e.key = k.into();
-        e.value = v.into();
-        t.external_data.push(e);
-    }
-    (write(dir, "tiny.onnx", &m), bytes)
-}
-
 #[test]
 fn external_values_are_read_when_needed_and_bad_files_are_errors() {
     let dir = temp_dir("shape");
-    let (path, bytes) = with_external_shape(&dir);
+    let (path, bytes) = common::models::with_external_shape(&dir);
     let opts = options(5, false);
     // Missing file: an error naming the tensor and the file.
     let e = onnx::load_graph_with(&path, library(), &opts)

@@ -8,6 +8,8 @@
 
 #![allow(dead_code)]
 
+pub mod models;
+
 use std::path::PathBuf;
 
 /// The cache directory, or `None` (after printing why) when the data is
