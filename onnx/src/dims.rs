@@ -197,3 +197,35 @@ pub fn missing_dims_message(inputs: &[(String, Vec<ModelDim>)]) -> String {
     }
     lines.join("\n")
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn missing_dims_list_each_input_with_the_flag_to_pass() {
+        let m = missing_dims_message(&[
+            (
+                "images".into(),
+                vec![Err(None), Ok(3), Err(None), Err(Some("width".into()))],
+            ),
+            ("mask".into(), vec![Ok(1), Err(None)]),
+        ]);
+        assert!(
+            m.contains("input `images` [?, 3, ?, width] (dynamic: axis 0 `?`, axis 2 `?`, axis 3 `width`): --input-shape images=D0,3,D2,D3"),
+            "{m}"
+        );
+        assert!(m.contains("--input-shape mask=1,D1"), "{m}");
+        assert!(m.contains("--dim width=N"), "{m}");
+    }
+
+    #[test]
+    fn given_shapes_must_fit_the_static_dims() {
+        let dims = vec![Err(None), Ok(3), Err(None)];
+        assert_eq!(check_given("x", &dims, &[2, 3, 7]), Ok(vec![2, 3, 7]));
+        let e = check_given("x", &dims, &[2, 4, 7]).unwrap_err();
+        assert!(e.contains("axis 1") && e.contains("fixes it to 3"), "{e}");
+        let e = check_given("x", &dims, &[2, 3]).unwrap_err();
+        assert!(e.contains("2 dims"), "{e}");
+    }
+}
