@@ -24,7 +24,6 @@ use tdl::{Library, Tensor as Value};
 
 use crate::error::OnnxError;
 use crate::import::{import, Options, Output};
-use crate::lower::Src;
 use crate::proto;
 use crate::table;
 use crate::tensor::{decode, Data};
@@ -340,9 +339,9 @@ fn run(dir: &Path, lib: &Library) -> Outcome {
     let graph = &imported.graph;
     let mut values = Values::new(graph.tensors().len());
     for (t, k) in &imported.leaf_values {
-        let v = match &k.src {
-            Src::Dense(d) => d.values.clone(),
-            Src::Splat(x) => vec![*x; k.numel()],
+        let v = match k.data() {
+            Ok(d) => d.values,
+            Err(e) => return Outcome::Fail(e),
         };
         values.set(
             *t,

@@ -99,3 +99,133 @@ pub fn resolve_dims(
     }
     Ok(out)
 }
+
+/// One declared dim of a graph input: its size, or its name (`None`: unnamed `?`) when dynamic.
+pub type ModelDim = Result<usize, Option<String>>;
+
+/// Check a shape the caller gave for input `input` (`--input-shape`) against
+/// the model's dims: same rank, and every static dim equal. Gives the shape;
+/// errors are messages naming the input, the axis and both values.
+pub fn check_given(
+    input: &str,
+    dims: &[Result<usize, Option<String>>],
+    given: &[usize],
+) -> Result<Vec<usize>, String> {
+    if dims.len() != given.len() {
+        return Err(format!(
+            "--input-shape gives input `{input}` {} dims ({given:?}) but the model declares {} ({})",
+            given.len(),
+            dims.len(),
+            show_dims(dims)
+        ));
+    }
+    for (axis, (d, &g)) in dims.iter().zip(given).enumerate() {
+        if let Ok(v) = d {
+            if *v != g {
+                return Err(format!(
+                    "--input-shape gives input `{input}` size {g} at axis {axis}, but the model fixes it to {v} ({})",
+                    show_dims(dims)
+                ));
+            }
+        }
+    }
+    Ok(given.to_vec())
+}
+
+/// The model's dims as `[batch, 3, ?, ?]`.
+pub fn show_dims(dims: &[Result<usize, Option<String>>]) -> String {
+    let parts: Vec<String> = dims
+        .iter()
+        .map(|d| match d {
+            Ok(v) => v.to_string(),
+            Err(Some(n)) => n.clone(),
+            Err(None) => "?".into(),
+        })
+        .collect();
+    format!("[{}]", parts.join(", "))
+}
+
+/// The error for inputs whose dynamic dims have no value: one line per
+/// input (`inputs`: name and model dims) with its dynamic axes and the exact
+/// `--input-shape` flag to pass (static dims filled in, `D<axis>` for each
+/// size to choose), plus the `--dim` alternative for named dims.
+pub fn missing_dims_message(inputs: &[(String, Vec<ModelDim>)]) -> String {
+    let mut lines = vec!["dynamic input dims have no value; give each input's shape:".to_string()];
+    let mut named = Vec::new();
+    for (input, dims) in inputs {
+        let axes: Vec<String> = dims
+            .iter()
+            .enumerate()
+            .filter_map(|(a, d)| match d {
+                Ok(_) => None,
+                Err(Some(n)) => {
+                    named.push(n.clone());
+                    Some(format!("axis {a} `{n}`"))
+                }
+                Err(None) => Some(format!("axis {a} `?`")),
+            })
+            .collect();
+        let flag: Vec<String> = dims
+            .iter()
+            .enumerate()
+            .map(|(a, d)| match d {
+                Ok(v) => v.to_string(),
+                Err(_) => format!("D{a}"),
+            })
+            .collect();
+        lines.push(format!(
+            "  input `{input}` {} (dynamic: {}): --input-shape {input}={}",
+            show_dims(dims),
+            axes.join(", "),
+            flag.join(",")
+        ));
+    }
+    lines.push("(replace each D<axis> with a size, e.g. 1 for a batch".to_string());
+    named.sort();
+    named.dedup();
+    if named.is_empty() {
+        lines.last_mut().expect("pushed").push(')');
+    } else {
+        lines.last_mut().expect("pushed").push_str(&format!(
+            "; named dims can also be given once for all inputs with {})",
+            named
+                .iter()
+                .map(|n| format!("--dim {n}=N"))
+                .collect::<Vec<_>>()
+                .join(" ")
+        ));
+    }
+    lines.join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn missing_dims_list_each_input_with_the_flag_to_pass() {
+        let m = missing_dims_message(&[
+            (
+                "images".into(),
+                vec![Err(None), Ok(3), Err(None), Err(Some("width".into()))],
+            ),
+            ("mask".into(), vec![Ok(1), Err(None)]),
+        ]);
+        assert!(
+            m.contains("input `images` [?, 3, ?, width] (dynamic: axis 0 `?`, axis 2 `?`, axis 3 `width`): --input-shape images=D0,3,D2,D3"),
+            "{m}"
+        );
+        assert!(m.contains("--input-shape mask=1,D1"), "{m}");
+        assert!(m.contains("--dim width=N"), "{m}");
+    }
+
+    #[test]
+    fn given_shapes_must_fit_the_static_dims() {
+        let dims = vec![Err(None), Ok(3), Err(None)];
+        assert_eq!(check_given("x", &dims, &[2, 3, 7]), Ok(vec![2, 3, 7]));
+        let e = check_given("x", &dims, &[2, 4, 7]).unwrap_err();
+        assert!(e.contains("axis 1") && e.contains("fixes it to 3"), "{e}");
+        let e = check_given("x", &dims, &[2, 3]).unwrap_err();
+        assert!(e.contains("2 dims"), "{e}");
+    }
+}

@@ -11,15 +11,18 @@
 //! * views (`Reshape`, `Flatten`, `Squeeze`, `Unsqueeze`, `Identity`) of a
 //!   known value: the same elements under a new shape, keeping its kind, so a
 //!   weight stays a weight (DenseNet's unsqueezed batch-norm scales);
-//! * `Cast`, `Concat`, `Gather`, `Slice`, `Neg`, `Add`/`Sub`/`Mul`/`Div` of
-//!   small known values (shape arithmetic of exported models and of ONNX's
-//!   function expansions, e.g. LayerNormalization's `Shape` → `Slice` →
-//!   `ConstantOfShape` → `Concat` chain for the statistics' shape).
 //!
-//! Folded nodes are listed in the import summary; they emit no operator.
+//! These are what the TDL interpreter cannot compute (values from shapes
+//! alone, outputs whose shape depends on input values, views that must keep
+//! a weight a weight). Every other node whose inputs are known constants —
+//! the shape arithmetic of exported models and of ONNX's function
+//! expansions (`Cast`, `Concat`, `Gather`, `Slice`, `Add`, `Where`, `Equal`,
+//! …) — is evaluated by [`crate::fold_eval`] through its specs and the
+//! interpreter. Folded nodes are listed in the import summary; they emit no
+//! operator.
 
 use crate::lower::{Kind, Known, LResult, Lower, NodeError, Src};
-use crate::map_shape::{slice_args, slice_indices, view_shape};
+use crate::map_shape::view_shape;
 use crate::node::Node;
 use crate::tensor::{Data, Elem};
 
@@ -29,7 +32,6 @@ pub fn fold(l: &Lower, n: &Node) -> LResult<Option<Vec<Known>>> {
         let k = l.values.get(n.input(i)?)?.known.as_ref()?;
         (k.kind != Kind::Input).then_some(k)
     };
-    let small = |i: usize| known(i).filter(|k| k.numel() <= 1 << 16).map(Known::data);
     let dense = |d: Data| Known {
         elem: d.elem,
         shape: d.shape.clone(),
@@ -160,6 +162,7 @@ pub fn fold(l: &Lower, n: &Node) -> LResult<Option<Vec<Known>>> {
                     shape: shape.clone(),
                     ..d.clone()
                 }),
+                Src::External(x) => Src::External(x.clone()),
             };
             vec![Known {
                 elem: k.elem,
@@ -168,165 +171,6 @@ pub fn fold(l: &Lower, n: &Node) -> LResult<Option<Vec<Known>>> {
                 kind: k.kind.clone(),
             }]
         }
-        "Cast" | "CastLike" => {
-            // Only constants: a cast of a supplied input runs through its spec.
-            let Some(d) = small(0) else { return Ok(None) };
-            let to = if op == "CastLike" {
-                n.input(1)
-                    .and_then(|x| l.values.get(x)?.known.as_ref())
-                    .map(|k| k.elem)
-                    .or_else(|| n.input(1).map(|x| l.elem_of(x)))
-            } else {
-                Elem::from_code(n.attrs.int("to", 1) as i32)
-            };
-            let Some(to) = to else { return Ok(None) };
-            let saturate = n.attrs.int("saturate", 1) != 0;
-            let unchanged = to == d.elem
-                || (d.elem.is_integer() && to.is_integer() && to.small_int().is_none());
-            let values = if unchanged {
-                d.values.clone()
-            } else {
-                d.values
-                    .iter()
-                    .map(|&v| crate::tensor::round_to(to, v, saturate))
-                    .collect()
-            };
-            vec![dense(Data {
-                elem: to,
-                shape: d.shape,
-                values,
-            })]
-        }
-        "Concat" => {
-            let ins: Option<Vec<Data>> = (0..n.n_inputs())
-                .filter(|&i| n.input(i).is_some())
-                .map(small)
-                .collect();
-            let Some(ins) = ins else { return Ok(None) };
-            if ins.iter().any(|d| d.shape.len() != 1) {
-                return Ok(None);
-            }
-            let values: Vec<f64> = ins.iter().flat_map(|d| d.values.iter().copied()).collect();
-            vec![dense(Data {
-                elem: ins[0].elem,
-                shape: vec![values.len()],
-                values,
-            })]
-        }
-        "Gather" => {
-            let (Some(d), Some(ids)) = (small(0), small(1)) else {
-                return Ok(None);
-            };
-            if d.shape.len() != 1 || ids.shape.len() > 1 {
-                return Ok(None);
-            }
-            let len = d.values.len() as i64;
-            let mut vals = Vec::new();
-            for i in ids.as_i64() {
-                let j = if i < 0 { i + len } else { i };
-                if j < 0 || j >= len {
-                    return Err(NodeError::Unsupported(format!("index {i} out of range")));
-                }
-                vals.push(d.values[j as usize]);
-            }
-            vec![dense(Data {
-                elem: d.elem,
-                shape: ids.shape.clone(),
-                values: vals,
-            })]
-        }
-        "Add" | "Sub" | "Mul" | "Div" => {
-            let (Some(a), Some(b)) = (small(0), small(1)) else {
-                return Ok(None);
-            };
-            // Only small shape arithmetic: same shape or a scalar operand, integers.
-            if !(a.elem.is_integer() && b.elem.is_integer()) || a.numel() > 64 || b.numel() > 64 {
-                return Ok(None);
-            }
-            let n_out = a.numel().max(b.numel());
-            if (a.numel() != n_out && a.numel() != 1) || (b.numel() != n_out && b.numel() != 1) {
-                return Ok(None);
-            }
-            // numpy broadcasting: a scalar and a [1] give [1].
-            let Some(shape) = crate::lower::broadcast_shape(&a.shape, &b.shape) else {
-                return Ok(None);
-            };
-            let at = |d: &Data, i: usize| {
-                if d.numel() == 1 {
-                    d.values[0]
-                } else {
-                    d.values[i]
-                }
-            };
-            let mut values = Vec::with_capacity(n_out);
-            for i in 0..n_out {
-                let (x, y) = (at(&a, i), at(&b, i));
-                values.push(match op {
-                    "Add" => x + y,
-                    "Sub" => x - y,
-                    "Mul" => x * y,
-                    _ if y == 0.0 => return Ok(None),
-                    _ => (x / y).trunc(),
-                });
-            }
-            vec![dense(Data {
-                elem: a.elem,
-                shape,
-                values,
-            })]
-        }
-        "Neg" => {
-            let Some(d) = small(0) else { return Ok(None) };
-            if !d.elem.is_integer() || d.numel() > 64 {
-                return Ok(None);
-            }
-            let values = d.values.iter().map(|v| -v).collect();
-            vec![dense(Data { values, ..d })]
-        }
-        "Slice" => {
-            // Shape arithmetic (`Shape` → `Slice`): a small known value, any rank.
-            let Some(d) = small(0) else { return Ok(None) };
-            let args = slice_args(l, n, d.shape.len())?;
-            let mut picks: Vec<Vec<usize>> = d.shape.iter().map(|&s| (0..s).collect()).collect();
-            for (axis, start, end, step) in args {
-                picks[axis] = slice_indices(d.shape[axis], start, end, step);
-            }
-            vec![dense(gather_box(&d, &picks))]
-        }
         _ => return Ok(None),
     }))
-}
-
-/// The elements of `d` at the cartesian product of `picks` (one index list
-/// per dim), row-major.
-fn gather_box(d: &Data, picks: &[Vec<usize>]) -> Data {
-    let shape: Vec<usize> = picks.iter().map(Vec::len).collect();
-    let total: usize = shape.iter().product();
-    let mut strides = vec![1usize; d.shape.len()];
-    for i in (0..d.shape.len().saturating_sub(1)).rev() {
-        strides[i] = strides[i + 1] * d.shape[i + 1];
-    }
-    let mut values = Vec::with_capacity(total);
-    let mut idx = vec![0usize; shape.len()];
-    for _ in 0..total {
-        let flat: usize = idx
-            .iter()
-            .zip(picks)
-            .zip(&strides)
-            .map(|((&i, p), &s)| p[i] * s)
-            .sum();
-        values.push(d.values[flat]);
-        for k in (0..idx.len()).rev() {
-            idx[k] += 1;
-            if idx[k] < shape[k] {
-                break;
-            }
-            idx[k] = 0;
-        }
-    }
-    Data {
-        elem: d.elem,
-        shape,
-        values,
-    }
 }

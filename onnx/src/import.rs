@@ -21,7 +21,7 @@ use planner::graph::{training_graph, Graph, Optimizer, TensorId};
 use tdl::Library;
 
 use crate::attr::Attrs;
-use crate::dims::{resolve_dims, DefaultedDim, DimOptions};
+use crate::dims::{check_given, missing_dims_message, resolve_dims, DefaultedDim, DimOptions};
 use crate::error::OnnxError;
 use crate::fold::fold;
 use crate::lower::{Kind, Known, Lower, NodeError, Out, Src};
@@ -82,6 +82,9 @@ pub struct Summary {
     pub nodes: usize,
     /// Nodes computed at import (Constant, ConstantOfShape, Shape, views of weights, ...), by op type.
     pub folded: BTreeMap<String, usize>,
+    /// Control-flow nodes replaced at import (`If` by its taken branch,
+    /// `Loop` unrolled), by op type.
+    pub inlined: BTreeMap<String, usize>,
     /// Nodes lowered to spec operators, by op type.
     pub mapped: BTreeMap<String, usize>,
     /// Forward operators emitted.
@@ -92,6 +95,13 @@ pub struct Summary {
     pub opaque: Vec<OpaqueNode>,
     /// The loss tensor of a training graph.
     pub loss: Option<String>,
+    /// Every folded node output of at most [`crate::fold_eval::FOLD_LIMIT`]
+    /// elements, by ONNX value name, in node order (for checking folding
+    /// against running, `tests/fold_equals_run.rs`).
+    pub folded_values: Vec<(String, Data)>,
+    /// The shape of every ONNX value the import defined (graph tensors and
+    /// known values), by name.
+    pub value_shapes: BTreeMap<String, Vec<usize>>,
 }
 
 /// An imported model.
@@ -156,8 +166,14 @@ pub fn import(
                     Err(_) => None,
                 })
                 .collect();
-            if let Some(shape) = shape {
-                opaque_specs.declared.insert(vi.name.clone(), shape);
+            match shape {
+                Some(shape) => {
+                    opaque_specs.declared.insert(vi.name.clone(), shape);
+                }
+                None => {
+                    let partial = dims.iter().map(|d| d.as_ref().ok().copied()).collect();
+                    opaque_specs.partial.insert(vi.name.clone(), partial);
+                }
             }
         }
     }
@@ -178,8 +194,31 @@ pub fn import(
         s.folded.clear();
         s.mapped.clear();
         s.opaque.clear();
+        s.inlined.clear();
+        s.folded_values.clear();
         let mut init_names = HashSet::new();
         for t in &graph.initializer {
+            if crate::external::is_external(t) {
+                let dir = path.parent().unwrap_or(Path::new("."));
+                let (elem, shape, x) =
+                    crate::external::ExternalRef::new(t, dir).map_err(&unreadable)?;
+                init_names.insert(t.name.clone());
+                let kind = if elem.is_integer() {
+                    Kind::Constant
+                } else {
+                    Kind::Weight
+                };
+                l.define_known(
+                    &t.name,
+                    Known {
+                        elem,
+                        shape,
+                        src: Src::External(Box::new(x)),
+                        kind,
+                    },
+                );
+                continue;
+            }
             let d = decode(t).map_err(&unreadable)?;
             init_names.insert(t.name.clone());
             let kind = if d.elem.is_integer() {
@@ -202,20 +241,50 @@ pub fn import(
                 "the model has sparse initializers, which tofu does not read".into(),
             ));
         }
+        let mut missing = Vec::new();
+        for name in opts.input_shapes.keys() {
+            if !graph.input.iter().any(|vi| &vi.name == name) {
+                let names: Vec<&str> = graph
+                    .input
+                    .iter()
+                    .map(|vi| vi.name.as_str())
+                    .filter(|n| !init_names.contains(*n))
+                    .collect();
+                return Err(OnnxError::Options {
+                    path: path.to_path_buf(),
+                    message: format!(
+                        "--input-shape names `{name}`, which is not a graph input; the inputs are {}",
+                        names.join(", ")
+                    ),
+                });
+            }
+        }
         for (idx, vi) in graph.input.iter().enumerate() {
             if init_names.contains(&vi.name) {
                 continue;
             }
             let (elem, dims) = input_type(vi)
                 .map_err(|m| unreadable(format!("graph input `{}`: {m}", vi.name)))?;
-            let shape = match opts.input_shapes.get(&vi.name) {
-                Some(s) => s.clone(),
-                None => resolve_dims(&vi.name, idx, &dims, &opts.dims, &mut s.defaulted_dims)
-                    .map_err(|message| OnnxError::Options {
-                        path: path.to_path_buf(),
-                        message,
-                    })?,
+            let options_err = |message: String| OnnxError::Options {
+                path: path.to_path_buf(),
+                message,
             };
+            let shape = match opts.input_shapes.get(&vi.name) {
+                // Values the caller supplies (conformance cases) fix the shape as they are.
+                Some(given) if opts.input_values.contains_key(&vi.name) => given.clone(),
+                Some(given) => check_given(&vi.name, &dims, given).map_err(options_err)?,
+                None => match resolve_dims(&vi.name, idx, &dims, &opts.dims, &mut s.defaulted_dims)
+                {
+                    Ok(shape) => shape,
+                    Err(_) => {
+                        missing.push((vi.name.clone(), dims));
+                        continue;
+                    }
+                },
+            };
+            if !missing.is_empty() {
+                continue;
+            }
             match opts.input_values.get(&vi.name) {
                 Some(d) => l.define_known(
                     &vi.name,
@@ -235,9 +304,18 @@ pub fn import(
                 }
             }
         }
+        if !missing.is_empty() {
+            return Err(OnnxError::Options {
+                path: path.to_path_buf(),
+                message: missing_dims_message(&missing),
+            });
+        }
         let mut used_names = HashSet::new();
         let mut needs_opaque = None;
-        for (i, np) in graph.node.iter().enumerate() {
+        let mut queue: std::collections::VecDeque<(usize, onnx_protobuf::NodeProto)> =
+            graph.node.iter().cloned().enumerate().collect();
+        while let Some((i, np_owned)) = queue.pop_front() {
+            let np = &np_owned;
             let node_name = if !np.name.is_empty() && used_names.insert(np.name.clone()) {
                 np.name.clone()
             } else {
@@ -296,6 +374,18 @@ pub fn import(
                 })
             };
             l.begin_node(&node_name);
+            match crate::control::expand(&l, &node) {
+                Ok(Some(nodes)) => {
+                    for n in nodes.into_iter().rev() {
+                        queue.push_front((i, n));
+                    }
+                    *s.inlined.entry(np.op_type.clone()).or_default() += 1;
+                    continue;
+                }
+                Ok(None) => {}
+                Err(reason) if !opts.opaque_unsupported => return Err(node_err(reason)),
+                Err(_) => {}
+            }
             let why = if let Some((attr, nodes)) = node.attrs.subgraph() {
                 Some(opaque::Why::Subgraph(attr, nodes))
             } else if domain != AI_ONNX || table::lookup(&np.op_type).is_none() {
@@ -327,10 +417,21 @@ pub fn import(
                     None => return Err(node_err(opaque::no_shape_reason())),
                 }
             }
-            match fold(&l, &node) {
+            let folded = match fold(&l, &node) {
+                Ok(None) if crate::fold_eval::foldable(&l, &node) => {
+                    crate::fold_eval::evaluate(&l, &node, lib_ref)
+                }
+                r => r,
+            };
+            match folded {
                 Ok(Some(known)) => {
                     for (o, k) in np.output.iter().zip(known) {
                         if !o.is_empty() {
+                            if k.numel() <= crate::fold_eval::FOLD_LIMIT {
+                                if let Ok(d) = k.data() {
+                                    s.folded_values.push((o.clone(), d));
+                                }
+                            }
                             l.define_known(o, k);
                         }
                     }
@@ -343,7 +444,7 @@ pub fn import(
             }
             let m = table::lookup(&np.op_type).expect("checked above");
             let outs = (m.lower)(&mut l, &node, m).map_err(|e| match e {
-                NodeError::Unsupported(r) => node_err(r),
+                NodeError::Unsupported(r) => node_err(r + &unread_inputs(&l, np)),
                 NodeError::Graph(g) => graph_err(path, &node_name, g),
             })?;
             if outs.len() < np.output.iter().filter(|o| !o.is_empty()).count() {
@@ -379,7 +480,7 @@ pub fn import(
             let e = l.values.get(&o.name).cloned().unwrap_or_default();
             let out = match (e.tensor, e.known) {
                 (Some(t), _) => Output::Tensor(t),
-                (None, Some(k)) => Output::Const(k.data()),
+                (None, Some(k)) => Output::Const(k.data().map_err(&unreadable)?),
                 (None, None) => {
                     return Err(OnnxError::UndefinedValue {
                         path: path.to_path_buf(),
@@ -390,6 +491,11 @@ pub fn import(
             };
             outputs.push((o.name.clone(), out));
         }
+        s.value_shapes = l
+            .values
+            .keys()
+            .filter_map(|n| Some((n.clone(), l.shape_of(n)?)))
+            .collect();
         let leaf_values = std::mem::take(&mut l.leaf_values);
         s.forward_ops = l.total_emitted;
         let graph_out = if opts.training {
@@ -459,6 +565,25 @@ fn bind_outputs(l: &mut Lower, np: &onnx_protobuf::NodeProto, outs: Vec<Out>) {
             ),
         }
     }
+}
+
+/// Why inputs of `np` kept in external data could not be read (empty when
+/// none failed): appended to a node's error, since a lowering that needs a
+/// constant only sees that it has none.
+fn unread_inputs(l: &Lower, np: &onnx_protobuf::NodeProto) -> String {
+    let mut why = String::new();
+    for x in &np.input {
+        let Some(k) = l.values.get(x).and_then(|e| e.known.as_ref()) else {
+            continue;
+        };
+        if !matches!(k.src, Src::External(_)) || k.numel() > crate::fold_eval::FOLD_LIMIT {
+            continue;
+        }
+        if let Err(e) = k.data() {
+            why.push_str(&format!("; its input {e}"));
+        }
+    }
+    why
 }
 
 fn graph_err(path: &Path, context: &str, source: planner::graph::GraphError) -> OnnxError {

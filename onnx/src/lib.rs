@@ -22,9 +22,12 @@
 
 pub mod attr;
 pub mod conformance;
+pub mod control;
 pub mod dims;
 pub mod error;
+pub mod external;
 pub mod fold;
+pub mod fold_eval;
 pub mod import;
 pub mod loss;
 pub mod lower;
@@ -34,7 +37,9 @@ pub mod map_reduce;
 pub mod map_shape;
 pub mod node;
 pub mod opaque;
+pub mod opaque_shape;
 pub mod proto;
+pub mod synth;
 pub mod table;
 pub mod tensor;
 

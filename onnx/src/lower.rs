@@ -43,6 +43,9 @@ pub enum Src {
     Splat(f64),
     /// Dense elements.
     Dense(Data),
+    /// In an external data file, read only when needed ([`crate::external`]);
+    /// the [`Known`]'s shape may be a view of the stored one.
+    External(Box<crate::external::ExternalRef>),
 }
 
 /// A value known at import time.
@@ -59,21 +62,39 @@ pub struct Known {
 }
 
 impl Known {
-    /// Dense data (splats are expanded; callers use this only for small shape-like values).
-    pub fn data(&self) -> Data {
-        match &self.src {
+    /// Dense data (splats are expanded, external data is read; callers use
+    /// this only for small shape-like values). Errors: external data that
+    /// cannot be read (the message names the tensor and the file).
+    pub fn data(&self) -> Result<Data, String> {
+        Ok(match &self.src {
             Src::Dense(d) => d.clone(),
             Src::Splat(v) => Data {
                 elem: self.elem,
                 shape: self.shape.clone(),
                 values: vec![*v; self.shape.iter().product()],
             },
-        }
+            Src::External(x) => {
+                let d = x.read()?;
+                if d.numel() != self.numel() {
+                    return Err(format!(
+                        "tensor `{}`: external data holds {} elements, its view {:?} needs {}",
+                        x.name,
+                        d.numel(),
+                        self.shape,
+                        self.numel()
+                    ));
+                }
+                Data {
+                    shape: self.shape.clone(),
+                    ..d
+                }
+            }
+        })
     }
 
-    /// Number of elements.
+    /// Number of elements (saturating: a corrupted shape gives `usize::MAX`).
     pub fn numel(&self) -> usize {
-        self.shape.iter().product()
+        self.shape.iter().fold(1usize, |a, &d| a.saturating_mul(d))
     }
 }
 
@@ -188,14 +209,20 @@ impl<'l> Lower<'l> {
     /// supplied input): what constant folding and attribute-like inputs may use.
     pub fn const_data(&self, name: &str) -> Option<Data> {
         let k = self.values.get(name)?.known.as_ref()?;
-        (k.kind != Kind::Input && k.numel() <= 1 << 16).then(|| k.data())
+        if k.kind == Kind::Input || k.numel() > 1 << 16 {
+            return None;
+        }
+        k.data().ok()
     }
 
     /// The value's data if known at all, supplied inputs included: for
     /// shape-like arguments (Reshape's shape, Slice's starts, axes, pads).
     pub fn arg_data(&self, name: &str) -> Option<Data> {
         let k = self.values.get(name)?.known.as_ref()?;
-        (k.numel() <= 1 << 16).then(|| k.data())
+        if k.numel() > 1 << 16 {
+            return None;
+        }
+        k.data().ok()
     }
 
     /// The value as a graph tensor, materialising a known value as a leaf
@@ -213,6 +240,9 @@ impl<'l> Lower<'l> {
         let fill = match &k.src {
             Src::Splat(v) => Fill::Constant { value: *v },
             Src::Dense(d) => fill_of(&d.values),
+            // Unread weights: the usual initialisation scale; unread constants: zeros.
+            Src::External(_) if k.kind == Kind::Weight => Fill::Normal { std: 0.02 },
+            Src::External(_) => Fill::Constant { value: 0.0 },
         };
         let t = match k.kind {
             Kind::Weight => match fill {

@@ -57,10 +57,16 @@ pub fn view_shape(l: &Lower, n: &Node, s: &[usize]) -> LResult<Vec<usize>> {
                 });
             }
             let total: usize = s.iter().product();
-            let known: i64 = out.iter().filter(|&&d| d != -1).product();
             if out.iter().filter(|&&d| d == -1).count() > 1 || out.iter().any(|&d| d < -1) {
                 return unsupported(format!("shape {target:?}"));
             }
+            let Some(known) = out
+                .iter()
+                .filter(|&&d| d != -1)
+                .try_fold(1i64, |a, &d| a.checked_mul(d))
+            else {
+                return unsupported(format!("shape {target:?} has too many elements"));
+            };
             let out: Vec<usize> = out
                 .iter()
                 .map(|&d| {
@@ -75,7 +81,7 @@ pub fn view_shape(l: &Lower, n: &Node, s: &[usize]) -> LResult<Vec<usize>> {
                     }
                 })
                 .collect();
-            if out.iter().product::<usize>() != total {
+            if out.iter().try_fold(1usize, |a, &d| a.checked_mul(d)) != Some(total) {
                 return unsupported(format!(
                     "shape {target:?} does not fit {total} elements of {s:?}"
                 ));

@@ -37,12 +37,14 @@ pub struct OpaqueSpecs {
     specs: BTreeMap<String, String>,
     /// Value name → declared static shape.
     pub declared: HashMap<String, Vec<usize>>,
+    /// Value name → declared dims where some are dynamic (`None`).
+    pub partial: HashMap<String, Vec<Option<usize>>>,
 }
 
 /// The error reason when an opaque node's output shapes are unknown.
 pub fn no_shape_reason() -> String {
     "cannot import it as an opaque operator: the model does not declare the static shapes of its outputs \
-     (run onnx.shape_inference.infer_shapes on the model first)"
+     and tofu has no shape rule for it (run onnx.shape_inference.infer_shapes on the model first)"
         .into()
 }
 
@@ -70,12 +72,9 @@ impl OpaqueSpecs {
             .filter_map(|i| node.input(i))
             .map(|x| l.shape_of(x))
             .collect::<Option<_>>()?;
-        let outs: Vec<Vec<usize>> = node
-            .proto
-            .output
-            .iter()
-            .filter(|o| !o.is_empty())
-            .map(|o| self.declared.get(o).cloned())
+        let outs: Vec<Vec<usize>> = (0..node.proto.output.len())
+            .filter(|&j| node.wants_output(j))
+            .map(|j| crate::opaque_shape::output_shape(node, l, j, &self.declared, &self.partial))
             .collect::<Option<_>>()?;
         let batch = ins.first().and_then(|s| s.first()).copied();
         let mut text = format!(

@@ -97,3 +97,66 @@ proptest! {
         let _ = import_bytes(&bytes);
     }
 }
+
+/// The bytes of `model` with `edits` applied (overwrite, flip a bit, delete).
+fn corrupt(model: &[u8], edits: &[(prop::sample::Index, u8, u8)]) -> Vec<u8> {
+    let mut bytes = model.to_vec();
+    for (at, value, kind) in edits {
+        if bytes.is_empty() {
+            break;
+        }
+        let i = at.index(bytes.len());
+        match kind {
+            0 => bytes[i] = *value,
+            1 => bytes[i] ^= 1 << (value % 8),
+            _ => {
+                bytes.remove(i);
+            }
+        }
+    }
+    bytes
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    /// The new paths of issue 15 — folding through the interpreter (the
+    /// decoder's shape chains), `If` on a shape, external data with a
+    /// missing, short or garbage data file — give errors, never panics.
+    #[test]
+    fn folding_control_flow_and_external_data_never_panic(
+        which in 0u8..3,
+        width in 0i64..6,
+        edits in proptest::collection::vec((any::<prop::sample::Index>(), any::<u8>(), 0u8..3), 0..6),
+        data in proptest::option::of(proptest::collection::vec(any::<u8>(), 0..40)),
+    ) {
+        let dir = std::env::temp_dir().join(format!("tofu-robust-{}-{which}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (path, bytes) = match which {
+            0 => {
+                let m = common::models::if_on_shape(width).proto;
+                (dir.join("if.onnx"), onnx::synth::to_bytes(&m))
+            }
+            _ => {
+                let (p, _) = common::models::with_external_shape(&dir);
+                let b = std::fs::read(&p).unwrap();
+                (p, b)
+            }
+        };
+        let data_file = dir.join("shape.bin");
+        let _ = std::fs::remove_file(&data_file);
+        if let Some(d) = &data {
+            std::fs::write(&data_file, d).unwrap();
+        }
+        let bytes = if which == 2 { bytes } else { corrupt(&bytes, &edits) };
+        let opts = onnx::Options {
+            input_shapes: [("input_ids".to_string(), vec![1, 1 + width as usize])].into(),
+            ..Default::default()
+        };
+        // Ok or a typed error; a panic fails the test.
+        if let Ok(model) = onnx::proto::decode(&bytes, &path) {
+            let _ = onnx::import(&model, &path, library(), &opts);
+            let _ = onnx::import(&model, &path, library(), &onnx::Options::default());
+        }
+    }
+}

@@ -2,6 +2,7 @@
 //! build a zoo model's training graph and summarise it.
 //!
 //! `tofu graph FILE.onnx [--training [--loss NAME]] [--batch N] [--dim name=value]...
+//! [--input-shape NAME=D0,D1,...]...
 //! [--opaque-unsupported]`: import an ONNX model (see the `onnx` crate) as its
 //! inference graph, or with `--training` its training graph; the summary also
 //! lists the opsets, the nodes folded at import, every dynamic dim that took
@@ -48,6 +49,11 @@ pub struct Args {
     /// height/width → 224.
     #[arg(long = "dim", value_name = "NAME=VALUE", requires = "file")]
     dims: Vec<String>,
+    /// ONNX: the whole shape of a graph input, e.g. `--input-shape images=1,3,320,320`
+    /// (repeatable; as onnxruntime's and trtexec's shape options). Gives every
+    /// dynamic dim of that input, named or `?`; static dims must match.
+    #[arg(long = "input-shape", value_name = "NAME=D0,D1,...", requires = "file")]
+    input_shapes: Vec<String>,
     /// ONNX: import nodes without a spec mapping as opaque operators
     /// (replicated or split along their batch dim only) instead of failing.
     #[arg(long, requires = "file")]
@@ -71,6 +77,7 @@ impl Args {
         super::graph_onnx::OnnxArgs {
             batch: self.batch,
             dims: self.dims.clone(),
+            input_shapes: self.input_shapes.clone(),
             training: self.training,
             loss: self.loss.clone(),
             optimizer: self.optimizer.clone(),

@@ -5,7 +5,8 @@
 //! training state and peak activation bytes) plus the ONNX facts: opsets,
 //! nodes mapped and folded, dims that took a default, opaque nodes and the
 //! loss. `--json` prints one object with the zoo fields and `onnx_nodes`,
-//! `mapped_nodes`, `folded_nodes`, `opsets`, `defaulted_dims`, `opaque`,
+//! `mapped_nodes`, `folded_nodes`, `mapped_op_types` / `folded_op_types` /
+//! `opaque_op_types` (op type → node count), `opsets`, `defaulted_dims`, `opaque`,
 //! `loss`, `training`. `-o` writes the graph file.
 
 use std::path::{Path, PathBuf};
@@ -22,6 +23,8 @@ pub struct OnnxArgs {
     pub batch: Option<usize>,
     /// `--dim name=value`.
     pub dims: Vec<String>,
+    /// `--input-shape NAME=D0,D1,...`.
+    pub input_shapes: Vec<String>,
     /// `--training`.
     pub training: bool,
     /// `--loss`.
@@ -60,6 +63,10 @@ pub fn options(args: &OnnxArgs) -> miette::Result<onnx::Options> {
             })?;
         opts.dims.named.insert(name.to_string(), value);
     }
+    for spec in &args.input_shapes {
+        let (name, dims) = parse_input_shape(spec)?;
+        opts.input_shapes.insert(name, dims);
+    }
     opts.optimizer = Some(Optimizer::from_name(&args.optimizer).ok_or_else(|| {
         miette::miette!(
             "unknown optimizer `{}`: expected sgd, momentum or adam",
@@ -67,6 +74,31 @@ pub fn options(args: &OnnxArgs) -> miette::Result<onnx::Options> {
         )
     })?);
     Ok(opts)
+}
+
+/// Parse `--input-shape NAME=D0,D1,...` (the name may itself hold `=`: the
+/// last one separates; an empty list is a scalar input).
+pub fn parse_input_shape(spec: &str) -> miette::Result<(String, Vec<usize>)> {
+    let bad = || {
+        miette::miette!(
+            "--input-shape `{spec}`: expected NAME=D0,D1,... with positive integers, e.g. --input-shape images=1,3,320,320"
+        )
+    };
+    let (name, dims) = spec.rsplit_once('=').ok_or_else(bad)?;
+    let name = name.trim();
+    if name.is_empty() {
+        return Err(bad());
+    }
+    let dims = dims.trim();
+    let dims: Vec<usize> = if dims.is_empty() {
+        Vec::new()
+    } else {
+        dims.split(',')
+            .map(|d| d.trim().parse::<usize>().ok().filter(|&v| v > 0))
+            .collect::<Option<_>>()
+            .ok_or_else(bad)?
+    };
+    Ok((name.to_string(), dims))
 }
 
 /// Run `tofu graph FILE.onnx`.
@@ -92,6 +124,12 @@ pub fn run(file: &Path, args: &OnnxArgs) -> miette::Result<ExitCode> {
             "onnx_nodes": s.nodes,
             "mapped_nodes": mapped,
             "folded_nodes": folded,
+            "mapped_op_types": s.mapped,
+            "folded_op_types": s.folded,
+            "opaque_op_types": s.opaque.iter().fold(std::collections::BTreeMap::<&str, usize>::new(), |mut m, o| {
+                *m.entry(o.op_type.as_str()).or_default() += 1;
+                m
+            }),
             "defaulted_dims": s.defaulted_dims.iter().map(|d| serde_json::json!({
                 "input": d.input, "axis": d.axis, "name": d.name, "value": d.value, "rule": d.rule,
             })).collect::<Vec<_>>(),

@@ -62,6 +62,10 @@ pub struct Args {
     /// ONNX: value of a dynamic dim, `name=value` (repeatable).
     #[arg(long = "dim", value_name = "NAME=VALUE")]
     dim: Vec<String>,
+    /// ONNX: the whole shape of a graph input, e.g. `--input-shape images=1,3,320,320`
+    /// (repeatable; gives every dynamic dim of that input, named or `?`).
+    #[arg(long = "input-shape", value_name = "NAME=D0,D1,...")]
+    input_shape: Vec<String>,
     /// ONNX: the output the loss is taken on (default: the first output).
     #[arg(long)]
     loss: Option<String>,
@@ -115,6 +119,7 @@ fn load_graph(args: &Args, lib: Library) -> miette::Result<(String, Graph, Libra
                 let onnx_args = super::graph_onnx::OnnxArgs {
                     batch: args.batch,
                     dims: args.dim.clone(),
+                    input_shapes: args.input_shape.clone(),
                     training: true,
                     loss: args.loss.clone(),
                     optimizer: args.optimizer.clone(),

