@@ -18,6 +18,8 @@ bash scripts/fetch-onnx-models.sh
 # recbole==1.2.1 wheel into ${TOFU_DATA_CACHE:-~/.cache/tofu}/recbole-1.2.1;
 # same convention (SKIPPED locally when missing, a failure under CI).
 bash scripts/fetch-movielens.sh
+# scikit-learn's 8×8 digits for `tofu ssp mlp` and its test (issue 12).
+bash scripts/fetch-digits.sh
 # With the CUDA backend built in (cudarc loads CUDA at run time, so this
 # builds anywhere); its GPU tests print SKIPPED without a device, and fail
 # instead when TOFU_REQUIRE_GPU=1.

@@ -9,4 +9,5 @@ pub mod loops;
 pub mod plan;
 pub mod run;
 pub mod ssp;
+pub mod ssp_mlp;
 pub mod strategies;

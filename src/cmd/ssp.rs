@@ -38,6 +38,9 @@ pub struct Args {
 pub enum SspCommand {
     /// SGD matrix factorisation on MovieLens-100K through the parameter server.
     Mf(MfArgs),
+    /// Data-parallel training of tofu's MLP training graph (digits) through
+    /// the parameter server, gradients from the runner's CPU backend.
+    Mlp(super::ssp_mlp::MlpArgs),
     /// A server process: hosts shards of the tagged-counter run over TCP.
     Server(ServerArgs),
     /// A client process: worker threads of the tagged-counter run over TCP.
@@ -207,18 +210,27 @@ pub struct MfArgs {
     /// Clocks per epoch.
     #[arg(long, default_value_t = 10)]
     pub clocks_per_epoch: u32,
+    /// AdaRevision on the servers (thesis §3.2.3): workers push gradients,
+    /// servers take adaptive steps revised for stale reads.
+    #[arg(long)]
+    pub adarevision: bool,
+    /// AdaRevision's base rate α (with --adarevision).
+    #[arg(long, default_value_t = 0.05)]
+    pub ada_alpha: f32,
 }
 
 /// Run the subcommand.
 pub fn run(args: Args) -> miette::Result<ExitCode> {
     match args.command {
         SspCommand::Mf(a) => mf(a),
+        SspCommand::Mlp(a) => super::ssp_mlp::mlp(a),
         SspCommand::Server(a) => server(a),
         SspCommand::Worker(a) => worker(a),
     }
 }
 
-fn comm_config(c: &CommArgs) -> CommConfig {
+/// The client communication settings of the flags.
+pub(crate) fn comm_config(c: &CommArgs) -> CommConfig {
     CommConfig {
         bandwidth: c.bandwidth,
         priority: c.priority,
@@ -266,6 +278,7 @@ fn mf(a: MfArgs) -> miette::Result<ExitCode> {
         clocks_per_epoch: a.clocks_per_epoch,
         seed: c.seed,
         comm: comm_config(c),
+        adarevision: a.adarevision.then_some(a.ada_alpha),
         ..MfConfig::default()
     };
     if !c.json {
@@ -289,6 +302,7 @@ fn mf(a: MfArgs) -> miette::Result<ExitCode> {
         v["staleness"] = c.staleness.into();
         v["workers"] = c.workers.into();
         v["bandwidth"] = c.bandwidth.into();
+        v["adarevision"] = a.adarevision.into();
         println!("{v}");
     } else {
         println!(

@@ -16,10 +16,14 @@
 //!
 //! Keeps true: gradients of different versions are never merged (each
 //! update names exactly one snapshot); a snapshot lives while some reader
-//! of its version has neither updated nor released it, so snapshots return
-//! to zero when the row is idle; at most `cap` snapshots live at once (a
-//! read that would need one more is refused, and the server defers it, as
-//! Bösen cancels bandwidth-triggered sends at its limit).
+//! of its version has not released it, so snapshots return to zero when
+//! the row is idle; at most `cap` snapshots live at once (a read that
+//! would need one more is refused with an error naming the cap).
+//!
+//! On the server ([`crate::server`]) a reader is a client holding a copy
+//! of the row: it acquires the version when the shard sends it the row and
+//! releases it (a `Release` message) once no cached copy, worker read or
+//! buffered update of that client still refers to it.
 
 use std::collections::BTreeMap;
 
@@ -60,13 +64,31 @@ impl AdaRevisionRow {
         }
     }
 
+    /// A row holding `values` (a restart from a checkpoint: ḡ, z and
+    /// z_max start afresh).
+    pub fn with_values(values: Vec<f32>, alpha: f32, cap: usize) -> AdaRevisionRow {
+        let mut row = AdaRevisionRow::new(values.len(), alpha, cap);
+        row.x = values;
+        row
+    }
+
     /// Reads the row: snapshots ḡ at the current version (shared by every
     /// reader of that version) and returns the values and the version.
     ///
     /// # Errors
+    /// As [`AdaRevisionRow::acquire`].
+    pub fn read(&mut self) -> Result<(Vec<f32>, u64), SspError> {
+        let v = self.acquire()?;
+        Ok((self.x.clone(), v))
+    }
+
+    /// One more reader of the current version (its ḡ snapshot is taken, or
+    /// shared when the version already has readers); returns the version.
+    ///
+    /// # Errors
     /// [`SspError::Config`] when `cap` snapshots already live and the
     /// current version has none (retry after an update or release).
-    pub fn read(&mut self) -> Result<(Vec<f32>, u64), SspError> {
+    pub fn acquire(&mut self) -> Result<u64, SspError> {
         if !self.snapshots.contains_key(&self.version) && self.snapshots.len() >= self.cap {
             return Err(SspError::Config(format!(
                 "AdaRevision snapshot cap {} reached (versions {:?} still read)",
@@ -83,11 +105,12 @@ impl AdaRevisionRow {
                 readers: 0,
             });
         snap.readers += 1;
-        Ok((self.x.clone(), self.version))
+        Ok(self.version)
     }
 
-    /// Applies gradient `g` computed from the row read at `version`, and
-    /// releases that read.
+    /// Applies gradient `g` computed from the row read at `version` (the
+    /// read stays outstanding until [`AdaRevisionRow::release`]: one read
+    /// may carry several updates, e.g. one per clock).
     ///
     /// # Errors
     /// [`SspError::Config`] when no reader of `version` is outstanding or
@@ -114,12 +137,11 @@ impl AdaRevisionRow {
             self.gbar[j] += gj;
         }
         self.version += 1;
-        self.release(version);
         Ok(())
     }
 
-    /// Drops one reader of `version` without an update (its cached copy was
-    /// replaced); frees the snapshot when it was the last.
+    /// Drops one reader of `version` (its updates are all applied and its
+    /// copy replaced); frees the snapshot when it was the last.
     pub fn release(&mut self, version: u64) {
         if let Some(s) = self.snapshots.get_mut(&version) {
             s.readers -= 1;

@@ -9,8 +9,14 @@
 //! read blocks until the server sends one. Cached stamps never go back.
 //! Updates are buffered per clock tag, so the clock-end flush of tag `t`
 //! never carries a later update (s = 0 with one client is exactly BSP).
+//!
+//! AdaRevision tables (thesis §3.2.3): a read returns the row's version as
+//! well, and the worker's increments to that row until its next `clock()`
+//! carry that version (buffered apart from other versions, never merged).
+//! A version the client holds is released once no cached copy, worker read
+//! or buffered update refers to it (see `comm`).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -20,13 +26,14 @@ use crossbeam_channel::Sender;
 use crate::error::SspError;
 use crate::link::Outbound;
 use crate::message::ToServer;
-use crate::types::{ClientId, Clock, RowKey, RowValues, TableConfig, TableId};
+use crate::types::{ClientId, Clock, RowKey, RowValues, TableConfig, TableId, Version};
 
 /// A cached row and the stamp it came with.
 #[derive(Clone, Debug)]
 pub(crate) struct CachedRow {
     pub(crate) values: RowValues,
     pub(crate) stamp: Clock,
+    pub(crate) version: Version,
 }
 
 /// The process-wide row cache.
@@ -40,12 +47,20 @@ pub(crate) struct Cache {
     pub(crate) requested: HashMap<RowKey, Clock>,
     /// Why the cache stopped being served, once it has.
     pub(crate) closed: Option<String>,
+    /// AdaRevision rows: versions received from the shard and not yet
+    /// released.
+    pub(crate) held: HashMap<RowKey, BTreeSet<Version>>,
+    /// AdaRevision rows: (row, version) → workers that read it this clock.
+    pub(crate) pins: HashMap<(RowKey, Version), u32>,
 }
 
-/// Buffered increments, coalesced per (clock tag, row).
+/// The increments of one clock tag, coalesced per (row, version).
+pub(crate) type TagUpdates = HashMap<(RowKey, Version), RowValues>;
+
+/// Buffered increments, coalesced per (clock tag, row, version).
 #[derive(Debug, Default)]
 pub(crate) struct Outbox {
-    pub(crate) by_clock: BTreeMap<Clock, HashMap<RowKey, RowValues>>,
+    pub(crate) by_clock: BTreeMap<Clock, TagUpdates>,
 }
 
 /// Commands from the workers to the communication thread.
@@ -104,6 +119,8 @@ pub struct Worker {
     pub(crate) shared: Arc<ClientShared>,
     pub(crate) index: usize,
     pub(crate) clock: Clock,
+    /// AdaRevision rows read this clock: row → versions (last = newest).
+    pub(crate) reads: Mutex<HashMap<RowKey, Vec<Version>>>,
 }
 
 impl Worker {
@@ -124,7 +141,19 @@ impl Worker {
     /// [`SspError::UnknownTable`]; [`SspError::Disconnected`] when the
     /// servers went away while waiting.
     pub fn get_row_stamped(&self, key: RowKey) -> Result<(RowValues, Clock), SspError> {
-        let need = self.shared.table(key.table)?.min_stamp(self.clock);
+        let (values, stamp, _) = self.get_row_versioned(key)?;
+        Ok((values, stamp))
+    }
+
+    /// A row, its stamp and its version (see [`Worker::get_row_stamped`]).
+    /// For an AdaRevision table, this worker's increments to the row until
+    /// its next `clock()` are tagged with the newest version it read.
+    ///
+    /// # Errors
+    /// As [`Worker::get_row_stamped`].
+    pub fn get_row_versioned(&self, key: RowKey) -> Result<(RowValues, Clock, Version), SspError> {
+        let table = *self.shared.table(key.table)?;
+        let need = table.min_stamp(self.clock);
         let shard = key.shard(self.shared.shards.len()).0 as usize;
         let mut cache = lock(&self.shared.cache);
         loop {
@@ -132,7 +161,17 @@ impl Worker {
             if let Some(row) = cache.rows.get(&key) {
                 let stamp = row.stamp.max(fresh);
                 if stamp >= need {
-                    return Ok((row.values.clone(), stamp));
+                    let (values, version) = (row.values.clone(), row.version);
+                    if table.is_adarevision() {
+                        let mut reads = lock(&self.reads);
+                        let mine = reads.entry(key).or_default();
+                        if !mine.contains(&version) {
+                            *cache.pins.entry((key, version)).or_insert(0) += 1;
+                        }
+                        mine.retain(|&v| v != version);
+                        mine.push(version);
+                    }
+                    return Ok((values, stamp, version));
                 }
             }
             if let Some(why) = &cache.closed {
@@ -188,16 +227,40 @@ impl Worker {
     ///
     /// # Errors
     /// [`SspError::UnknownTable`], [`SspError::Column`].
+    /// For an AdaRevision table `delta` is a gradient, tagged with the
+    /// version this worker last read of the row this clock.
+    ///
+    /// # Errors
+    /// [`SspError::UnknownTable`], [`SspError::Column`];
+    /// [`SspError::Config`] for an AdaRevision row not read this clock.
     pub fn inc_row(&self, key: RowKey, delta: &RowValues) -> Result<(), SspError> {
         let table = *self.shared.table(key.table)?;
+        let version = self.version_read(&table, key)?;
         let mut out = lock(&self.shared.outbox);
         let slot = out
             .by_clock
             .entry(self.clock)
             .or_default()
-            .entry(key)
+            .entry((key, version))
             .or_insert_with(|| RowValues::zeros(&table));
         slot.add(&table, delta)
+    }
+
+    /// The version increments to `key` carry: 0, or for an AdaRevision
+    /// table the newest version read this clock.
+    fn version_read(&self, table: &TableConfig, key: RowKey) -> Result<Version, SspError> {
+        if !table.is_adarevision() {
+            return Ok(0);
+        }
+        lock(&self.reads)
+            .get(&key)
+            .and_then(|v| v.last().copied())
+            .ok_or_else(|| {
+                SspError::Config(format!(
+                    "AdaRevision increment to row {:?} of table {:?} that this worker has not read this clock (read it first: the update needs the version it was computed from)",
+                    key.row, key.table
+                ))
+            })
     }
 
     /// Adds many `(row, column, delta)` increments at once.
@@ -206,11 +269,15 @@ impl Worker {
     /// [`SspError::UnknownTable`], [`SspError::Column`] (increments before
     /// the bad one are kept).
     pub fn batch_inc(&self, incs: &[(RowKey, u32, f32)]) -> Result<(), SspError> {
+        let versions = incs
+            .iter()
+            .map(|&(key, _, _)| self.version_read(self.shared.table(key.table)?, key))
+            .collect::<Result<Vec<_>, _>>()?;
         let mut out = lock(&self.shared.outbox);
         let tag = out.by_clock.entry(self.clock).or_default();
-        for &(key, col, delta) in incs {
+        for (&(key, col, delta), version) in incs.iter().zip(versions) {
             let table = self.shared.table(key.table)?;
-            tag.entry(key)
+            tag.entry((key, version))
                 .or_insert_with(|| RowValues::zeros(table))
                 .add_at(table, col, delta)?;
         }
@@ -224,8 +291,29 @@ impl Worker {
     /// # Errors
     /// [`SspError::Disconnected`] when the communication thread is gone.
     pub fn clock(&mut self) -> Result<(), SspError> {
+        self.unpin();
         self.clock += 1;
         self.set_clock(self.clock)
+    }
+
+    /// Forgets this clock's AdaRevision reads (their versions may be
+    /// released once nothing else refers to them).
+    fn unpin(&self) {
+        let reads = std::mem::take(&mut *lock(&self.reads));
+        if reads.is_empty() {
+            return;
+        }
+        let mut cache = lock(&self.shared.cache);
+        for (key, versions) in reads {
+            for v in versions {
+                if let Some(n) = cache.pins.get_mut(&(key, v)) {
+                    *n -= 1;
+                    if *n == 0 {
+                        cache.pins.remove(&(key, v));
+                    }
+                }
+            }
+        }
     }
 
     fn set_clock(&self, value: Clock) -> Result<(), SspError> {
@@ -255,6 +343,7 @@ impl Worker {
 
 impl Drop for Worker {
     fn drop(&mut self) {
+        self.unpin();
         let _ = self.set_clock(Clock::MAX);
     }
 }

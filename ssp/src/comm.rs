@@ -8,7 +8,7 @@
 //! §3.1.1) and, under managed communication (§3.2), spends a bandwidth
 //! budget on sending buffered updates early in priority order.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
@@ -23,7 +23,7 @@ use crate::error::SspError;
 use crate::link::Outbound;
 use crate::managed::{rank, select, Candidate, LeakyBucket, Priority};
 use crate::message::{ToClient, ToServer};
-use crate::types::{ClientId, Clock, RowKey, RowValues, TableConfig};
+use crate::types::{ClientId, Clock, RowKey, RowValues, TableConfig, Version};
 
 /// Communication settings of a client (thesis §3.2).
 #[derive(Clone, Debug)]
@@ -154,6 +154,7 @@ impl Client {
                 shared: Arc::clone(&shared),
                 index,
                 clock: start,
+                reads: Mutex::new(HashMap::new()),
             })
             .collect();
         Ok((
@@ -195,13 +196,29 @@ fn receive(shared: &ClientShared, inbox: Receiver<ToClient>) {
         let mut cache = lock(&shared.cache);
         match msg {
             ToClient::Row {
-                key, stamp, values, ..
+                key,
+                stamp,
+                version,
+                values,
+                ..
             } => {
+                if shared
+                    .tables
+                    .get(&key.table)
+                    .is_some_and(TableConfig::is_adarevision)
+                {
+                    cache.held.entry(key).or_default().insert(version);
+                }
                 let newer = cache.rows.get(&key).is_none_or_stale(stamp);
                 if newer {
-                    cache
-                        .rows
-                        .insert(key, crate::client::CachedRow { values, stamp });
+                    cache.rows.insert(
+                        key,
+                        crate::client::CachedRow {
+                            values,
+                            stamp,
+                            version,
+                        },
+                    );
                 }
                 if matches!(cache.requested.get(&key), Some(&asked) if asked <= stamp) {
                     cache.requested.remove(&key);
@@ -254,7 +271,7 @@ impl Sender<'_> {
     fn send_inc(
         &mut self,
         tag: Clock,
-        key: RowKey,
+        (key, version): (RowKey, Version),
         delta: RowValues,
         early: bool,
     ) -> Result<(), SspError> {
@@ -262,6 +279,7 @@ impl Sender<'_> {
             client: self.shared.id,
             key,
             clock: tag,
+            version,
             delta,
         };
         let bytes = msg.wire_bytes();
@@ -287,7 +305,7 @@ impl Sender<'_> {
 
     /// Sends every buffered update tagged `< upto`.
     fn flush(&mut self, upto: Clock) -> Result<(), SspError> {
-        let taken: Vec<(Clock, HashMap<RowKey, RowValues>)> = {
+        let taken: Vec<(Clock, crate::client::TagUpdates)> = {
             let mut out = lock(&self.shared.outbox);
             let later = out.by_clock.split_off(&upto);
             std::mem::replace(&mut out.by_clock, later)
@@ -297,8 +315,8 @@ impl Sender<'_> {
         for (tag, rows) in taken {
             let mut rows: Vec<_> = rows.into_iter().collect();
             rows.sort_by_key(|(k, _)| *k);
-            for (key, delta) in rows {
-                self.send_inc(tag, key, delta, false)?;
+            for (slot, delta) in rows {
+                self.send_inc(tag, slot, delta, false)?;
             }
         }
         Ok(())
@@ -314,7 +332,7 @@ impl Sender<'_> {
         if tokens == 0 {
             return Ok(());
         }
-        let chosen: Vec<(Clock, RowKey, RowValues)> = {
+        let chosen: Vec<(Clock, (RowKey, Version), RowValues)> = {
             let mut out = lock(&self.shared.outbox);
             let mut slots = Vec::new();
             let mut cands = Vec::new();
@@ -324,7 +342,8 @@ impl Sender<'_> {
                 None
             };
             for (&tag, rows) in &out.by_clock {
-                for (key, delta) in rows {
+                for (slot, delta) in rows {
+                    let key = &slot.0;
                     let current = cache.as_ref().and_then(|c| c.rows.get(key));
                     let (mut magnitude, mut relative) = (0.0f64, 0.0f64);
                     for (col, d) in delta.entries() {
@@ -333,7 +352,7 @@ impl Sender<'_> {
                         relative += f64::from(d.abs() / a);
                     }
                     let bytes = 24 + delta.wire_bytes();
-                    slots.push((tag, *key));
+                    slots.push((tag, *slot));
                     cands.push(Candidate {
                         key: *key,
                         bytes,
@@ -350,21 +369,62 @@ impl Sender<'_> {
             let picked = select(&cands, &order, tokens, self.comm.queue_rows);
             let mut chosen = Vec::with_capacity(picked.len());
             for i in picked {
-                let (tag, key) = slots[i];
-                if let Some(delta) = out.by_clock.get_mut(&tag).and_then(|m| m.remove(&key)) {
-                    chosen.push((tag, key, delta));
+                let (tag, slot) = slots[i];
+                if let Some(delta) = out.by_clock.get_mut(&tag).and_then(|m| m.remove(&slot)) {
+                    chosen.push((tag, slot, delta));
                 }
             }
             out.by_clock.retain(|_, m| !m.is_empty());
             chosen
         };
-        for (tag, key, delta) in chosen {
+        for (tag, slot, delta) in chosen {
             let bytes = 24 + delta.wire_bytes();
             if let Some(b) = &mut self.bucket {
                 b.spend(bytes);
             }
-            self.cursor = Some(key);
-            self.send_inc(tag, key, delta, true)?;
+            self.cursor = Some(slot.0);
+            self.send_inc(tag, slot, delta, true)?;
+        }
+        Ok(())
+    }
+
+    /// Releases every AdaRevision version this client holds that no cached
+    /// copy, worker read (pin) or buffered update refers to. Updates of a
+    /// version are always sent before its release, on the same link.
+    fn release_unused(&self) -> Result<(), SspError> {
+        let out = lock(&self.shared.outbox);
+        let mut cache = lock(&self.shared.cache);
+        if cache.held.is_empty() {
+            return Ok(());
+        }
+        let buffered: HashSet<(RowKey, Version)> = out
+            .by_clock
+            .values()
+            .flat_map(|m| m.keys().copied())
+            .collect();
+        let mut free = Vec::new();
+        let cache = &mut *cache;
+        for (key, versions) in cache.held.iter_mut() {
+            let current = cache.rows.get(key).map(|r| r.version);
+            versions.retain(|&v| {
+                let used = Some(v) == current
+                    || cache.pins.contains_key(&(*key, v))
+                    || buffered.contains(&(*key, v));
+                if !used {
+                    free.push((*key, v));
+                }
+                used
+            });
+        }
+        cache.held.retain(|_, v| !v.is_empty());
+        drop(out);
+        for (key, version) in free {
+            let shard = key.shard(self.shared.shards.len()).0 as usize;
+            self.shared.shards[shard].send(ToServer::Release {
+                client: self.shared.id,
+                key,
+                version,
+            })?;
         }
         Ok(())
     }
@@ -402,7 +462,11 @@ fn send_loop(shared: &ClientShared, cmds: Receiver<Cmd>, comm: CommConfig) -> Re
     let result = loop {
         match cmds.recv_timeout(tick) {
             Ok(Cmd::Advance(c)) => {
-                if let Err(e) = s.flush(c).and_then(|()| s.clock_all(c)) {
+                if let Err(e) = s
+                    .flush(c)
+                    .and_then(|()| s.clock_all(c))
+                    .and_then(|()| s.release_unused())
+                {
                     break Err(e);
                 }
             }

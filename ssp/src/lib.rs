@@ -15,7 +15,10 @@
 //! * [`link`]: how messages leave (channels in one process, [`tcp`] across
 //!   processes);
 //! * [`cluster`]: a whole run in one process;
-//! * [`mf`]: the matrix-factorisation application (SGD on MovieLens).
+//! * [`mf`]: the matrix-factorisation application (SGD on MovieLens);
+//! * [`adarevision`]: AdaRevision rows (§3.2.3); [`topk`]: top-k
+//!   sparsification with residuals; [`placement`]: tables over servers
+//!   (seed 004).
 
 #![warn(missing_docs)]
 
@@ -30,8 +33,10 @@ pub mod link;
 pub mod managed;
 pub mod message;
 pub mod mf;
+pub mod placement;
 pub mod server;
 pub mod tcp;
+pub mod topk;
 pub mod types;
 
 pub use client::{ClientStats, Worker};
@@ -40,5 +45,6 @@ pub use comm::{Client, CommConfig};
 pub use error::SspError;
 pub use managed::Priority;
 pub use types::{
-    ClientId, Clock, RowId, RowKey, RowKind, RowValues, ShardId, TableConfig, TableId,
+    ClientId, Clock, RowId, RowKey, RowKind, RowValues, ShardId, TableConfig, TableId, UpdateRule,
+    Version,
 };

@@ -8,7 +8,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::types::{ClientId, Clock, RowKey, RowValues, ShardId};
+use crate::types::{ClientId, Clock, RowKey, RowValues, ShardId, Version};
 
 /// Client → server shard.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -22,8 +22,22 @@ pub enum ToServer {
         key: RowKey,
         /// Clock tag of the oldest coalesced update.
         clock: Clock,
+        /// The row version the increment was computed from (AdaRevision
+        /// tables; increments of different versions are never coalesced).
+        version: Version,
         /// The increment.
         delta: RowValues,
+    },
+    /// The client no longer refers to `version` of an AdaRevision row (no
+    /// cached copy, worker read or buffered update of it is left): the
+    /// shard may drop that version's snapshot.
+    Release {
+        /// Sender.
+        client: ClientId,
+        /// The row.
+        key: RowKey,
+        /// The version let go.
+        version: Version,
     },
     /// Ask for a row holding every update tagged `< min_stamp`; answered at
     /// once or by a read callback when the shard clock reaches `min_stamp`.
@@ -61,6 +75,9 @@ pub enum ToClient {
         key: RowKey,
         /// Every update tagged `< stamp` is in `values`.
         stamp: Clock,
+        /// The row's version (AdaRevision tables; 0 otherwise). The client
+        /// holds it until it sends [`ToServer::Release`].
+        version: Version,
         /// The row's value.
         values: RowValues,
     },

@@ -121,6 +121,8 @@ pub struct MfConfig {
     /// Held-out RMSE whose first reach is reported
     /// ([`MfReport::epochs_to_target`]).
     pub target_rmse: f64,
+    /// AdaRevision's base rate α, or `None` for plain SGD increments.
+    pub adarevision: Option<f32>,
 }
 
 impl Default for MfConfig {
@@ -137,6 +139,7 @@ impl Default for MfConfig {
             seed: 1,
             comm: CommConfig::default(),
             target_rmse: 0.95,
+            adarevision: None,
         }
     }
 }
@@ -165,6 +168,10 @@ pub struct MfReport {
     /// Seconds from the start to the end of that epoch.
     pub seconds_to_target: Option<f64>,
 }
+
+/// Most live AdaRevision snapshots per row: versions a client holds live
+/// for at most s + 2 clocks, so this bounds clients × (s + 2).
+const ADAREVISION_CAP: u32 = 1024;
 
 /// The fixed initial value of a parameter: N(0, 0.1) for factors (Box–
 /// Muller over a hash), 0 for the bias column `rank`.
@@ -230,10 +237,20 @@ pub fn train(
         ));
     }
     let len = cfg.rank + 1;
-    let tables = vec![
-        TableConfig::dense(0, len, cfg.staleness),
-        TableConfig::dense(1, len, cfg.staleness),
-    ];
+    let table = |id| {
+        let t = TableConfig::dense(id, len, cfg.staleness);
+        match cfg.adarevision {
+            Some(alpha) => t.with_adarevision(alpha, ADAREVISION_CAP),
+            None => t,
+        }
+    };
+    let tables = vec![table(0), table(1)];
+    // AdaRevision tables take the loss gradient: −(SGD step)/lr.
+    let push_scale = if cfg.adarevision.is_some() {
+        -1.0 / cfg.lr
+    } else {
+        1.0
+    };
     let cluster_cfg = ClusterConfig {
         tables,
         shards: cfg.shards,
@@ -291,8 +308,11 @@ pub fn train(
                             dq.push(cfg.lr * (e - cfg.reg * q[k]));
                             m.row(uk)?.iter_mut().zip(&dp).for_each(|(x, d)| *x += d);
                             m.row(ik)?.iter_mut().zip(&dq).for_each(|(x, d)| *x += d);
-                            worker.inc_row(uk, &RowValues::Dense(dp))?;
-                            worker.inc_row(ik, &RowValues::Dense(dq))?;
+                            let push = |d: Vec<f32>| {
+                                RowValues::Dense(d.into_iter().map(|x| x * push_scale).collect())
+                            };
+                            worker.inc_row(uk, &push(dp))?;
+                            worker.inc_row(ik, &push(dq))?;
                         }
                         drop(m);
                         worker.clock()?;

@@ -10,16 +10,24 @@
 //!   callback and is answered when the shard clock gets there;
 //! * at every clock advance the shard pushes each changed row to the clients
 //!   caching it (eager push), *then* sends `ServerClock` (so a client may
-//!   treat every cached row of this shard as fresh to that clock).
+//!   treat every cached row of this shard as fresh to that clock);
+//! * rows of an AdaRevision table ([`crate::types::UpdateRule`]) are
+//!   versioned: every row sent to a client carries its version and makes
+//!   the client a holder of that version's snapshot until it sends
+//!   `Release` (or `Bye`); increments are gradients applied by
+//!   [`AdaRevisionRow::update`] against the version they name.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use crossbeam_channel::Receiver;
 
+use crate::adarevision::AdaRevisionRow;
 use crate::checkpoint::{Checkpointer, ShardCheckpoint};
 use crate::error::SspError;
 use crate::message::{ToClient, ToServer};
-use crate::types::{ClientId, Clock, RowKey, RowValues, ShardId, TableConfig, TableId};
+use crate::types::{
+    ClientId, Clock, RowKey, RowValues, ShardId, TableConfig, TableId, UpdateRule, Version,
+};
 
 /// Where a shard's messages to clients go.
 pub trait ClientLinks: Send + Sync {
@@ -46,6 +54,88 @@ impl ClientLinks for Vec<std::sync::Arc<dyn crate::link::Outbound<ToClient>>> {
 struct ServerRow {
     values: RowValues,
     subscribers: BTreeSet<ClientId>,
+    /// AdaRevision state, for rows of an AdaRevision table.
+    ada: Option<AdaRevisionRow>,
+    /// AdaRevision: version → clients holding it.
+    holders: BTreeMap<Version, BTreeSet<ClientId>>,
+}
+
+impl ServerRow {
+    fn new(table: &TableConfig, values: Option<RowValues>) -> ServerRow {
+        let values = values.unwrap_or_else(|| RowValues::zeros(table));
+        let ada = match table.rule {
+            UpdateRule::Add => None,
+            UpdateRule::AdaRevision { alpha, cap } => Some(AdaRevisionRow::with_values(
+                values.to_dense(table.row_len as usize),
+                alpha,
+                cap as usize,
+            )),
+        };
+        ServerRow {
+            values,
+            subscribers: BTreeSet::new(),
+            ada,
+            holders: BTreeMap::new(),
+        }
+    }
+
+    /// The version to send to `client`, which becomes a holder of it.
+    fn hand_out(&mut self, client: ClientId) -> Result<Version, SspError> {
+        let Some(ada) = &mut self.ada else {
+            return Ok(0);
+        };
+        let v = ada.version();
+        if !self.holders.get(&v).is_some_and(|h| h.contains(&client)) {
+            ada.acquire()?;
+            self.holders.entry(v).or_default().insert(client);
+        }
+        Ok(v)
+    }
+
+    /// `client` no longer holds `version` (every version, for `None`).
+    fn release(&mut self, client: ClientId, version: Option<Version>) {
+        let Some(ada) = &mut self.ada else {
+            return;
+        };
+        let versions: Vec<Version> = match version {
+            Some(v) => vec![v],
+            None => self.holders.keys().copied().collect(),
+        };
+        for v in versions {
+            if let Some(h) = self.holders.get_mut(&v) {
+                if h.remove(&client) {
+                    ada.release(v);
+                }
+                if h.is_empty() {
+                    self.holders.remove(&v);
+                }
+            }
+        }
+    }
+
+    /// Applies an increment; returns the change it made to the values
+    /// (the increment itself, or AdaRevision's step).
+    fn apply(
+        &mut self,
+        table: &TableConfig,
+        delta: RowValues,
+        version: Version,
+    ) -> Result<RowValues, SspError> {
+        match &mut self.ada {
+            None => {
+                self.values.add(table, &delta)?;
+                Ok(delta)
+            }
+            Some(ada) => {
+                let old = ada.values().to_vec();
+                ada.update(&delta.to_dense(table.row_len as usize), version)?;
+                let new = ada.values().to_vec();
+                let change = new.iter().zip(&old).map(|(a, b)| a - b).collect();
+                self.values = RowValues::Dense(new);
+                Ok(RowValues::Dense(change))
+            }
+        }
+    }
 }
 
 /// The state of one server shard: its rows, the client clocks it has seen,
@@ -96,19 +186,13 @@ impl ShardState {
         let start = ckpt.clock.saturating_add(1);
         s.clock = start;
         s.client_clocks = vec![start; clients];
-        s.rows = ckpt
-            .rows
-            .into_iter()
-            .map(|(k, values)| {
-                (
-                    k,
-                    ServerRow {
-                        values,
-                        subscribers: BTreeSet::new(),
-                    },
-                )
-            })
-            .collect();
+        let mut rows = HashMap::new();
+        for (k, values) in ckpt.rows {
+            if let Some(table) = s.tables.get(&k.table) {
+                rows.insert(k, ServerRow::new(table, Some(values)));
+            }
+        }
+        s.rows = rows;
         s
     }
 
@@ -137,6 +221,16 @@ impl ShardState {
         self.done.iter().all(|&d| d)
     }
 
+    /// AdaRevision snapshots alive over every row (0 once every client has
+    /// released what it read).
+    pub fn live_snapshots(&self) -> usize {
+        self.rows
+            .values()
+            .filter_map(|r| r.ada.as_ref())
+            .map(AdaRevisionRow::live_snapshots)
+            .sum()
+    }
+
     /// The current value of every row this shard holds.
     pub fn rows(&self) -> BTreeMap<RowKey, RowValues> {
         self.rows
@@ -163,15 +257,17 @@ impl ShardState {
             .tables
             .get(&key.table)
             .ok_or(SspError::UnknownTable(key.table))?;
-        let row = self.rows.entry(key).or_insert_with(|| ServerRow {
-            values: RowValues::zeros(&table),
-            subscribers: BTreeSet::new(),
-        });
+        let row = self
+            .rows
+            .entry(key)
+            .or_insert_with(|| ServerRow::new(&table, None));
         row.subscribers.insert(client);
+        let version = row.hand_out(client)?;
         Ok(ToClient::Row {
             shard: self.id,
             key,
             stamp: self.clock,
+            version,
             values: row.values.clone(),
         })
     }
@@ -189,6 +285,7 @@ impl ShardState {
                 key,
                 delta,
                 clock: tag,
+                version,
             } => {
                 self.client_index(client)?;
                 let table = *self
@@ -197,12 +294,12 @@ impl ShardState {
                     .ok_or(SspError::UnknownTable(key.table))?;
                 let live = self.rows.get(&key).map(|r| &r.values);
                 self.ckpt.before_inc(self.clock, tag, key, live, &table);
-                let row = self.rows.entry(key).or_insert_with(|| ServerRow {
-                    values: RowValues::zeros(&table),
-                    subscribers: BTreeSet::new(),
-                });
-                row.values.add(&table, &delta)?;
-                self.ckpt.after_inc(tag, key, &delta, &table)?;
+                let row = self
+                    .rows
+                    .entry(key)
+                    .or_insert_with(|| ServerRow::new(&table, None));
+                let change = row.apply(&table, delta, version)?;
+                self.ckpt.after_inc(tag, key, &change, &table)?;
                 self.applied += 1;
                 self.dirty.insert(key);
             }
@@ -229,9 +326,22 @@ impl ShardState {
                 self.client_clocks[i] = self.client_clocks[i].max(clock);
                 self.advance(&mut out)?;
             }
+            ToServer::Release {
+                client,
+                key,
+                version,
+            } => {
+                self.client_index(client)?;
+                if let Some(row) = self.rows.get_mut(&key) {
+                    row.release(client, Some(version));
+                }
+            }
             ToServer::Bye { client } => {
                 let i = self.client_index(client)?;
                 self.done[i] = true;
+                for row in self.rows.values_mut() {
+                    row.release(client, None);
+                }
                 self.advance(&mut out)?;
             }
         }
@@ -261,15 +371,18 @@ impl ShardState {
         let mut dirty: Vec<RowKey> = self.dirty.drain().collect();
         dirty.sort();
         for key in dirty {
-            if let Some(row) = self.rows.get(&key) {
-                for &c in &row.subscribers {
+            if let Some(row) = self.rows.get_mut(&key) {
+                let subscribers: Vec<ClientId> = row.subscribers.iter().copied().collect();
+                for c in subscribers {
                     if !self.done[c.0 as usize] {
+                        let version = row.hand_out(c)?;
                         out.push((
                             c,
                             ToClient::Row {
                                 shard: self.id,
                                 key,
                                 stamp: new,
+                                version,
                                 values: row.values.clone(),
                             },
                         ));

@@ -17,6 +17,10 @@ use crate::error::SspError;
 /// while a worker is at clock `c` are tagged `c` (Bösen, thesis §3.1).
 pub type Clock = u32;
 
+/// A row version: the number of updates a shard has applied to the row
+/// (AdaRevision tables, thesis §3.2.3; always 0 for other tables).
+pub type Version = u64;
+
 /// A table of the parameter server.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct TableId(pub u32);
@@ -72,8 +76,25 @@ pub enum RowKind {
     Sparse,
 }
 
+/// How a shard applies the increments of a table.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub enum UpdateRule {
+    /// `row += delta` (the increment is the change itself).
+    Add,
+    /// AdaRevision (thesis §3.2.3, [`crate::adarevision`]): the increment
+    /// is a gradient computed from the row version the worker read, and the
+    /// shard takes an adaptive step of base rate `alpha`, revised for the
+    /// updates applied since that version. Dense tables only.
+    AdaRevision {
+        /// Base learning rate α.
+        alpha: f32,
+        /// Most live ḡ snapshots per row.
+        cap: u32,
+    },
+}
+
 /// A table's configuration; every client and server of a run holds the same.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TableConfig {
     /// The table's id.
     pub id: TableId,
@@ -84,6 +105,8 @@ pub struct TableConfig {
     /// The staleness bound s in clocks: a worker at clock c reads a row only
     /// once it holds every update from clocks `<= c - s - 1`. 0 is BSP.
     pub staleness: u32,
+    /// How increments are applied.
+    pub rule: UpdateRule,
 }
 
 impl TableConfig {
@@ -94,6 +117,7 @@ impl TableConfig {
             row_len,
             kind: RowKind::Dense,
             staleness,
+            rule: UpdateRule::Add,
         }
     }
 
@@ -104,7 +128,20 @@ impl TableConfig {
             row_len,
             kind: RowKind::Sparse,
             staleness,
+            rule: UpdateRule::Add,
         }
+    }
+
+    /// This table with AdaRevision updates of base rate `alpha` and at most
+    /// `cap` live snapshots per row (see [`UpdateRule::AdaRevision`]).
+    pub fn with_adarevision(mut self, alpha: f32, cap: u32) -> TableConfig {
+        self.rule = UpdateRule::AdaRevision { alpha, cap };
+        self
+    }
+
+    /// True for an AdaRevision table.
+    pub fn is_adarevision(&self) -> bool {
+        matches!(self.rule, UpdateRule::AdaRevision { .. })
     }
 
     /// The oldest row stamp a worker at `clock` may read: rows stamped `t`

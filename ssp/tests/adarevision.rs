@@ -52,6 +52,7 @@ fn scripted_reads_and_delayed_updates_match_the_formula() {
     assert_eq!((va, vb), (0, 0));
     let mut step = |row: &mut AdaRevisionRow, g: [f32; 2], v: u64| {
         row.update(&g, v).unwrap();
+        row.release(v);
         for (j, o) in oracle.iter_mut().enumerate() {
             o.update(g[j], v as usize);
         }
@@ -84,19 +85,23 @@ fn versions_are_never_merged_and_the_cap_holds() {
     assert_eq!(v0, v0b, "readers of one version share one snapshot");
     assert_eq!(row.live_snapshots(), 1);
     row.update(&[1.0], v0).unwrap();
+    row.release(v0);
     let (_, v1) = row.read().unwrap();
     assert_ne!(v1, v0);
     assert_eq!(row.live_snapshots(), 2, "version 0 and 1 kept apart");
     row.update(&[1.0], v1).unwrap();
-    // Version 1's snapshot was freed by its only reader's update; version
+    row.release(v1);
+    // Version 1's snapshot was freed by its only reader's release; version
     // 0 still has a reader.
     assert_eq!(row.live_snapshots(), 1);
     let (_, v2) = row.read().unwrap();
     row.update(&[0.5], v2).unwrap();
+    row.release(v2);
     let (_, v3) = row.read().unwrap();
     assert_eq!(row.live_snapshots(), 2);
     assert!(row.read().is_ok(), "same version shares the snapshot");
     row.update(&[0.5], v3).unwrap();
+    row.release(v3);
     assert!(
         row.read().is_err(),
         "a third live snapshot is refused at cap 2"
