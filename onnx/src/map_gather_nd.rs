@@ -5,7 +5,7 @@
 //! (row-major reshapes, emitted only where the shape differs), emits the
 //! data-dependent read `gather_nd_K` and views its `[B, N, R]` result as
 //! `[b.., n.., r..]`. Indices known at import become a constant input;
-//! negative indices are resolved by the spec. K = 1..=3.
+//! negative indices are resolved by the spec. K = 1..=2.
 
 use planner::graph::TensorId;
 
@@ -14,8 +14,8 @@ use crate::map_elementwise::input;
 use crate::node::Node;
 use crate::table::Mapping;
 
-/// Largest index tuple length with a spec (`gather_nd_1` … `gather_nd_3`).
-pub const MAX_TUPLE: usize = 3;
+/// Largest index tuple length with a spec (`gather_nd_1`, `gather_nd_2`).
+pub const MAX_TUPLE: usize = 2;
 
 /// Lower a GatherND node (see the module doc).
 ///

@@ -134,11 +134,7 @@ pub const TABLE: &[Mapping] = &[
     row("Flatten", &["reshape_4_2"], sh::view),
     un("Floor", &["floor"]),
     row("Gather", &["gather", "embedding"], sh::gather),
-    row(
-        "GatherND",
-        &["gather_nd_1", "gather_nd_2", "gather_nd_3"],
-        gnd::gather_nd,
-    ),
+    row("GatherND", &["gather_nd_1", "gather_nd_2"], gnd::gather_nd),
     row("Gelu", &["gelu", "gelu_tanh"], ew::gelu),
     row(
         "Gemm",

@@ -478,15 +478,6 @@ const TABLE: &[OpCfg] = &[
         ..cfg("gather_nd_2")
     },
     OpCfg {
-        inputs: &[("idx", Gen::Ids("D0"))],
-        dims: &[("K", 3, 3)],
-        fixup: Some(|d, _| {
-            d.insert("D1".into(), d["D0"]);
-            d.insert("D2".into(), d["D0"]);
-        }),
-        ..cfg("gather_nd_3")
-    },
-    OpCfg {
         attrs: &[("sh", &[1.0, 2.0, 3.0]), ("sw", &[1.0, 2.0])],
         ..cfg("upsample_nearest2d")
     },
