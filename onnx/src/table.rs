@@ -15,6 +15,7 @@
 use crate::lower::{LResult, Lower, Out};
 use crate::node::Node;
 use crate::{map_elementwise as ew, map_nn as nn, map_reduce as red, map_shape as sh};
+use crate::{map_gather_nd as gnd, map_quant as quant, map_resize as rs};
 
 /// A lowering function: emits the node's operators and gives its outputs in order.
 pub type LowerFn = fn(&mut Lower, &Node, &Mapping) -> LResult<Vec<Out>>;
@@ -112,8 +113,18 @@ pub const TABLE: &[Mapping] = &[
     un("Cosh", &["cosh"]),
     row("CumSum", &["cumsum"], sh::cumsum),
     row("DepthToSpace", &["swap_blocks"], sh::depth_space),
+    row(
+        "DequantizeLinear",
+        &["dequantize", "dequantize_axis"],
+        quant::dequantize,
+    ),
     row("Div", &["div", "div_trunc"], ew::binary),
     row("Dropout", &["identity", "dropout"], ew::dropout),
+    row(
+        "DynamicQuantizeLinear",
+        &["dynamic_quantize"],
+        quant::dynamic_quantize,
+    ),
     una("Elu", &["elu"], &[("alpha", "alpha", 1.0)]),
     row("Equal", &["equal"], ew::binary),
     un("Erf", &["erf"]),
@@ -123,6 +134,7 @@ pub const TABLE: &[Mapping] = &[
     row("Flatten", &["reshape_4_2"], sh::view),
     un("Floor", &["floor"]),
     row("Gather", &["gather", "embedding"], sh::gather),
+    row("GatherND", &["gather_nd_1", "gather_nd_2"], gnd::gather_nd),
     row("Gelu", &["gelu", "gelu_tanh"], ew::gelu),
     row(
         "Gemm",
@@ -191,6 +203,11 @@ pub const TABLE: &[Mapping] = &[
         sh::pad,
     ),
     row("Pow", &["pow"], ew::binary),
+    row(
+        "QuantizeLinear",
+        &["quantize", "quantize_axis"],
+        quant::quantize,
+    ),
     row("Range", &[], folded),
     un("Reciprocal", &["reciprocal"]),
     row("ReduceL1", &["reduce_l1"], red::reduce),
@@ -205,6 +222,11 @@ pub const TABLE: &[Mapping] = &[
     row("ReduceSumSquare", &["reduce_sum_square"], red::reduce),
     un("Relu", &["relu"]),
     row("Reshape", &["reshape_1_1"], sh::view),
+    row(
+        "Resize",
+        &["resample_last", "resample_mid", "upsample_nearest2d"],
+        rs::resize,
+    ),
     un("Round", &["round"]),
     una(
         "Selu",
@@ -246,6 +268,11 @@ pub const TABLE: &[Mapping] = &[
     row("Transpose", &["swap_blocks", "transpose"], sh::transpose),
     row("Trilu", &["trilu"], sh::trilu),
     row("Unsqueeze", &["reshape_1_2"], sh::view),
+    row(
+        "Upsample",
+        &["resample_last", "resample_mid", "upsample_nearest2d"],
+        rs::resize,
+    ),
     row("Where", &["where"], ew::where_),
     row("Xor", &["logical_xor"], ew::binary),
 ];

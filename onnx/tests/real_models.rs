@@ -28,6 +28,8 @@ const EXPECTED: &[&str] = &[
     "light_squeezenet",
     "light_vgg19",
     "light_zfnet512",
+    "nudenet-320n",
+    "minilm-int8",
 ];
 
 fn library() -> &'static tdl::Library {

@@ -465,6 +465,23 @@ const TABLE: &[OpCfg] = &[
         ..cfg("embedding")
     },
     OpCfg {
+        inputs: &[("idx", Gen::Ids("D0"))],
+        dims: &[("K", 1, 1)],
+        ..cfg("gather_nd_1")
+    },
+    OpCfg {
+        inputs: &[("idx", Gen::Ids("D0"))],
+        dims: &[("K", 2, 2)],
+        fixup: Some(|d, _| {
+            d.insert("D1".into(), d["D0"]);
+        }),
+        ..cfg("gather_nd_2")
+    },
+    OpCfg {
+        attrs: &[("sh", &[1.0, 2.0, 3.0]), ("sw", &[1.0, 2.0])],
+        ..cfg("upsample_nearest2d")
+    },
+    OpCfg {
         attrs: &[("heads", &[1.0, 2.0])],
         fixup: Some(|d, a| {
             let h = int(a, "heads") as usize;

@@ -183,8 +183,11 @@ pub fn training_graph(
                 }
             }
         }
+        // An input without a `grad` declaration is not differentiable (TDL:
+        // integer ids, `where`'s condition) when the spec declares gradients
+        // for other inputs; a spec declaring none at all cannot be trained through.
         for (i, &t) in op.inputs.iter().enumerate() {
-            if requires[t.index()] && !covered[i] {
+            if requires[t.index()] && !covered[i] && spec.grads.is_empty() {
                 return Err(GraphError::NoGradient {
                     op: op.name.clone(),
                     spec: op.spec.clone(),
