@@ -252,6 +252,7 @@ fn critical_dp_keeps_data_parallelism_only_when_it_fits() {
         let cap = max_mem(&dp) - 1;
         let opts = PlanOptions {
             device_memory: Some(cap),
+            ..PlanOptions::default()
         };
         let capped = plan_with(&g, &lib, &cache, k, SearchKind::CriticalDp, opts).unwrap();
         assert_ne!(capped.choice, "data parallelism", "{m} k={k}");

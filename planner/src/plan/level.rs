@@ -50,6 +50,11 @@ pub enum LayoutRule {
     DataParallel,
     /// Every tensor split along dim 0 (AllRow-Greedy, Tofu §6.3).
     AllRow,
+    /// Megatron-LM's tensor parallelism: the weights of matmuls split as
+    /// [`super::searches::megatron::weight_split`] says (with their
+    /// gradients and optimizer state), every other weight-like tensor
+    /// replicated; activations as [`LayoutRule::Free`].
+    TensorParallel,
 }
 
 /// One cluster configuration: the choice of each op and layout of each tensor.
@@ -121,10 +126,20 @@ impl LevelInput<'_> {
             .collect();
         let mut out = match self.rule {
             LayoutRule::DataParallel if self.is_weight_like(t) && replicated_so_far => vec![None],
+            LayoutRule::TensorParallel if self.is_weight_like(t) => {
+                match super::searches::megatron::weight_split(self.graph, t) {
+                    Some(dim) if shape.get(dim as usize).is_some_and(|&n| n >= p) => {
+                        vec![Some(dim)]
+                    }
+                    _ if replicated_so_far => vec![None],
+                    _ => splittable.clone(),
+                }
+            }
             LayoutRule::DataParallel | LayoutRule::AllRow if !shape.is_empty() => vec![Some(0)],
             _ => splittable.clone(),
         };
-        if self.rule == LayoutRule::Free
+        if matches!(self.rule, LayoutRule::Free | LayoutRule::TensorParallel)
+            && !(self.rule == LayoutRule::TensorParallel && self.is_weight_like(t))
             && replicated_so_far
             && (bytes <= REPLICATE_MAX_BYTES || splittable.is_empty())
         {
