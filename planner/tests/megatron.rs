@@ -30,7 +30,15 @@ fn megatron(g: &Graph, lib: &Library, k: usize, t: Option<usize>) -> planner::pl
         tensor_parallel: t,
         ..PlanOptions::default()
     };
-    plan_with(g, lib, &StrategyCache::new(), k, "megatron".parse().unwrap(), opts).unwrap()
+    plan_with(
+        g,
+        lib,
+        &StrategyCache::new(),
+        k,
+        "megatron".parse().unwrap(),
+        opts,
+    )
+    .unwrap()
 }
 
 #[test]
@@ -50,7 +58,11 @@ fn megatron_splits_matmul_weights_inside_the_tensor_parallel_group() {
     assert_eq!(layout("h0.proj.w"), vec![None, Some(0)], "row-split proj");
     assert_eq!(layout("h0.fc2.w"), vec![None, Some(0)], "row-split fc2");
     assert_eq!(layout("wte"), vec![None, Some(0)], "vocabulary-split");
-    assert_eq!(layout("grad/h0.fc2.w"), vec![None, Some(0)], "gradient follows");
+    assert_eq!(
+        layout("grad/h0.fc2.w"),
+        vec![None, Some(0)],
+        "gradient follows"
+    );
     assert_eq!(layout("h0.ln1.gamma").iter().flatten().count(), 0);
     // Activations are split along the batch at the data-parallel level.
     assert_eq!(layout("ids")[0], Some(0));

@@ -17,7 +17,11 @@ use crate::graph::{Graph, OpId, TensorId, TensorRole};
 use crate::search::{Edge, Node, Problem};
 
 /// Tensors at most this large (bytes) may be replicated on every worker
-/// instead of split (scalars, biases, norm scales of small models).
+/// instead of split (scalars, biases, norm scales of small models). Weights,
+/// their gradients and optimizer state may be replicated at any level
+/// whatever their size under [`LayoutRule::Free`] (replicated weights and a
+/// split batch are data parallelism at that level, the gradient summed over
+/// the level's replicas).
 pub const REPLICATE_MAX_BYTES: u64 = 64 * 1024;
 
 /// The decisions of a plan so far: per tensor and per operator, one entry per
@@ -43,7 +47,8 @@ impl Decisions {
 /// Which tensor layouts a search may use (baselines restrict them).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LayoutRule {
-    /// Any split dim; replication only for small tensors (Tofu's searches).
+    /// Any split dim; replication for weight-like tensors (weights, their
+    /// gradients, optimizer state) and small tensors (Tofu's searches).
     Free,
     /// Data parallelism: weights, their gradients and optimizer state
     /// replicated, everything else split along dim 0 (the batch).
@@ -138,10 +143,13 @@ impl LevelInput<'_> {
             LayoutRule::DataParallel | LayoutRule::AllRow if !shape.is_empty() => vec![Some(0)],
             _ => splittable.clone(),
         };
+        let weight_like = self.is_weight_like(t);
         if matches!(self.rule, LayoutRule::Free | LayoutRule::TensorParallel)
-            && !(self.rule == LayoutRule::TensorParallel && self.is_weight_like(t))
+            && !(self.rule == LayoutRule::TensorParallel && weight_like)
             && replicated_so_far
-            && (bytes <= REPLICATE_MAX_BYTES || splittable.is_empty())
+            && (bytes <= REPLICATE_MAX_BYTES
+                || splittable.is_empty()
+                || (self.rule == LayoutRule::Free && weight_like))
         {
             out.push(None);
         }
