@@ -322,10 +322,12 @@ pub fn generate(
                     let init = reducer.map_or(Init::Zero, Init::Identity);
                     g.instrs.push(Instr::Alloc { buf: tb, init });
                     g.tile_of[t.index()] = Some(tb);
-                    // The assembly target: the tile, or for a tensor replicated
-                    // everywhere this rank's chunk of the virtual split.
+                    // The assembly target: the tile, or for a staged tensor
+                    // (replicated everywhere, or replicated at some levels
+                    // with its chunks gathered within replica groups) this
+                    // rank's chunk, none when its chunk is empty.
                     let replicated = d.tensors[t.index()].iter().all(Option::is_none);
-                    let target = if replicated && world > 1 {
+                    let target = if (replicated && world > 1) || !gathers.is_empty() {
                         gathers
                             .iter()
                             .find(|x| x.src == rank)

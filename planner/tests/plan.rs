@@ -225,7 +225,7 @@ fn critical_dp_keeps_data_parallelism_only_when_it_fits() {
     let cache = StrategyCache::new();
     let opt = Optimizer::Sgd { lr: 0.1 };
     let max_mem = |p: &Planned| p.memory.iter().map(|m| m.total()).max().unwrap();
-    let mut chosen = 0;
+    let (mut chosen, mut beaten) = (0, 0);
     for (m, b, k) in [
         ("gpt-2-128", 8, 2usize),
         ("gpt-2-128", 8, 4),
@@ -241,6 +241,8 @@ fn critical_dp_keeps_data_parallelism_only_when_it_fits() {
         let free = plan(&g, &lib, &cache, k, SearchKind::CriticalDp).unwrap();
         assert!(free.comm_bytes <= dp.comm_bytes, "{m} k={k}");
         if free.choice != "data parallelism" {
+            // A hybrid that replicates only where it pays beats it outright.
+            beaten += usize::from(free.comm_bytes < dp.comm_bytes);
             continue;
         }
         chosen += 1;
@@ -252,6 +254,7 @@ fn critical_dp_keeps_data_parallelism_only_when_it_fits() {
         let cap = max_mem(&dp) - 1;
         let opts = PlanOptions {
             device_memory: Some(cap),
+            ..PlanOptions::default()
         };
         let capped = plan_with(&g, &lib, &cache, k, SearchKind::CriticalDp, opts).unwrap();
         assert_ne!(capped.choice, "data parallelism", "{m} k={k}");
@@ -260,11 +263,19 @@ fn critical_dp_keeps_data_parallelism_only_when_it_fits() {
             "{m} k={k}: {} > {cap}",
             max_mem(&capped)
         );
-        assert!(capped.comm_bytes > dp.comm_bytes, "{m} k={k}");
+        // Data parallelism was the cheapest: a plan that fits in less memory
+        // moves at least as much (a hybrid may tie it when it replicates
+        // only where data parallelism pays).
+        assert!(
+            capped.comm_bytes >= dp.comm_bytes,
+            "{m} k={k}: {} < {}",
+            capped.comm_bytes,
+            dp.comm_bytes
+        );
     }
     assert!(
-        chosen > 0,
-        "no case where data parallelism wins: the test checks nothing"
+        chosen > 0 || beaten == 4,
+        "data parallelism neither kept nor beaten by a hybrid: the test checks nothing"
     );
 }
 

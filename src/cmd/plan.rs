@@ -1,4 +1,5 @@
 //! `tofu plan (--model NAME | FILE.json | FILE.onnx) --workers K [--batch N] [--search S]
+//! [--tensor-parallel T]
 //! [--device-memory BYTES] [-o plan.json] [--dot plan.dot] [--json]`: find a
 //! partition plan (Tofu §4) and explain it.
 //!
@@ -42,9 +43,14 @@ pub struct Args {
     /// Optimizer of a zoo model: sgd, momentum or adam.
     #[arg(long, default_value = "momentum")]
     optimizer: String,
-    /// critical-dp, ilp, data-parallel, allrow-greedy, spartan or equal-chop.
+    /// critical-dp, ilp, data-parallel, allrow-greedy, spartan, equal-chop or
+    /// megatron (the list `planner::plan::searches::SEARCHES`).
     #[arg(long, default_value = "critical-dp")]
     search: String,
+    /// megatron: tensor-parallel group size t (a divisor of k; data
+    /// parallelism across k/t groups). Default: the t with the fewest bytes.
+    #[arg(long)]
+    tensor_parallel: Option<usize>,
     /// Memory of one device in bytes (suffixes K, M, G, T = powers of 1024).
     /// critical-dp keeps data parallelism (when it moves fewer bytes) only if
     /// it fits; a plan that needs more on some worker is reported (exit 2).
@@ -166,8 +172,17 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
     let lib = Library::shipped().map_err(|e| miette::miette!("loading the operator specs: {e}"))?;
     let (name, graph, lib) = load_graph(&args, lib)?;
     let cache = StrategyCache::new();
+    if let Some(t) = args.tensor_parallel {
+        if t == 0 || !args.workers.is_multiple_of(t) {
+            return Err(miette::miette!(
+                "--tensor-parallel {t} must divide --workers {}; e.g. --tensor-parallel 2 with -k 8",
+                args.workers
+            ));
+        }
+    }
     let opts = PlanOptions {
         device_memory: args.device_memory,
+        tensor_parallel: args.tensor_parallel,
     };
     let planned = plan_with(&graph, &lib, &cache, args.workers, search, opts).into_diagnostic()?;
     let dp = if search == SearchKind::DataParallel {

@@ -22,6 +22,11 @@
 //!   into a virtual k-way split (along the dim the operator splits, else the
 //!   largest dim) as above, then all-gathered: + (k−1)·N elements. This is
 //!   ring all-reduce's 2(k−1)·N for full partials (data-parallel gradients).
+//!   A tensor replicated at some levels and split at others whose partials
+//!   are reduced across workers is staged the same way: split virtually at
+//!   its replicated levels, reduced into those chunks, then all-gathered
+//!   within each replica group (+ Σ_w |tile_w| − |chunk_w|): hybrid data
+//!   parallelism's gradient all-reduce over the replicas of each shard.
 //!   A replicated scalar is reduced on rank 0 ((R−1) elements for R distinct
 //!   contributions) and sent to the k−1 others. An operator computed whole
 //!   on every worker costs nothing.
@@ -208,8 +213,24 @@ impl<'a> CostModel<'a> {
         choices: &[OpChoice],
         splits: &[Option<u32>],
     ) -> u64 {
+        self.output_elems(op, slot, choices, splits).0 * self.dtype_bytes(op, slot, false)
+    }
+
+    /// Elements of [`CostModel::output_bytes`], and whether the output is
+    /// staged (reduced into chunks of [`CostModel::staged_splits`], then
+    /// gathered): always for a tensor replicated at every level that needs
+    /// assembling; for one replicated at some levels and split at others
+    /// with several contributions, when that is strictly cheaper than
+    /// reducing into every replica's tile directly.
+    pub(crate) fn output_elems(
+        &self,
+        op: OpId,
+        slot: usize,
+        choices: &[OpChoice],
+        splits: &[Option<u32>],
+    ) -> (u64, bool) {
         if self.workers <= 1 {
-            return 0;
+            return (0, false);
         }
         let o = self.graph.op(op);
         let shape = &self.graph.tensor(o.outputs[slot]).shape;
@@ -233,7 +254,6 @@ impl<'a> CostModel<'a> {
         keys.dedup();
         let r = keys.len() as u64;
         let whole = Region::whole(shape);
-        let n = whole.volume();
         let assemble = |tiles: &[Region]| -> u64 {
             tiles
                 .iter()
@@ -241,17 +261,66 @@ impl<'a> CostModel<'a> {
                 .map(|(t, own)| r * t.volume() - t.overlap(own))
                 .sum()
         };
-        let elems = if !splits.iter().all(Option::is_none) {
-            assemble(&self.all_tiles(shape, splits))
-        } else if r == 1 && produced.iter().all(|p| *p == whole) {
-            0
-        } else if shape.is_empty() {
-            (r - 1) + (self.workers as u64 - 1)
-        } else {
-            let virt = self.virtual_splits(op, slot, choices, shape);
-            assemble(&self.all_tiles(shape, &virt)) + (self.workers as u64 - 1) * n
+        let all_replicated = splits.iter().all(Option::is_none);
+        // Reduce into the staged chunks, then all-gather within each replica
+        // group: every worker receives its tile minus its chunk. Only when
+        // every worker's chunk lies inside its own tile (an outer virtual
+        // split of a dim split again inside can cut across the tiles; then
+        // the replica group's chunks do not tile its tile): None otherwise.
+        let staged = || -> Option<u64> {
+            let staged = self.staged_splits(op, slot, choices, shape, splits);
+            let chunks = self.all_tiles(shape, &staged);
+            let tiles = self.all_tiles(shape, splits);
+            if tiles
+                .iter()
+                .zip(chunks.iter())
+                .any(|(t, c)| t.overlap(c) != c.volume())
+            {
+                return None;
+            }
+            let gather: u64 = tiles
+                .iter()
+                .zip(chunks.iter())
+                .map(|(t, c)| t.volume() - c.volume())
+                .sum();
+            Some(assemble(&chunks) + gather)
         };
-        elems * self.dtype_bytes(op, slot, false)
+        if !all_replicated {
+            let direct = assemble(&self.all_tiles(shape, splits));
+            if r > 1 && splits.iter().any(Option::is_none) {
+                if let Some(s) = staged().filter(|s| *s < direct) {
+                    return (s, true);
+                }
+            }
+            (direct, false)
+        } else if r == 1 && produced.iter().all(|p| *p == whole) {
+            (0, false)
+        } else if shape.is_empty() {
+            ((r - 1) + (self.workers as u64 - 1), false)
+        } else {
+            // Replicated at every level: every tile is the whole tensor, so
+            // every chunk lies inside it.
+            (staged().unwrap_or(0), true)
+        }
+    }
+
+    /// The split used to stage an output replicated at some level and
+    /// reduced across workers: the tensor's own split dim where it has one,
+    /// else [`CostModel::virtual_splits`]' axis (partials are reduced into
+    /// these chunks, which are then all-gathered within each replica group).
+    pub(crate) fn staged_splits(
+        &self,
+        op: OpId,
+        slot: usize,
+        choices: &[OpChoice],
+        shape: &[usize],
+        splits: &[Option<u32>],
+    ) -> Vec<Option<u32>> {
+        self.virtual_splits(op, slot, choices, shape)
+            .into_iter()
+            .zip(splits)
+            .map(|(v, s)| s.or(v))
+            .collect()
     }
 
     /// The split used to stage a replicated output: per level, the output axis

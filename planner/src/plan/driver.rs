@@ -1,17 +1,17 @@
 //! The recursive planner (Tofu §4.4) and the searches it can run.
 //!
 //! Takes a training graph, the spec library, k workers and a
-//! [`SearchKind`]; gives a [`Planned`]: every tensor's split dim and every
+//! [`SearchKind`] (one of [`super::searches::SEARCHES`]); gives a [`Planned`]: every tensor's split dim and every
 //! operator's strategy per recursion level, the exact communication bytes per
 //! training step (total and per operator), per-worker memory, and why the
-//! search stopped. k = p₀·p₁·… (prime factors, largest first) unless the
-//! search is EqualChop, which makes one k-way level. Each level builds a
+//! search stopped. The search says which factorisations of k
+//! (k = p₀·p₁·…, prime factors, largest first, unless it says otherwise) and
+//! layout rules to try and how to solve a level. Each level builds a
 //! pairwise problem over the coarsened graph ([`super::level`]) with the outer
 //! levels fixed and solves it with the chosen search; the baselines of Tofu
 //! §6.3 run through the same code path with restricted layouts or another
 //! solver.
 
-use std::str::FromStr;
 use std::time::Instant;
 
 use interval::cache::StrategyCache;
@@ -22,66 +22,10 @@ use super::cost::CostModel;
 use super::level::{Decisions, LayoutRule, LevelInput};
 use super::memory::{per_worker, WorkerMemory};
 use super::model::{Model, ModelError};
-use super::tile::factorize;
+use super::searches::Candidate;
+pub use super::searches::SearchKind;
 use crate::graph::{Graph, OpId};
-use crate::search::{critical_dp::critical_dp, greedy::greedy, ilp::ilp, ProblemError, StopReason};
-
-/// A search algorithm (`--search`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum SearchKind {
-    /// CriticalDP on the coarsened graph, recursively (Tofu's algorithm).
-    CriticalDp,
-    /// The exact pairwise MIP per recursion level (reference).
-    Ilp,
-    /// Data parallelism: batch split, weights replicated, gradients all-reduced.
-    DataParallel,
-    /// Every tensor split along its first dim; operators choose the cheapest strategy.
-    AllrowGreedy,
-    /// Spartan-style greedy: largest tensors decided first.
-    Spartan,
-    /// One k-way level (no recursion), solved with CriticalDP.
-    EqualChop,
-}
-
-impl SearchKind {
-    /// Every search, in the order reports list them.
-    pub const ALL: [SearchKind; 6] = [
-        SearchKind::CriticalDp,
-        SearchKind::Ilp,
-        SearchKind::DataParallel,
-        SearchKind::AllrowGreedy,
-        SearchKind::Spartan,
-        SearchKind::EqualChop,
-    ];
-
-    /// The name used by `--search`.
-    pub fn name(self) -> &'static str {
-        match self {
-            SearchKind::CriticalDp => "critical-dp",
-            SearchKind::Ilp => "ilp",
-            SearchKind::DataParallel => "data-parallel",
-            SearchKind::AllrowGreedy => "allrow-greedy",
-            SearchKind::Spartan => "spartan",
-            SearchKind::EqualChop => "equal-chop",
-        }
-    }
-}
-
-impl FromStr for SearchKind {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        SearchKind::ALL
-            .into_iter()
-            .find(|k| k.name() == s)
-            .ok_or_else(|| {
-                format!(
-                    "unknown search `{s}`; choose one of {}",
-                    SearchKind::ALL.map(|k| k.name()).join(", ")
-                )
-            })
-    }
-}
+use crate::search::{ProblemError, StopReason};
 
 /// Why planning failed.
 #[derive(Debug, thiserror::Error)]
@@ -158,6 +102,9 @@ pub struct PlanOptions {
     /// Memory of one device (bytes). CriticalDP keeps only candidate plans
     /// whose largest worker fits it; `None`: no limit.
     pub device_memory: Option<u64>,
+    /// The Megatron baseline's tensor-parallel group size t (a divisor of
+    /// k); `None`: every divisor is tried and the best kept.
+    pub tensor_parallel: Option<usize>,
 }
 
 /// The coarsened graph and the first level's decision per node (for `--dot`).
@@ -192,17 +139,12 @@ pub fn plan(
 /// Errors: k = 0; an operator whose spec is missing or does not fit; a level
 /// whose problem has no feasible assignment.
 ///
-/// CriticalDP compares candidate plans and keeps the one with the fewest
-/// bytes among those whose largest worker fits `opts.device_memory` (all of
-/// them when no limit is given; the partitioned ones when none fits):
-/// the recursion over the prime factors of k (Tofu §4.4); for composite k,
-/// one k-way level (the greedy level-by-level recursion can lose to a direct
-/// split, e.g. on unrolled RNNs); and data parallelism (every weight
-/// replicated, gradients all-reduced), which moves fewer bytes than any
-/// partitioning when weights are small next to activations (2·(k−1)/k of the
-/// weights against ≥ 3·(k−1)/k for splitting them: all-gather forward and
-/// backward, reduce-scatter the gradient) but needs the whole model on every
-/// worker. The other searches use the prime factors (EqualChop: one level).
+/// The search names its candidate plans ([`super::searches::Search::candidates`]);
+/// the driver builds each and keeps the one with the fewest bytes among
+/// those whose largest worker fits `opts.device_memory` (all of them when no
+/// limit is given; the search's own plans when none fits). An alternative
+/// marked `only_if_fits` (CriticalDP's whole-model data parallelism) is kept
+/// only when it fits.
 pub fn plan_with(
     graph: &Graph,
     lib: &Library,
@@ -217,19 +159,7 @@ pub fn plan_with(
     let start = Instant::now();
     let model = Model::new(graph, lib, cache)?;
     let clusters = ordered_clusters(graph, &model);
-    // (factors, search run on them, choice label)
-    let mut candidates = match search {
-        SearchKind::EqualChop if workers > 1 => vec![(vec![workers], search)],
-        _ => vec![(factorize(workers), search)],
-    };
-    if search == SearchKind::CriticalDp {
-        if candidates[0].0.len() > 1 {
-            candidates.push((vec![workers], search));
-        }
-        if workers > 1 {
-            candidates.push((factorize(workers), SearchKind::DataParallel));
-        }
-    }
+    let candidates = search.0.candidates(workers, &opts);
     let fits = |p: &Planned| {
         opts.device_memory
             .is_none_or(|cap| p.memory.iter().all(|m| m.total() <= cap))
@@ -238,10 +168,12 @@ pub fn plan_with(
     let mut best: Option<(bool, Planned)> = None;
     let mut others: Vec<(String, u64, u64)> = Vec::new();
     let max_mem = |p: &Planned| p.memory.iter().map(|m| m.total()).max().unwrap_or(0);
-    for (factors, s) in candidates {
-        let mut p = plan_levels(graph, &model, &clusters, factors, s)?;
-        p.choice = if s == SearchKind::DataParallel && search != s {
-            "data parallelism".to_string()
+    for cand in candidates {
+        let only_if_fits = cand.only_if_fits;
+        let label = cand.label.clone();
+        let mut p = plan_levels(graph, &model, &clusters, cand, search)?;
+        p.choice = if let Some(label) = label {
+            label
         } else if p.factors.len() > 1 {
             format!(
                 "recursion {}",
@@ -254,11 +186,11 @@ pub fn plan_with(
         } else {
             format!("one {workers}-way level")
         };
-        p.search = search;
         let f = fits(&p);
         let summary = (p.choice.clone(), p.comm_bytes, max_mem(&p));
-        // Data parallelism only replaces a partitioned plan when it fits.
-        if s != search && !f {
+        // An alternative (data parallelism) only replaces the search's own
+        // plans when it fits.
+        if only_if_fits && !f {
             others.push(summary);
             continue;
         }
@@ -280,25 +212,21 @@ pub fn plan_with(
     Ok(best)
 }
 
-/// Plan with a given factorisation of k.
+/// Plan one candidate of `search` (its factorisation of k and layout rules).
 fn plan_levels(
     graph: &Graph,
     model: &Model,
     clusters: &[Cluster],
-    factors: Vec<usize>,
+    cand: Candidate,
     search: SearchKind,
 ) -> Result<Planned, PlanError> {
-    let rule = match search {
-        SearchKind::DataParallel => LayoutRule::DataParallel,
-        SearchKind::AllrowGreedy => LayoutRule::AllRow,
-        _ => LayoutRule::Free,
-    };
-    let input = LevelInput {
+    let Candidate { factors, rules, .. } = cand;
+    let mut input = LevelInput {
         graph,
         model,
         clusters,
         factors: &factors,
-        rule,
+        rule: LayoutRule::Free,
     };
     let mut decisions = Decisions::empty(graph);
     let mut levels = Vec::new();
@@ -311,17 +239,16 @@ fn plan_levels(
         ..CoarseGraph::default()
     };
     for (level, &factor) in factors.iter().enumerate() {
+        input.rule = rules.get(level).copied().unwrap_or(LayoutRule::Free);
         let lp = input.build(&decisions, level);
-        let result = match search {
-            SearchKind::Ilp => ilp(&lp.problem),
-            SearchKind::Spartan => greedy(&lp.problem),
-            _ => critical_dp(&lp.problem),
-        }
-        .map_err(|source| PlanError::Search {
-            level,
-            factor,
-            source,
-        })?;
+        let result = search
+            .0
+            .solve(&lp.problem)
+            .map_err(|source| PlanError::Search {
+                level,
+                factor,
+                source,
+            })?;
         if level == 0 {
             coarse.edges = lp.problem.edges.iter().map(|e| (e.from, e.to)).collect();
             coarse.labels = result

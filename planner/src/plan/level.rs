@@ -17,7 +17,11 @@ use crate::graph::{Graph, OpId, TensorId, TensorRole};
 use crate::search::{Edge, Node, Problem};
 
 /// Tensors at most this large (bytes) may be replicated on every worker
-/// instead of split (scalars, biases, norm scales of small models).
+/// instead of split (scalars, biases, norm scales of small models). Weights,
+/// their gradients and optimizer state may be replicated at any level
+/// whatever their size under [`LayoutRule::Free`] (replicated weights and a
+/// split batch are data parallelism at that level, the gradient summed over
+/// the level's replicas).
 pub const REPLICATE_MAX_BYTES: u64 = 64 * 1024;
 
 /// The decisions of a plan so far: per tensor and per operator, one entry per
@@ -43,13 +47,19 @@ impl Decisions {
 /// Which tensor layouts a search may use (baselines restrict them).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LayoutRule {
-    /// Any split dim; replication only for small tensors (Tofu's searches).
+    /// Any split dim; replication for weight-like tensors (weights, their
+    /// gradients, optimizer state) and small tensors (Tofu's searches).
     Free,
     /// Data parallelism: weights, their gradients and optimizer state
     /// replicated, everything else split along dim 0 (the batch).
     DataParallel,
     /// Every tensor split along dim 0 (AllRow-Greedy, Tofu §6.3).
     AllRow,
+    /// Megatron-LM's tensor parallelism: the weights of matmuls split as
+    /// [`super::searches::megatron::weight_split`] says (with their
+    /// gradients and optimizer state), every other weight-like tensor
+    /// replicated; activations as [`LayoutRule::Free`].
+    TensorParallel,
 }
 
 /// One cluster configuration: the choice of each op and layout of each tensor.
@@ -121,12 +131,25 @@ impl LevelInput<'_> {
             .collect();
         let mut out = match self.rule {
             LayoutRule::DataParallel if self.is_weight_like(t) && replicated_so_far => vec![None],
+            LayoutRule::TensorParallel if self.is_weight_like(t) => {
+                match super::searches::megatron::weight_split(self.graph, t) {
+                    Some(dim) if shape.get(dim as usize).is_some_and(|&n| n >= p) => {
+                        vec![Some(dim)]
+                    }
+                    _ if replicated_so_far => vec![None],
+                    _ => splittable.clone(),
+                }
+            }
             LayoutRule::DataParallel | LayoutRule::AllRow if !shape.is_empty() => vec![Some(0)],
             _ => splittable.clone(),
         };
-        if self.rule == LayoutRule::Free
+        let weight_like = self.is_weight_like(t);
+        if matches!(self.rule, LayoutRule::Free | LayoutRule::TensorParallel)
+            && !(self.rule == LayoutRule::TensorParallel && weight_like)
             && replicated_so_far
-            && (bytes <= REPLICATE_MAX_BYTES || splittable.is_empty())
+            && (bytes <= REPLICATE_MAX_BYTES
+                || splittable.is_empty()
+                || (self.rule == LayoutRule::Free && weight_like))
         {
             out.push(None);
         }

@@ -9,7 +9,8 @@
 //! * [`level`]: one recursion level as a pairwise search problem.
 //! * [`memory`]: per-worker memory of a plan.
 //! * [`transfer`]: the point-to-point transfers behind every byte the cost model counts.
-//! * [`driver`]: the recursive planner and the searches it runs.
+//! * [`searches`]: the searches `--search` names, one file each, in one list.
+//! * [`driver`]: the recursive planner that runs them.
 //! * [`file`]: the versioned plan file (`tofu-plan` JSON).
 //! * [`dot`]: a Graphviz picture of the coarsened graph.
 //! * [`compare`]: every search side by side (the planner benchmark).
@@ -23,6 +24,7 @@ pub mod file;
 pub mod level;
 pub mod memory;
 pub mod model;
+pub mod searches;
 pub mod tile;
 pub mod transfer;
 

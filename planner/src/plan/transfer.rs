@@ -22,8 +22,10 @@
 //!   own partial.
 //! * `Gather`: a tensor replicated on every worker is first assembled into a
 //!   virtual k-way split (the `Output` transfers target that split), then
-//!   every worker receives every chunk it lacks. A scalar is reduced on rank 0
-//!   and sent to all others.
+//!   every worker receives every chunk it lacks. A tensor replicated at some
+//!   levels and split at others, whose partials are reduced across workers,
+//!   likewise when that is cheaper ([`CostModel::output_bytes`]): split virtually at its replicated levels, then gathered within
+//!   each replica group. A scalar is reduced on rank 0 and sent to all others.
 
 use serde::{Deserialize, Serialize};
 use tdl::Reducer;
@@ -210,7 +212,8 @@ impl CostModel<'_> {
                 }
             }
         };
-        if !splits.iter().all(Option::is_none) {
+        let all_replicated = splits.iter().all(Option::is_none);
+        if !all_replicated && !self.output_elems(op, slot, choices, splits).1 {
             let tiles =
                 |w: usize| CostModel::tile(&shape, splits, self.factors, &digits(w, self.factors));
             assemble(&tiles, f);
@@ -245,14 +248,22 @@ impl CostModel<'_> {
             }
             return;
         }
-        let virt = self.virtual_splits(op, slot, choices, &shape);
+        let virt = self.staged_splits(op, slot, choices, &shape, splits);
         let chunk =
             |w: usize| CostModel::tile(&shape, &virt, self.factors, &digits(w, self.factors));
         assemble(&chunk, f);
+        // Replica groups: workers whose digits agree at every split level.
+        let same_group = |w: usize, u: usize| {
+            let (dw, du) = (digits(w, self.factors), digits(u, self.factors));
+            splits
+                .iter()
+                .enumerate()
+                .all(|(l, s)| s.is_none() || dw[l] == du[l])
+        };
         for w in 0..workers {
             for u in 0..workers {
                 let c = chunk(u);
-                if u != w && c.volume() > 0 {
+                if u != w && same_group(w, u) && c.volume() > 0 {
                     f(Piece {
                         phase: Phase::Gather { slot },
                         src: u,

@@ -1,0 +1,61 @@
+//! `critical-dp`: Tofu's search (§4.2.2, §4.4) and the candidates it weighs.
+
+use super::{Candidate, LayoutRule, PlanOptions, Search};
+use crate::plan::tile::factorize;
+
+/// CriticalDP on the coarsened graph, recursively. Candidates: the recursion
+/// over the prime factors of k (Tofu §4.4); for composite k, one k-way level
+/// (the greedy level-by-level recursion can lose to a direct split, e.g. on
+/// unrolled RNNs); whole-model data parallelism, kept only when it fits
+/// (it moves fewer bytes than any partitioning when weights are small next to
+/// activations, 2·(k−1)/k of the weights against ≥ 3·(k−1)/k for splitting
+/// them, but needs the whole model on every worker); and hybrids with data
+/// parallelism on the outer s levels and the free search inside (every s
+/// between; on ties the earlier candidate is kept).
+pub struct CriticalDp;
+
+impl Search for CriticalDp {
+    fn name(&self) -> &'static str {
+        "critical-dp"
+    }
+
+    fn candidates(&self, workers: usize, _opts: &PlanOptions) -> Vec<Candidate> {
+        let factors = factorize(workers);
+        let mut out = Candidate::uniform(factors.clone(), LayoutRule::Free, None);
+        if factors.len() > 1 {
+            out.extend(Candidate::uniform(vec![workers], LayoutRule::Free, None));
+        }
+        if workers > 1 {
+            let mut dp = Candidate::uniform(
+                factors.clone(),
+                LayoutRule::DataParallel,
+                Some("data parallelism".to_string()),
+            );
+            dp[0].only_if_fits = true;
+            out.extend(dp);
+        }
+        // Hybrids: data parallelism on the outer s levels, the free search
+        // inside (Megatron-LM's shape: replicas across the slow outer
+        // levels, partitioning within). The level-by-level recursion alone
+        // decides the outer levels without seeing the inner ones.
+        for s in 1..factors.len() {
+            let mut rules = vec![LayoutRule::DataParallel; s];
+            rules.extend(vec![LayoutRule::Free; factors.len() - s]);
+            out.push(Candidate {
+                factors: factors.clone(),
+                rules,
+                label: Some(format!(
+                    "data parallel {} × recursion {}",
+                    factors[..s].iter().product::<usize>(),
+                    factors[s..]
+                        .iter()
+                        .map(|f| f.to_string())
+                        .collect::<Vec<_>>()
+                        .join("·")
+                )),
+                only_if_fits: false,
+            });
+        }
+        out
+    }
+}
