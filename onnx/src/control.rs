@@ -3,11 +3,17 @@
 //! unrolled.
 //!
 //! Takes an `If` or `Loop` node and the values known so far; gives the
-//! nodes that replace it (the importer lowers them next, in order), or
-//! `None` for other nodes. Values defined inside a subgraph are renamed
+//! nodes that replace it (the importer lowers them next, in order), each
+//! with the `Loop` iteration it belongs to (its time step, which the
+//! importer records as the graph's step metadata, `planner::graph::Op::step`;
+//! `None` for an `If` branch and for a loop's glue nodes after the last
+//! iteration), or `None` for other nodes. A `Loop` inside an unrolled
+//! iteration is unrolled too, but its nodes keep the outer iteration's step
+//! (the importer's choice: every outer step then holds the same ops, which
+//! is what coarsening matches steps by). Values defined inside a subgraph are renamed
 //! `<node>/<name>` (`If`) or `<node>/t<i>/<name>` (`Loop` iteration i — the
-//! `t<digits>` name segment is what coarsening groups RNN time steps by, so
-//! unrolled iterations form such a group); its initializers become
+//! `t<digits>` name segment is kept for readers; coarsening groups the
+//! iterations by the step metadata); its initializers become
 //! `Constant` nodes; the subgraph's outputs reach the node's outputs through
 //! `Identity` nodes. A `Loop`'s scan outputs are the iterations' values
 //! stacked along a new axis 0 (`Unsqueeze` + `Concat`). Errors (a reason)
@@ -27,12 +33,17 @@ use crate::node::Node;
 /// Most `Loop` iterations unrolled.
 pub const MAX_UNROLL: usize = 4096;
 
+/// A node replacing a control-flow node, with the `Loop` iteration (0
+/// first) it was unrolled from; `None` outside the iterations.
+pub type Stepped = (NodeProto, Option<u32>);
+
 /// The nodes replacing `n` (see the module doc); `Ok(None)` when `n` is not
 /// control flow. Errors: a reason naming the input that depends on run-time
 /// data, or the unsupported form.
-pub fn expand(l: &Lower, n: &Node) -> Result<Option<Vec<NodeProto>>, String> {
+pub fn expand(l: &Lower, n: &Node) -> Result<Option<Vec<Stepped>>, String> {
+    let unstepped = |v: Vec<NodeProto>| v.into_iter().map(|p| (p, None)).collect();
     match n.op_type() {
-        "If" => expand_if(l, n).map(Some),
+        "If" => expand_if(l, n).map(unstepped).map(Some),
         "Loop" => expand_loop(l, n).map(Some),
         "Scan" => Err(
             "Scan is not unrolled at import (only If with a foldable condition and Loop with a constant trip count are)"
@@ -82,7 +93,8 @@ fn expand_if(l: &Lower, n: &Node) -> Result<Vec<NodeProto>, String> {
     Ok(out)
 }
 
-fn expand_loop(l: &Lower, n: &Node) -> Result<Vec<NodeProto>, String> {
+fn expand_loop(l: &Lower, n: &Node) -> Result<Vec<Stepped>, String> {
+    let unstepped = |v: Vec<NodeProto>| v.into_iter().map(|p| (p, None)).collect();
     let body = graph_attr(n, "body")?;
     let Some(m) = n.input(0) else {
         return Err("has no trip count (a while loop), which cannot be unrolled at import".into());
@@ -96,7 +108,7 @@ fn expand_loop(l: &Lower, n: &Node) -> Result<Vec<NodeProto>, String> {
     if let Some(c) = n.input(1) {
         match l.arg_data(c) {
             Some(d) if d.values.iter().all(|&v| v != 0.0) => {}
-            Some(_) => return Ok(loop_outputs_without_iterations(n, body)),
+            Some(_) => return Ok(unstepped(loop_outputs_without_iterations(n, body))),
             None => {
                 return Err(format!(
                     "its termination condition `{c}` depends on run-time data; only loops with a constant trip count are unrolled"
@@ -111,7 +123,7 @@ fn expand_loop(l: &Lower, n: &Node) -> Result<Vec<NodeProto>, String> {
         ));
     }
     if trips == 0 {
-        return Ok(loop_outputs_without_iterations(n, body));
+        return Ok(unstepped(loop_outputs_without_iterations(n, body)));
     }
     let carried = n.n_inputs().saturating_sub(2);
     if body.input.len() != carried + 2 || body.output.len() < carried + 1 {
@@ -121,7 +133,7 @@ fn expand_loop(l: &Lower, n: &Node) -> Result<Vec<NodeProto>, String> {
             body.output.len()
         ));
     }
-    let mut out = Vec::new();
+    let mut out: Vec<Stepped> = Vec::new();
     let mut state: Vec<String> = (0..carried)
         .map(|k| n.input(k + 2).unwrap_or_default().to_string())
         .collect();
@@ -129,17 +141,18 @@ fn expand_loop(l: &Lower, n: &Node) -> Result<Vec<NodeProto>, String> {
     let mut scans: Vec<Vec<String>> = vec![Vec::new(); n_scan];
     for t in 0..trips {
         let prefix = format!("{}/t{t}", n.name);
+        let mut it = Vec::new();
         let mut bound = HashMap::new();
         let iter = format!("{prefix}/iteration");
-        out.push(constant_i64(&iter, t as i64, false));
+        it.push(constant_i64(&iter, t as i64, false));
         bound.insert(body.input[0].name.clone(), iter);
         let cond = format!("{prefix}/cond");
-        out.push(constant_i64(&cond, 1, true));
+        it.push(constant_i64(&cond, 1, true));
         bound.insert(body.input[1].name.clone(), cond);
         for (k, s) in state.iter().enumerate() {
             bound.insert(body.input[k + 2].name.clone(), s.clone());
         }
-        let rename = inline(body, &prefix, &bound, &mut out);
+        let rename = inline(body, &prefix, &bound, &mut it);
         state = (0..carried)
             .map(|k| rename(&body.output[k + 1].name))
             .collect();
@@ -147,14 +160,16 @@ fn expand_loop(l: &Lower, n: &Node) -> Result<Vec<NodeProto>, String> {
             let v = rename(&body.output[1 + carried + j].name);
             let u = format!("{prefix}/scan{j}");
             let axes = format!("{prefix}/scan{j}_axes");
-            out.push(axes_const(&axes));
-            out.push(unsqueeze0(&u, &v, &axes));
+            it.push(axes_const(&axes));
+            it.push(unsqueeze0(&u, &v, &axes));
             sc.push(u);
         }
+        // MAX_UNROLL bounds t well below u32::MAX.
+        out.extend(it.into_iter().map(|p| (p, Some(t as u32))));
     }
     for (k, s) in state.iter().enumerate() {
         if let Some(o) = n.proto.output.get(k).filter(|o| !o.is_empty()) {
-            out.push(identity(&format!("{}/out/{o}", n.name), s, o));
+            out.push((identity(&format!("{}/out/{o}", n.name), s, o), None));
         }
     }
     for (j, sc) in scans.iter().enumerate() {
@@ -165,7 +180,7 @@ fn expand_loop(l: &Lower, n: &Node) -> Result<Vec<NodeProto>, String> {
             c.input = sc.clone();
             c.output = vec![o.clone()];
             c.attribute = vec![int_attr("axis", 0)];
-            out.push(c);
+            out.push((c, None));
         }
     }
     Ok(out)

@@ -312,9 +312,18 @@ pub fn import(
         }
         let mut used_names = HashSet::new();
         let mut needs_opaque = None;
-        let mut queue: std::collections::VecDeque<(usize, onnx_protobuf::NodeProto)> =
-            graph.node.iter().cloned().enumerate().collect();
-        while let Some((i, np_owned)) = queue.pop_front() {
+        // Each node with the `Loop` iteration it was unrolled from (its time
+        // step; nested loops keep the outermost loop's steps).
+        let mut queue: std::collections::VecDeque<(usize, onnx_protobuf::NodeProto, Option<u32>)> =
+            graph
+                .node
+                .iter()
+                .cloned()
+                .enumerate()
+                .map(|(i, n)| (i, n, None))
+                .collect();
+        while let Some((i, np_owned, step)) = queue.pop_front() {
+            l.set_step(step);
             let np = &np_owned;
             let node_name = if !np.name.is_empty() && used_names.insert(np.name.clone()) {
                 np.name.clone()
@@ -376,8 +385,8 @@ pub fn import(
             l.begin_node(&node_name);
             match crate::control::expand(&l, &node) {
                 Ok(Some(nodes)) => {
-                    for n in nodes.into_iter().rev() {
-                        queue.push_front((i, n));
+                    for (n, t) in nodes.into_iter().rev() {
+                        queue.push_front((i, n, step.or(t)));
                     }
                     *s.inlined.entry(np.op_type.clone()).or_default() += 1;
                     continue;
@@ -456,6 +465,7 @@ pub fn import(
             bind_outputs(&mut l, np, outs);
             *s.mapped.entry(np.op_type.clone()).or_default() += 1;
         }
+        l.set_step(None);
         if needs_opaque.is_some() {
             if attempt > graph.node.len() + 2 {
                 return Err(OnnxError::Library(

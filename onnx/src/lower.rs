@@ -105,6 +105,9 @@ pub struct Entry {
     pub tensor: Option<TensorId>,
     /// Its value, if known at import time.
     pub known: Option<Known>,
+    /// The `Loop` iteration that defined it (see [`Lower::set_step`]): the
+    /// step its leaf tensor takes when a known value is materialised.
+    pub step: Option<u32>,
 }
 
 /// What a lowering function gives for each node output.
@@ -155,6 +158,7 @@ pub struct Lower<'l> {
     pub producers: HashMap<TensorId, (String, Vec<TensorId>)>,
     node: String,
     emitted: usize,
+    step: Option<u32>,
 }
 
 impl<'l> Lower<'l> {
@@ -169,6 +173,7 @@ impl<'l> Lower<'l> {
             producers: HashMap::new(),
             node: String::new(),
             emitted: 0,
+            step: None,
         }
     }
 
@@ -176,6 +181,22 @@ impl<'l> Lower<'l> {
     pub fn begin_node(&mut self, name: &str) {
         self.node = name.to_string();
         self.emitted = 0;
+    }
+
+    /// Mark what is lowered from now on as time step `step` of an unrolled
+    /// `Loop` (`None`: outside the iterations): the operators emitted, their
+    /// outputs, and the known values defined (their leaf tensors, weights
+    /// excepted, take the step of the iteration that defined them). Sets
+    /// [`GraphBuilder::set_step`], the metadata coarsening groups time steps
+    /// by (Tofu §4.2.1).
+    pub fn set_step(&mut self, step: Option<u32>) {
+        self.step = step;
+        self.b.set_step(step);
+    }
+
+    /// The time step set by [`Lower::set_step`].
+    pub fn step(&self) -> Option<u32> {
+        self.step
     }
 
     /// Operators emitted for the current node so far.
@@ -244,14 +265,20 @@ impl<'l> Lower<'l> {
             Src::External(_) if k.kind == Kind::Weight => Fill::Normal { std: 0.02 },
             Src::External(_) => Fill::Constant { value: 0.0 },
         };
+        // The leaf belongs to the step that defined the value (weights and
+        // outer-scope values to none), not to the step that first reads it.
+        let leaf_step = if k.kind == Kind::Weight { None } else { e.step };
+        self.b.set_step(leaf_step);
         let t = match k.kind {
             Kind::Weight => match fill {
-                Fill::Constant { value } => self.b.weight_const(name, &k.shape, value)?,
-                Fill::Normal { std } => self.b.weight(name, &k.shape, std)?,
+                Fill::Constant { value } => self.b.weight_const(name, &k.shape, value),
+                Fill::Normal { std } => self.b.weight(name, &k.shape, std),
                 _ => unreachable!("fill_of gives constant or normal"),
             },
-            Kind::Constant | Kind::Input => self.b.input(name, &k.shape, k.elem.dtype(), fill)?,
+            Kind::Constant | Kind::Input => self.b.input(name, &k.shape, k.elem.dtype(), fill),
         };
+        self.b.set_step(self.step);
+        let t = t?;
         self.leaf_values.push((t, k.clone()));
         self.values.get_mut(name).expect("present").tensor = Some(t);
         Ok(t)
@@ -267,6 +294,7 @@ impl<'l> Lower<'l> {
             Entry {
                 tensor: Some(t),
                 known: None,
+                step: self.step,
             },
         );
         Ok(t)
@@ -279,6 +307,7 @@ impl<'l> Lower<'l> {
             Entry {
                 tensor: None,
                 known: Some(known),
+                step: self.step,
             },
         );
     }
@@ -290,6 +319,7 @@ impl<'l> Lower<'l> {
             Entry {
                 tensor: Some(t),
                 known: None,
+                step: self.step,
             },
         );
     }

@@ -3,16 +3,22 @@
 //! `Loop` with a constant trip count is unrolled (iterations named
 //! `<loop>/t<i>/…`) and computes what the loop computes (checked with the
 //! interpreter against values worked out by hand); a condition that depends
-//! on run-time data is an error naming it.
+//! on run-time data is an error naming it. Each iteration's operators carry
+//! its time step as graph metadata, which coarsening (Tofu §4.2.1) groups
+//! the iterations by.
 
 mod common;
 
 use std::path::Path;
 
 use common::models::{branch, graph_attr, if_on_shape, ints, model, node, vi};
+use interval::cache::StrategyCache;
 use onnx::Options;
 use onnx_protobuf::{GraphProto, TensorProto};
 use planner::graph::execute::{execute, Values};
+use planner::graph::{Graph, OpRole};
+use planner::plan::coarsen::coarsen;
+use planner::plan::model::Model;
 
 fn library() -> &'static tdl::Library {
     static LIB: std::sync::OnceLock<tdl::Library> = std::sync::OnceLock::new();
@@ -159,4 +165,132 @@ fn loop_with_a_constant_trip_count_is_unrolled() {
     let s = out("stacked");
     assert_eq!(s.shape, vec![3, 2]);
     assert_eq!(s.data, vec![22.0, 44.0, 24.0, 48.0, 26.0, 52.0]);
+}
+
+/// An RNN as a `Loop` run 3 times: `h ← tanh(h·W + x)`, `W` a weight.
+fn rnn_loop() -> onnx::proto::Model {
+    let mut body = GraphProto::new();
+    body.name = "cell".into();
+    body.input = vec![
+        vi("i", 7, &[]),
+        vi("cond_in", 9, &[]),
+        vi("h_in", 1, &[2, 4]),
+    ];
+    body.output = vec![vi("cond_out", 9, &[]), vi("h_out", 1, &[2, 4])];
+    body.node = vec![
+        node("Identity", &["cond_in"], &["cond_out"], vec![]),
+        node("MatMul", &["h_in", "w"], &["hw"], vec![]),
+        node("Add", &["hw", "x"], &["pre"], vec![]),
+        node("Tanh", &["pre"], &["h_out"], vec![]),
+    ];
+    let mut g = GraphProto::new();
+    g.name = "rnn_loop".into();
+    g.input = vec![vi("x", 1, &[2, 4]), vi("h0", 1, &[2, 4])];
+    g.output = vec![vi("h", 1, &[2, 4])];
+    let mut w = TensorProto::new();
+    w.name = "w".into();
+    w.data_type = 1;
+    w.dims = vec![4, 4];
+    w.float_data = vec![0.1; 16];
+    let mut cond = TensorProto::new();
+    cond.name = "cond".into();
+    cond.data_type = 9;
+    cond.int32_data = vec![1];
+    g.initializer = vec![ints("trips", &[3], true), cond, w];
+    g.node = vec![node(
+        "Loop",
+        &["trips", "cond", "h0"],
+        &["h"],
+        vec![graph_attr("body", body)],
+    )];
+    model(g)
+}
+
+/// The iteration in an unrolled op's name (`h/t<i>/…`), read by the test only.
+fn iteration_in_name(name: &str) -> Option<u32> {
+    name.strip_prefix("h/t")?.split('/').next()?.parse().ok()
+}
+
+/// `graph` with every op and tensor renamed `n<k>` (so no name holds a
+/// `t<digits>` segment) and, unless `keep_steps`, its step metadata removed.
+fn renamed(graph: &Graph, keep_steps: bool) -> Graph {
+    let mut ops = graph.ops().to_vec();
+    let mut tensors = graph.tensors().to_vec();
+    for (k, o) in ops.iter_mut().enumerate() {
+        o.name = format!("n{k}");
+        o.step = o.step.filter(|_| keep_steps);
+    }
+    for (k, t) in tensors.iter_mut().enumerate() {
+        t.name = format!("m{k}");
+        t.step = t.step.filter(|_| keep_steps);
+    }
+    Graph::from_parts(
+        graph.name().to_string(),
+        ops,
+        tensors,
+        graph.groups().to_vec(),
+        graph.loss(),
+    )
+    .unwrap()
+}
+
+#[test]
+fn unrolled_loop_iterations_are_time_steps_that_coarsening_coalesces() {
+    let opts = Options {
+        training: true,
+        ..Default::default()
+    };
+    let imp = onnx::import(&rnn_loop(), Path::new("rnn.onnx"), library(), &opts)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let graph = &imp.graph;
+    assert!(graph.ops().iter().any(|o| o.role == OpRole::Backward));
+    // Every forward op of iteration i (by its name) has step i; no other op
+    // has a step; each iteration has the cell's MatMul, Add and Tanh.
+    let mut per_step = [0usize; 3];
+    for o in graph.ops() {
+        let want = iteration_in_name(&o.name).filter(|_| o.role == OpRole::Forward);
+        assert_eq!(o.step, want, "op `{}` ({:?})", o.name, o.role);
+        if let Some(s) = want {
+            per_step[s as usize] += 1;
+        }
+    }
+    assert!(
+        per_step.iter().all(|&n| n >= 3 && n == per_step[0]),
+        "{per_step:?}"
+    );
+    // The weight belongs to no step; each iteration's activations to theirs.
+    let w = graph.tensor_by_name("w").expect("weight tensor");
+    assert_eq!(graph.tensor(w).step, None);
+    for (i, t) in graph.tensors().iter().enumerate() {
+        let id = planner::graph::TensorId(i as u32);
+        if let Some(p) = graph.producer(id) {
+            let op = graph.op(p);
+            if op.role == OpRole::Forward {
+                assert_eq!(t.step, op.step, "tensor `{}`", t.name);
+            }
+        }
+    }
+
+    let lib = &imp.library;
+    let cache = StrategyCache::new();
+    // Names without `t<i>` segments: only the metadata tells the steps.
+    let stepped = renamed(graph, true);
+    let got = coarsen(&stepped, &Model::new(&stepped, lib, &cache).unwrap());
+    let covers_every_step = |slot: &[planner::graph::OpId]| {
+        let mut s: Vec<Option<u32>> = slot.iter().map(|&o| graph.op(o).step).collect();
+        s.sort();
+        s == [Some(0), Some(1), Some(2)]
+    };
+    assert!(
+        got.iter()
+            .any(|c| c.op_slots.iter().any(|s| covers_every_step(s))),
+        "no cluster holds an op of every iteration"
+    );
+    // Without the metadata nothing is coalesced.
+    let bare = renamed(graph, false);
+    let plain = coarsen(&bare, &Model::new(&bare, lib, &cache).unwrap());
+    assert!(plain.len() > got.len());
+    assert!(plain
+        .iter()
+        .all(|c| c.op_slots.iter().all(|s| s.len() == 1)));
 }
