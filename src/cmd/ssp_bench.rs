@@ -32,8 +32,9 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 2)]
     pub staleness: u32,
     /// Managed-communication budget of the third run, bytes per second per
-    /// client; the default is well below the ~6 MB/s of updates that 4
-    /// workers produce, so the budget binds.
+    /// client. The leaky bucket meters every send, clock-end flushes
+    /// included (`ssp::comm`), and the default is below the 4–6 MB/s of
+    /// updates that 4 workers produce in a debug build, so it binds.
     #[arg(long, default_value_t = 1_000_000)]
     pub bandwidth: u64,
     /// Order of early sends in the managed run.
