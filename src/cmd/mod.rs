@@ -9,5 +9,6 @@ pub mod loops;
 pub mod plan;
 pub mod run;
 pub mod ssp;
+pub mod ssp_bench;
 pub mod ssp_mlp;
 pub mod strategies;

@@ -15,13 +15,13 @@
 //! killed run restarts from the latest one (`server --restore`, `worker
 //! --resume`), losing and repeating nothing.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
 use ssp::checkpoint::ShardCheckpoint;
 use ssp::counter::{run_worker, CounterSpec};
-use ssp::mf::{load_inter, split, train, MfConfig};
+use ssp::mf::{load_inter, split, train, MfConfig, Rating, Ratings};
 use ssp::server::ShardState;
 use ssp::tcp::{TcpConnections, TcpServer};
 use ssp::{Client, ClientId, CommConfig, Priority, ShardId};
@@ -38,6 +38,10 @@ pub struct Args {
 pub enum SspCommand {
     /// SGD matrix factorisation on MovieLens-100K through the parameter server.
     Mf(MfArgs),
+    /// Benchmark: MF on MovieLens-100K under BSP, SSP and SSP + managed
+    /// communication in one run; epochs and seconds to a held-out RMSE,
+    /// with ratios against BSP.
+    Bench(super::ssp_bench::BenchArgs),
     /// Data-parallel training of tofu's MLP training graph (digits) through
     /// the parameter server, gradients from the runner's CPU backend.
     Mlp(super::ssp_mlp::MlpArgs),
@@ -192,7 +196,7 @@ pub struct CommArgs {
     pub json: bool,
 }
 
-fn parse_priority(s: &str) -> Result<Priority, String> {
+pub(crate) fn parse_priority(s: &str) -> Result<Priority, String> {
     s.parse()
 }
 
@@ -223,6 +227,7 @@ pub struct MfArgs {
 pub fn run(args: Args) -> miette::Result<ExitCode> {
     match args.command {
         SspCommand::Mf(a) => mf(a),
+        SspCommand::Bench(a) => super::ssp_bench::bench(a),
         SspCommand::Mlp(a) => super::ssp_mlp::mlp(a),
         SspCommand::Server(a) => server(a),
         SspCommand::Worker(a) => worker(a),
@@ -257,30 +262,62 @@ fn default_movielens() -> miette::Result<PathBuf> {
     }
 }
 
-fn mf(a: MfArgs) -> miette::Result<ExitCode> {
-    let c = &a.comm;
-    if c.workers == 0 || c.epochs == 0 || a.rank == 0 || a.clocks_per_epoch == 0 {
+/// MovieLens-100K (or `data`), split 90/10 with `seed`: the ratings and
+/// the train and held-out sets.
+///
+/// # Errors
+/// The file is missing (names the fetch script) or malformed.
+pub(crate) fn load_movielens(
+    data: Option<&Path>,
+    seed: u64,
+) -> miette::Result<(Ratings, Vec<Rating>, Vec<Rating>)> {
+    let file = match data {
+        Some(f) => f.to_path_buf(),
+        None => default_movielens()?,
+    };
+    let ratings = load_inter(&file).map_err(|e| miette::miette!("--data: {e}"))?;
+    let (tr, te) = split(&ratings, 0.9, seed);
+    Ok((ratings, tr, te))
+}
+
+/// The MF run settings of the communication flags, rank (latent factors),
+/// clocks per epoch and AdaRevision's base rate α (`None`: plain SGD).
+///
+/// # Errors
+/// `--workers`, `--epochs`, `rank` or `clocks_per_epoch` is zero.
+pub(crate) fn mf_config(
+    c: &CommArgs,
+    rank: u32,
+    clocks_per_epoch: u32,
+    adarevision: Option<f32>,
+) -> miette::Result<MfConfig> {
+    if c.workers == 0 || c.epochs == 0 || rank == 0 || clocks_per_epoch == 0 {
         return Err(miette::miette!(
             "--workers, --epochs, --rank and --clocks-per-epoch must be at least 1"
         ));
     }
-    let file = match &a.data {
-        Some(f) => f.clone(),
-        None => default_movielens()?,
-    };
-    let data = load_inter(&file).map_err(|e| miette::miette!("--data: {e}"))?;
-    let (tr, te) = split(&data, 0.9, c.seed);
-    let cfg = MfConfig {
+    Ok(MfConfig {
         workers: c.workers,
         staleness: c.staleness,
-        rank: a.rank,
+        rank,
         epochs: c.epochs,
-        clocks_per_epoch: a.clocks_per_epoch,
+        clocks_per_epoch,
         seed: c.seed,
         comm: comm_config(c),
-        adarevision: a.adarevision.then_some(a.ada_alpha),
+        adarevision,
         ..MfConfig::default()
-    };
+    })
+}
+
+fn mf(a: MfArgs) -> miette::Result<ExitCode> {
+    let c = &a.comm;
+    let cfg = mf_config(
+        c,
+        a.rank,
+        a.clocks_per_epoch,
+        a.adarevision.then_some(a.ada_alpha),
+    )?;
+    let (data, tr, te) = load_movielens(a.data.as_deref(), c.seed)?;
     if !c.json {
         eprintln!(
             "ssp mf: {} ratings ({} users, {} items), {} train / {} held out, {} workers, s = {}",

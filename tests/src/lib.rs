@@ -76,3 +76,26 @@ pub fn temp_dir(name: &str) -> PathBuf {
     std::fs::create_dir_all(&d).expect("create temp dir");
     d
 }
+
+/// The MovieLens-100K cache (`$TOFU_MOVIELENS_CACHE`, default
+/// `~/.cache/tofu/recbole-1.2.1`) if it holds `ml-100k.inter`; otherwise
+/// prints `SKIPPED` and gives `None`, or panics when `CI` is set (data
+/// must be fetched there by `scripts/fetch-movielens.sh`).
+pub fn movielens_cache() -> Option<PathBuf> {
+    let cache = std::env::var_os("TOFU_MOVIELENS_CACHE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(std::env::var_os("HOME").unwrap_or_else(|| "/root".into()))
+                .join(".cache/tofu/recbole-1.2.1")
+        });
+    if cache.join("ml-100k.inter").is_file() {
+        return Some(cache);
+    }
+    let msg = format!(
+        "MovieLens-100K not in {}: run `bash scripts/fetch-movielens.sh`",
+        cache.display()
+    );
+    assert!(std::env::var_os("CI").is_none(), "{msg}");
+    eprintln!("SKIPPED: {msg}");
+    None
+}

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use tofu_tests::tofu_bin;
+use tofu_tests::{movielens_cache, tofu_bin};
 
 fn spawn(args: &[String], stdout: bool) -> Child {
     Command::new(tofu_bin())
@@ -196,21 +196,9 @@ fn killed_server_restarts_from_checkpoint_losing_and_repeating_nothing() {
 
 #[test]
 fn ssp_mf_json_summary() {
-    let cache = std::env::var_os("TOFU_MOVIELENS_CACHE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(std::env::var_os("HOME").unwrap_or_else(|| "/root".into()))
-                .join(".cache/tofu/recbole-1.2.1")
-        });
-    if !cache.join("ml-100k.inter").is_file() {
-        let msg = format!(
-            "MovieLens-100K not in {}: run `bash scripts/fetch-movielens.sh`",
-            cache.display()
-        );
-        assert!(std::env::var_os("CI").is_none(), "{msg}");
-        eprintln!("SKIPPED: {msg}");
+    let Some(cache) = movielens_cache() else {
         return;
-    }
+    };
     let out = Command::new(tofu_bin())
         .args([
             "ssp",
