@@ -11,4 +11,5 @@ pub mod run;
 pub mod ssp;
 pub mod ssp_bench;
 pub mod ssp_mlp;
+pub mod ssp_processes;
 pub mod strategies;

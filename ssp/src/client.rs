@@ -26,6 +26,7 @@ use crossbeam_channel::Sender;
 use crate::error::SspError;
 use crate::link::Outbound;
 use crate::message::ToServer;
+use crate::placement::Placement;
 use crate::types::{ClientId, Clock, RowKey, RowValues, TableConfig, TableId, Version};
 
 /// A cached row and the stamp it came with.
@@ -99,6 +100,8 @@ pub(crate) struct ClientShared {
     pub(crate) worker_clocks: Mutex<Vec<Clock>>,
     pub(crate) cmd: Sender<Cmd>,
     pub(crate) stats: ClientStats,
+    /// Where rows live: a placement, or the fixed hash when `None`.
+    pub(crate) placement: Option<Arc<Placement>>,
 }
 
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -110,6 +113,15 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 impl ClientShared {
     pub(crate) fn table(&self, id: TableId) -> Result<&TableConfig, SspError> {
         self.tables.get(&id).ok_or(SspError::UnknownTable(id))
+    }
+
+    /// The index of the shard (and link) that holds `key`: the placement's
+    /// choice, or the fixed hash ([`RowKey::shard`]) without one.
+    pub(crate) fn shard_of(&self, key: RowKey) -> usize {
+        match &self.placement {
+            Some(p) => p.shard_of(key).0 as usize,
+            None => key.shard(self.shards.len()).0 as usize,
+        }
     }
 }
 
@@ -154,7 +166,7 @@ impl Worker {
     pub fn get_row_versioned(&self, key: RowKey) -> Result<(RowValues, Clock, Version), SspError> {
         let table = *self.shared.table(key.table)?;
         let need = table.min_stamp(self.clock);
-        let shard = key.shard(self.shared.shards.len()).0 as usize;
+        let shard = self.shared.shard_of(key);
         let mut cache = lock(&self.shared.cache);
         loop {
             let fresh = cache.shard_clock[shard];

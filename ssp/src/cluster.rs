@@ -24,7 +24,8 @@ use crate::types::{ClientId, RowKey, RowValues, ShardId, TableConfig};
 pub struct ClusterConfig {
     /// The tables.
     pub tables: Vec<TableConfig>,
-    /// Server shards (rows are hash-partitioned over them).
+    /// Server shards (rows are hash-partitioned over them, or placed by
+    /// [`CommConfig::placement`]).
     pub shards: usize,
     /// Client processes (each with its own row cache).
     pub clients: usize,
@@ -50,6 +51,8 @@ pub struct RunReport {
     pub early_sent: u64,
     /// Every shard's checkpoints, in order of shard then clock.
     pub checkpoints: Vec<ShardCheckpoint>,
+    /// The shard that held each row (where the clients' routing sent it).
+    pub holder: BTreeMap<RowKey, ShardId>,
 }
 
 /// A running in-process cluster.
@@ -169,12 +172,15 @@ impl LocalCluster {
         let mut rows = BTreeMap::new();
         let mut applied = 0;
         let mut checkpoints = Vec::new();
+        let mut holder = BTreeMap::new();
         for h in self.shards {
             match h.join() {
                 Ok(Ok(mut state)) => {
                     checkpoints.extend(state.take_checkpoints());
                     applied += state.applied();
-                    rows.extend(state.rows());
+                    let held = state.rows();
+                    holder.extend(held.keys().map(|&k| (k, state.id())));
+                    rows.extend(held);
                 }
                 Ok(Err(e)) => {
                     first_err.get_or_insert(e);
@@ -192,6 +198,7 @@ impl LocalCluster {
                 bytes_sent,
                 early_sent,
                 checkpoints,
+                holder,
             }),
         }
     }

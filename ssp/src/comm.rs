@@ -23,6 +23,7 @@ use crate::error::SspError;
 use crate::link::Outbound;
 use crate::managed::{rank, select, Candidate, LeakyBucket, Priority};
 use crate::message::{ToClient, ToServer};
+use crate::placement::Placement;
 use crate::types::{ClientId, Clock, RowKey, RowValues, TableConfig, Version};
 
 /// Communication settings of a client (thesis §3.2).
@@ -45,6 +46,11 @@ pub struct CommConfig {
     /// Keep `(time, bytes)` of every increment sent in
     /// [`ClientStats::send_log`].
     pub record_sends: bool,
+    /// Which shard holds each row (seed 004's placement policies): `None`
+    /// routes by the fixed hash ([`RowKey::shard`]). Every client and
+    /// every process of a run must use the same; its shard count must
+    /// equal the number of shard links.
+    pub placement: Option<Arc<Placement>>,
 }
 
 impl Default for CommConfig {
@@ -57,6 +63,7 @@ impl Default for CommConfig {
             tick: Duration::from_millis(2),
             seed: 0,
             record_sends: false,
+            placement: None,
         }
     }
 }
@@ -86,7 +93,8 @@ impl Client {
     /// when its thread is done).
     ///
     /// # Errors
-    /// [`SspError::Config`] for zero workers or shards.
+    /// [`SspError::Config`] for zero workers or shards, or a placement
+    /// over another number of shards than `shards.len()`.
     pub fn start(
         id: ClientId,
         tables: &[TableConfig],
@@ -118,6 +126,15 @@ impl Client {
                 shards.len()
             )));
         }
+        if let Some(p) = &comm.placement {
+            if p.shards() != shards.len() {
+                return Err(SspError::Config(format!(
+                    "the placement is over {} shards but the client has links to {}",
+                    p.shards(),
+                    shards.len()
+                )));
+            }
+        }
         let (cmd_tx, cmd_rx) = crossbeam_channel::unbounded();
         let shared = Arc::new(ClientShared {
             id,
@@ -132,6 +149,7 @@ impl Client {
             worker_clocks: Mutex::new(vec![start; workers]),
             cmd: cmd_tx,
             stats: ClientStats::default(),
+            placement: comm.placement.clone(),
         });
         let s = Arc::clone(&shared);
         let receiver = std::thread::Builder::new()
@@ -299,7 +317,7 @@ impl Sender<'_> {
         if self.comm.record_sends {
             lock(&stats.send_log).push((at, bytes));
         }
-        let shard = key.shard(self.shared.shards.len()).0 as usize;
+        let shard = self.shared.shard_of(key);
         self.shared.shards[shard].send(msg)
     }
 
@@ -419,7 +437,7 @@ impl Sender<'_> {
         cache.held.retain(|_, v| !v.is_empty());
         drop(out);
         for (key, version) in free {
-            let shard = key.shard(self.shared.shards.len()).0 as usize;
+            let shard = self.shared.shard_of(key);
             self.shared.shards[shard].send(ToServer::Release {
                 client: self.shared.id,
                 key,

@@ -125,6 +125,11 @@ impl Placement {
         Ok(Placement { shards, ranges })
     }
 
+    /// The number of shards placed over.
+    pub fn shards(&self) -> usize {
+        self.shards
+    }
+
     /// The shard that holds `key`; a table not placed falls back to the
     /// hash partition ([`RowKey::shard`]).
     pub fn shard_of(&self, key: RowKey) -> ShardId {

@@ -1,9 +1,14 @@
 //! Placement policies (seed 004) against hand-worked assignments and, for
-//! greedy largest-first, a brute-force search over every assignment.
+//! greedy largest-first, a brute-force search over every assignment; and
+//! a run whose clients route rows by a placement, checked against the
+//! hand-worked shard of every row.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use proptest::prelude::*;
 use ssp::placement::{Placement, Policy, TableSize};
-use ssp::{RowKey, ShardId, TableId};
+use ssp::{ClusterConfig, CommConfig, LocalCluster, RowKey, ShardId, TableConfig, TableId};
 
 fn t(table: u32, rows: u64, cols: u64) -> TableSize {
     TableSize {
@@ -105,4 +110,105 @@ proptest! {
         }
         prop_assert_eq!(load, p.load(&tables));
     }
+}
+
+/// Runs two clients of two workers that each add 1 to every row of two
+/// tables (10 rows × 3 columns, 2 rows × 5 columns) over 3 shards routed
+/// by `placement`; returns the shard that held each row at the end.
+fn held_rows(placement: Option<Placement>) -> BTreeMap<RowKey, ShardId> {
+    let tables = vec![TableConfig::dense(0, 3, 1), TableConfig::dense(1, 5, 1)];
+    let cfg = ClusterConfig {
+        tables,
+        shards: 3,
+        clients: 2,
+        workers_per_client: 2,
+        comm: CommConfig {
+            placement: placement.map(Arc::new),
+            ..CommConfig::default()
+        },
+        checkpoint_every: 0,
+    };
+    let (cluster, workers) = LocalCluster::start(&cfg).unwrap();
+    let threads: Vec<_> = workers
+        .into_iter()
+        .flatten()
+        .map(|mut w| {
+            std::thread::spawn(move || {
+                for _ in 0..3 {
+                    for (table, rows) in [(0u32, 10u64), (1, 2)] {
+                        for r in 0..rows {
+                            let key = RowKey::new(table, r);
+                            w.get_row(key).unwrap();
+                            w.inc(key, 0, 1.0).unwrap();
+                        }
+                    }
+                    w.clock().unwrap();
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    let report = cluster.finish().unwrap();
+    // Every row got every increment (4 workers × 3 clocks) on its shard.
+    assert_eq!(report.rows.len(), 12);
+    for (key, v) in &report.rows {
+        assert_eq!(v.get(0), 12.0, "row {key:?}");
+    }
+    report.holder
+}
+
+#[test]
+fn clients_route_rows_to_the_shards_the_policy_names() {
+    let sizes = [t(0, 10, 3), t(1, 2, 5)];
+    let shards_of = |held: &BTreeMap<RowKey, ShardId>, table: u32, rows: u64| -> Vec<u32> {
+        (0..rows)
+            .map(|r| held[&RowKey::new(table, r)].0)
+            .collect::<Vec<_>>()
+    };
+    // Uniform split, by hand: 10 rows over 3 shards are 4, 3, 3 rows; 2
+    // rows are one each on shards 0 and 1.
+    let held = held_rows(Some(
+        Placement::new(&sizes, 3, Policy::UniformSplit).unwrap(),
+    ));
+    assert_eq!(shards_of(&held, 0, 10), vec![0, 0, 0, 0, 1, 1, 1, 2, 2, 2]);
+    assert_eq!(shards_of(&held, 1, 2), vec![0, 1]);
+    // Round-robin: table 0 on shard 0, table 1 on shard 1.
+    let held = held_rows(Some(Placement::new(&sizes, 3, Policy::RoundRobin).unwrap()));
+    assert_eq!(shards_of(&held, 0, 10), vec![0; 10]);
+    assert_eq!(shards_of(&held, 1, 2), vec![1; 2]);
+    // Greedy largest first: table 0 (30 elements) first to shard 0, table 1
+    // (10) to the least-loaded shard 1.
+    let held = held_rows(Some(
+        Placement::new(&sizes, 3, Policy::GreedyLargestFirst).unwrap(),
+    ));
+    assert_eq!(shards_of(&held, 0, 10), vec![0; 10]);
+    assert_eq!(shards_of(&held, 1, 2), vec![1; 2]);
+    // No placement: the fixed hash.
+    let held = held_rows(None);
+    for (key, shard) in &held {
+        assert_eq!(*shard, key.shard(3), "row {key:?}");
+    }
+}
+
+#[test]
+fn a_placement_over_other_shards_is_refused() {
+    let p = Placement::new(&[t(0, 4, 1)], 2, Policy::UniformSplit).unwrap();
+    let cfg = ClusterConfig {
+        tables: vec![TableConfig::dense(0, 1, 0)],
+        shards: 3,
+        clients: 1,
+        workers_per_client: 1,
+        comm: CommConfig {
+            placement: Some(Arc::new(p)),
+            ..CommConfig::default()
+        },
+        checkpoint_every: 0,
+    };
+    let err = LocalCluster::start(&cfg).err().expect("a config error");
+    assert!(
+        err.to_string().contains("placement is over 2 shards"),
+        "{err}"
+    );
 }
