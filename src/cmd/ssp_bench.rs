@@ -31,10 +31,12 @@ pub struct BenchArgs {
     /// Staleness s in clocks of the SSP runs (the BSP run uses 0).
     #[arg(long, default_value_t = 2)]
     pub staleness: u32,
-    /// Managed-communication budget of the third run, bytes per second per
-    /// client. The leaky bucket meters every send, clock-end flushes
-    /// included (`ssp::comm`), and the default is below the 4–6 MB/s of
-    /// updates that 4 workers produce in a debug build, so it binds.
+    /// Managed communication of the third run (thesis §3.2): the per-node
+    /// bandwidth budget, bytes per second per client, enforced by a leaky
+    /// bucket that meters every increment message the client sends —
+    /// clock-end flushes and early sends alike (as `tofu ssp mf
+    /// --bandwidth`). The default is below the 4–6 MB/s of updates that 4
+    /// workers produce in a debug build, so it binds.
     #[arg(long, default_value_t = 1_000_000)]
     pub bandwidth: u64,
     /// Order of early sends in the managed run.

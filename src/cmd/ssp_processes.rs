@@ -193,7 +193,7 @@ pub struct WorkerArgs {
     /// Seed of initialisation, split and order (`--app mf`).
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// Sleep after each clock, milliseconds (`--app counter`).
+    /// Sleep after each clock, milliseconds (slow workers).
     #[arg(long, default_value_t = 0)]
     pub delay_ms: u64,
     /// Managed communication (thesis §3.2): this client's bandwidth
@@ -340,6 +340,7 @@ pub fn worker(a: WorkerArgs) -> miette::Result<ExitCode> {
                 .shape
                 .mf_config(&a.model, a.epochs, a.run.clocks_per_epoch, a.seed);
             cfg.check().map_err(|e| miette::miette!("{e}"))?;
+            cfg.delay = Duration::from_millis(a.delay_ms);
             let (data, train, test) = load_movielens(a.run.data.as_deref(), a.seed)?;
             comm.placement = placement(a.run.placement, &cfg, &data)?;
             cfg.comm = comm.clone();

@@ -29,8 +29,12 @@ use crate::types::{ClientId, Clock, RowKey, RowValues, TableConfig, Version};
 /// Communication settings of a client (thesis §3.2).
 #[derive(Clone, Debug)]
 pub struct CommConfig {
-    /// Budget for increments in bytes per second; 0 = unmanaged (updates go
-    /// out only at clock end, unthrottled: plain bounded staleness).
+    /// The per-node bandwidth budget of managed communication (thesis
+    /// §3.2), bytes per second: a leaky bucket meters every increment
+    /// message this client sends ([`ToServer::wire_bytes`]), clock-end
+    /// flushes (which wait for tokens) and early sends (which spend only
+    /// tokens the bucket holds) alike. 0 = unmanaged: no bucket, updates go
+    /// out only at clock end, unthrottled (plain bounded staleness).
     pub bandwidth: u64,
     /// Bucket capacity in bytes (the burst allowed); 0 = `bandwidth / 20`
     /// (50 ms worth), at least 4 KiB.

@@ -25,37 +25,18 @@ mod ssp_common;
 
 use std::path::PathBuf;
 
-use ssp_common::{assert_close, floats, MfRun};
+use ssp_common::{assert_close, floats, split_counts, users_items, MfRun};
 use tofu_tests::movielens_cache;
 
 fn data() -> Option<PathBuf> {
     movielens_cache().map(|c| c.join("ml-100k.inter"))
 }
 
-/// (training, held-out) ratings of the 90/10 split, counted from the file.
-pub fn split_counts(file: &std::path::Path) -> (u64, u64) {
-    let text = std::fs::read_to_string(file).unwrap();
-    let n = text
-        .lines()
-        .skip(1)
-        .filter(|l| !l.trim().is_empty())
-        .count() as f64;
-    let train = (n * 0.9).round() as u64;
-    (train, n as u64 - train)
-}
-
 fn check(run: &MfRun, tol: f64, tol_train: f64, tol_last: f64) {
     let local = run.in_process();
     let (servers, workers) = run.on_loopback();
     let (train, held) = split_counts(&run.data);
-    let counts = |v: &serde_json::Value| -> Vec<(u64, u64)> {
-        v["ratings_per_epoch"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|p| (p[0].as_u64().unwrap(), p[1].as_u64().unwrap()))
-            .collect()
-    };
+    let counts = MfRun::counts;
     let want = vec![(train, held); run.epochs as usize];
     assert_eq!(counts(&local), want, "in-process ratings per epoch");
     for w in &workers {
@@ -115,4 +96,27 @@ fn mf_processes_on_loopback_match_the_in_process_run_under_bsp() {
 fn mf_processes_on_loopback_match_the_in_process_run_under_ssp() {
     let Some(file) = data() else { return };
     check(&MfRun::small(file, 2), 0.03, 0.03, 0.006);
+}
+
+/// `--placement uniform` through the processes: each server holds the
+/// contiguous row range the policy names — of U users over 2 shards,
+/// ceil(U/2) on shard 0 and the rest on shard 1, the same for items and
+/// for the 3 metrics rows (2 + 1); U and I counted from the file.
+#[test]
+fn mf_processes_place_rows_by_the_uniform_policy() {
+    let Some(file) = data() else { return };
+    let (users, items) = users_items(&file);
+    let mut run = MfRun::small(file, 1);
+    run.epochs = 3;
+    run.worker_flags = vec!["--placement".into(), "uniform".into()];
+    let (servers, workers) = run.on_loopback();
+    let held = |s: usize, table: &str| servers[s]["shards"][0]["rows_per_table"][table].as_u64();
+    let half = |n: u64| (n.div_ceil(2), n / 2);
+    for (table, n) in [("0", users), ("1", items), ("2", 3)] {
+        let (first, second) = half(n);
+        assert_eq!(held(0, table), Some(first), "table {table} on shard 0");
+        assert_eq!(held(1, table), Some(second), "table {table} on shard 1");
+    }
+    let (train, heldout) = split_counts(&run.data);
+    assert_eq!(MfRun::counts(&workers[0]), vec![(train, heldout); 3]);
 }

@@ -77,6 +77,9 @@ pub struct MfConfig {
     pub target_rmse: f64,
     /// AdaRevision's base rate α, or `None` for plain SGD increments.
     pub adarevision: Option<f32>,
+    /// Sleep of every worker after each clock (slow workers, e.g. to give
+    /// a test time to kill a server mid-run); zero by default.
+    pub delay: std::time::Duration,
 }
 
 impl Default for MfConfig {
@@ -95,6 +98,7 @@ impl Default for MfConfig {
             comm: CommConfig::default(),
             target_rmse: 0.95,
             adarevision: None,
+            delay: std::time::Duration::ZERO,
         }
     }
 }

@@ -177,6 +177,9 @@ pub fn run_worker(
             ])?;
             sums.train_sse += sse;
             sums.train_n += count;
+            if !cfg.delay.is_zero() {
+                std::thread::sleep(cfg.delay);
+            }
             worker.clock()?;
         }
         let mut m = Model::new(worker, cfg);

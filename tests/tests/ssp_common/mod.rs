@@ -128,14 +128,16 @@ impl Host {
     }
 }
 
-/// An MF run as processes: `servers` server processes of one shard each,
-/// `clients` worker processes of `workers` threads each.
+/// An MF run as processes: `servers` server processes of
+/// `shards_per_server` shards each, `clients` worker processes of
+/// `workers` threads each.
 #[derive(Clone, Debug)]
 pub struct MfRun {
     pub data: PathBuf,
     pub clients: usize,
     pub workers: usize,
     pub servers: usize,
+    pub shards_per_server: usize,
     pub staleness: u32,
     pub epochs: u32,
     pub rank: u32,
@@ -159,6 +161,7 @@ impl MfRun {
             clients: 2,
             workers: 2,
             servers: 2,
+            shards_per_server: 1,
             staleness,
             epochs: 3,
             rank: 8,
@@ -174,7 +177,7 @@ impl MfRun {
             ("--clients", self.clients.to_string()),
             ("--workers", self.workers.to_string()),
             ("--num-servers", self.servers.to_string()),
-            ("--shards-per-server", "1".into()),
+            ("--shards-per-server", self.shards_per_server.to_string()),
             ("--staleness", self.staleness.to_string()),
             ("--rank", self.rank.to_string()),
         ] {
@@ -204,7 +207,10 @@ impl MfRun {
         for (flag, value) in [
             ("--workers", (self.clients * self.workers).to_string()),
             ("--clients", self.clients.to_string()),
-            ("--shards", self.servers.to_string()),
+            (
+                "--shards",
+                (self.servers * self.shards_per_server).to_string(),
+            ),
             ("--staleness", self.staleness.to_string()),
             ("--rank", self.rank.to_string()),
         ] {
@@ -260,6 +266,16 @@ impl MfRun {
         (servers, workers)
     }
 
+    /// Per-epoch (training, held-out) ratings counted in a run's JSON.
+    pub fn counts(v: &serde_json::Value) -> Vec<(u64, u64)> {
+        v["ratings_per_epoch"]
+            .as_array()
+            .unwrap_or_else(|| panic!("no ratings_per_epoch: {v}"))
+            .iter()
+            .map(|p| (p[0].as_u64().unwrap(), p[1].as_u64().unwrap()))
+            .collect()
+    }
+
     /// Runs the servers and workers to the end; returns the servers' and
     /// the workers' JSON.
     pub fn processes(
@@ -281,6 +297,34 @@ impl MfRun {
         let hosts = vec![Host::loopback(); self.servers.max(self.clients)];
         self.processes(&hosts, &hosts, &ports)
     }
+}
+
+/// (training, held-out) ratings of the 90/10 split of a `.inter` file,
+/// counted from the file itself.
+pub fn split_counts(file: &std::path::Path) -> (u64, u64) {
+    let text = std::fs::read_to_string(file).expect("read the ratings file");
+    let n = text
+        .lines()
+        .skip(1)
+        .filter(|l| !l.trim().is_empty())
+        .count() as f64;
+    let train = (n * 0.9).round() as u64;
+    (train, n as u64 - train)
+}
+
+/// Distinct users and items (first two columns) of a `.inter` file.
+pub fn users_items(file: &std::path::Path) -> (u64, u64) {
+    let text = std::fs::read_to_string(file).expect("read the ratings file");
+    let (mut users, mut items) = (
+        std::collections::HashSet::new(),
+        std::collections::HashSet::new(),
+    );
+    for l in text.lines().skip(1).filter(|l| !l.trim().is_empty()) {
+        let mut f = l.split('\t');
+        users.insert(f.next().unwrap_or_default().to_string());
+        items.insert(f.next().unwrap_or_default().to_string());
+    }
+    (users.len() as u64, items.len() as u64)
 }
 
 /// A JSON array of numbers.
