@@ -61,6 +61,14 @@ pub enum ToServer {
         /// Sender.
         client: ClientId,
     },
+    /// Said by the server's own transport, never by a client: the client's
+    /// connection closed before it said `Bye` to this shard. The shard
+    /// stops with an error instead of waiting for it forever (the run
+    /// restarts from the last consistent checkpoint).
+    LinkLost {
+        /// The client whose connection closed.
+        client: ClientId,
+    },
 }
 
 /// Server shard → client.

@@ -276,7 +276,9 @@ impl ShardState {
     ///
     /// # Errors
     /// [`SspError::UnknownTable`], [`SspError::Column`] for a bad increment
-    /// or read, [`SspError::UnknownClient`] for a stray sender.
+    /// or read, [`SspError::UnknownClient`] for a stray sender,
+    /// [`SspError::Disconnected`] for a client whose link was lost before
+    /// its `Bye`.
     pub fn handle(&mut self, msg: ToServer) -> Result<Vec<(ClientId, ToClient)>, SspError> {
         let mut out = Vec::new();
         match msg {
@@ -334,6 +336,18 @@ impl ShardState {
                 self.client_index(client)?;
                 if let Some(row) = self.rows.get_mut(&key) {
                     row.release(client, Some(version));
+                }
+            }
+            ToServer::LinkLost { client } => {
+                let i = self.client_index(client)?;
+                if !self.done[i] {
+                    return Err(SspError::Disconnected {
+                        peer: format!("client {}", client.0),
+                        why: format!(
+                            "its connection to shard {} closed before it said Bye (restart the run from the last checkpoint)",
+                            self.id.0
+                        ),
+                    });
                 }
             }
             ToServer::Bye { client } => {

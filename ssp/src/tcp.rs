@@ -220,14 +220,25 @@ async fn serve_connection(
         let _ = sink.close().await;
     });
     crate::client::lock(&writers).push(writer);
+    let mut said_bye = std::collections::HashSet::new();
     while let Some(Ok(frame)) = frames.next().await {
         match postcard::from_bytes::<ClientFrame>(&frame) {
             Ok(ClientFrame::Msg(shard, msg)) => {
+                if matches!(msg, ToServer::Bye { .. }) {
+                    said_bye.insert(shard);
+                }
                 if let Some(inbox) = inboxes.get(&shard) {
                     let _ = inbox.send(msg);
                 }
             }
             Ok(ClientFrame::Hello(_)) | Err(_) => break,
+        }
+    }
+    // A client gone without its Bye (killed, or its server peers died):
+    // its shards must stop, not wait for it forever.
+    for (shard, inbox) in &inboxes {
+        if !said_bye.contains(shard) {
+            let _ = inbox.send(ToServer::LinkLost { client });
         }
     }
 }

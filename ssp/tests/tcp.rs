@@ -117,3 +117,40 @@ fn run() {
     }
     assert_eq!(total, (3 * n * clocks) as f32);
 }
+
+/// A client whose connection closes before it said `Bye` (its process was
+/// killed) stops the shard with an error naming it, instead of leaving the
+/// server waiting for it forever.
+#[test]
+fn a_client_gone_without_bye_stops_the_server_with_an_error() {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let tables = [TableConfig::dense(0, 1, 0)];
+        let server = TcpServer::start(
+            "127.0.0.1:0",
+            vec![ShardState::new(ShardId(0), &tables, 1)],
+            None,
+        )
+        .unwrap();
+        let addr = server.local_addr().to_string();
+        let (conns, links, inbox) =
+            TcpConnections::connect(ClientId(0), &[addr], 1, Duration::from_secs(5)).unwrap();
+        let (client, mut ws) =
+            Client::start(ClientId(0), &tables, links, inbox, 1, CommConfig::default()).unwrap();
+        // A read answered: the connection is up and the server knows us.
+        ws[0].get_row(RowKey::new(0, 0)).unwrap();
+        // "Killed": the connection closes, no Bye is ever sent.
+        std::mem::forget(ws.pop());
+        std::mem::forget(client);
+        conns.close();
+        let _ = tx.send(server.wait().err().map(|e| e.to_string()));
+    });
+    let err = rx
+        .recv_timeout(Duration::from_secs(30))
+        .expect("the server hung after its client vanished")
+        .expect("the server ended without an error");
+    assert!(
+        err.contains("client 0") && err.contains("before it said Bye"),
+        "{err}"
+    );
+}

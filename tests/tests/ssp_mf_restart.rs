@@ -1,11 +1,12 @@
 //! Kill and restart during a multi-process MF run on loopback (issue 12,
-//! consistent checkpoints): one server process of two shards that
-//! checkpoints every 2 clocks, two worker processes of two threads made
+//! consistent checkpoints): two server processes of one shard each that
+//! checkpoint every 2 clocks, two worker processes of two threads made
 //! slow (40 ms a clock) so the kill lands mid-run. Once both shards have a
-//! checkpoint at clock ≥ 5 the server is killed; the workers must fail, not
-//! hang. Then the server restarts from the latest common checkpoint t and
-//! the workers resume at clock t + 1 (their visiting order replayed from
-//! the seed).
+//! checkpoint at clock ≥ 5 server 0 is killed; the workers must fail and
+//! server 1 must stop with an error (its clients' links closed without
+//! `Bye`), none of them hang. Then both servers restart from the latest
+//! common checkpoint t and the workers resume at clock t + 1 (their
+//! visiting order replayed from the seed).
 //!
 //! Oracle of "nothing lost or applied twice": every worker adds its
 //! per-clock counts of training and held-out ratings to the servers'
@@ -42,27 +43,19 @@ fn killed_mf_server_restarts_from_its_checkpoint_losing_and_repeating_nothing() 
     };
     let dir = std::env::temp_dir().join(format!("tofu-ssp-mf-ckpt-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
-    let mut run = MfRun::small(cache.join("ml-100k.inter"), 1);
-    run.servers = 1;
-    run.shards_per_server = 2;
+    let run = MfRun::small(cache.join("ml-100k.inter"), 1);
     let clocks = run.epochs * run.clocks_per_epoch;
     let ckpt = strings(&["--checkpoint-dir", &dir.display().to_string()]);
     let mut server_flags = ckpt.clone();
     server_flags.extend(strings(&["--checkpoint-every", "2"]));
     let hosts = [Host::loopback(), Host::loopback()];
+    let ports = || [free_port(), free_port()];
 
     // First run: killed once a checkpoint at clock >= 5 exists.
     let mut procs = Procs::default();
     let mut slow = ckpt.clone();
     slow.extend(strings(&["--delay-ms", "40"]));
-    let (s, w) = run.start(
-        &mut procs,
-        &hosts,
-        &hosts,
-        &[free_port()],
-        &server_flags,
-        &slow,
-    );
+    let (s, w) = run.start(&mut procs, &hosts, &hosts, &ports(), &server_flags, &slow);
     let deadline = Instant::now() + Duration::from_secs(60);
     while !matches!(common_checkpoint(&dir), Some(t) if t >= 5) {
         assert!(
@@ -77,6 +70,8 @@ fn killed_mf_server_restarts_from_its_checkpoint_losing_and_repeating_nothing() 
         let (ok, _) = procs.wait(i, 30);
         assert!(!ok, "worker {c} cannot finish without its server");
     }
+    let (ok, _) = procs.wait(s[1], 30);
+    assert!(!ok, "server 1 cannot finish once its clients are gone");
     let t = common_checkpoint(&dir).unwrap();
     assert!(
         t + 1 < clocks,
@@ -87,18 +82,13 @@ fn killed_mf_server_restarts_from_its_checkpoint_losing_and_repeating_nothing() 
     server_flags.push("--restore".into());
     let mut resume = ckpt.clone();
     resume.push("--resume".into());
-    let (s, w) = run.start(
-        &mut procs,
-        &hosts,
-        &hosts,
-        &[free_port()],
-        &server_flags,
-        &resume,
-    );
+    let (s, w) = run.start(&mut procs, &hosts, &hosts, &ports(), &server_flags, &resume);
     let workers: Vec<_> = w.iter().map(|&i| procs.json(i, 120)).collect();
-    let server = procs.json(s[0], 30);
+    for &i in &s {
+        let server = procs.json(i, 30);
+        assert_eq!(server["restored_from"].as_u64(), Some(u64::from(t)));
+    }
     drop(procs);
-    assert_eq!(server["restored_from"].as_u64(), Some(u64::from(t)));
     let (train, held) = split_counts(&run.data);
     for v in &workers {
         assert_eq!(v["resumed_at"].as_u64(), Some(u64::from(t) + 1));
