@@ -74,6 +74,7 @@ const RNN_SPECS: &[&str] = &[
     "slice",
     "concat",
     "where",
+    "less",
     "clip",
     "scale",
     "sigmoid",

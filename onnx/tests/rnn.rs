@@ -84,6 +84,8 @@ struct Case {
     init_c: bool,
     peep: bool,
     lens: Option<Vec<usize>>,
+    /// `sequence_lens` is a graph input unknown at import (fed at run time).
+    lens_at_run_time: bool,
     clip: Option<f64>,
     input_forget: bool,
     lbr: bool,
@@ -444,7 +446,9 @@ fn build(c: &Case, inp: &Inputs, training_weights: bool) -> (onnx::proto::Model,
             data.elem = onnx::Elem::Int(32);
         }
         opts.input_shapes.insert(name.to_string(), shape);
-        opts.input_values.insert(name.to_string(), data);
+        if !(*name == "sequence_lens" && c.lens_at_run_time) {
+            opts.input_values.insert(name.to_string(), data);
+        }
     }
     (m, opts)
 }
@@ -464,6 +468,19 @@ fn check(c: &Case) -> Result<(), String> {
             tdl::Tensor {
                 shape: k.shape.clone(),
                 data: d.values,
+            },
+        );
+    }
+    if let (Some(lens), true) = (&c.lens, c.lens_at_run_time) {
+        let t = graph
+            .tensor_by_name("sequence_lens")
+            .ok_or("sequence_lens is not a graph tensor")?;
+        let data = lens.iter().map(|&v| v as f64).collect();
+        vals.set(
+            t,
+            tdl::Tensor {
+                shape: vec![lens.len()],
+                data,
             },
         );
     }
@@ -545,6 +562,7 @@ fn case_strategy() -> impl Strategy<Value = Case> {
                 init_c: f[2] && op == "LSTM",
                 peep: f[3] && op == "LSTM",
                 lens: f[4].then(|| lens[..b].iter().map(|&l| l.min(s)).collect()),
+                lens_at_run_time: seed % 5 < 2,
                 clip: f[5].then_some(0.75),
                 input_forget: f[6] && op == "LSTM" && seed % 2 == 0,
                 lbr: f[6] && op == "GRU",
@@ -592,6 +610,7 @@ fn base(op: &'static str) -> Case {
         init_c: op == "LSTM",
         peep: false,
         lens: None,
+        lens_at_run_time: false,
         clip: None,
         input_forget: false,
         lbr: false,
@@ -608,6 +627,12 @@ fn named_cases_equal_the_scalar_reference() {
             cases.push(Case {
                 dir,
                 lens: Some(vec![3, 1]),
+                ..base(op)
+            });
+            cases.push(Case {
+                dir,
+                lens: Some(vec![0, 2]),
+                lens_at_run_time: true,
                 ..base(op)
             });
             cases.push(Case {
@@ -749,7 +774,8 @@ fn a_dynamic_sequence_dim_names_the_input_and_the_flag() {
     assert_eq!(steps, (0..4).collect(), "one step per time step");
 }
 
-/// An LSTM with trainable W, R, B imported for training: every forward op
+/// A bidirectional LSTM with trainable W, R, B and run-time sequence
+/// lengths imported for training: every forward op
 /// of the time steps carries its step, every step has the same ops, the
 /// coarsening puts the k-th op of every step in one slot, and it plans at
 /// k = 4.
@@ -761,6 +787,8 @@ fn an_lstm_trains_is_coarsened_by_time_step_and_plans_at_k4() {
         i: 6,
         h: 8,
         dir: "bidirectional",
+        lens: Some(vec![4, 2, 3, 1]),
+        lens_at_run_time: true,
         ..base("LSTM")
     };
     let inp = inputs(&c);

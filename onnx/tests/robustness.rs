@@ -188,7 +188,7 @@ proptest! {
         clip in 0usize..16,
         acts in proptest::option::weighted(0.15, proptest::collection::vec(0usize..6, 0..7)),
         alphas in proptest::collection::vec(-2.0f32..2.0, 0..4),
-        flags in any::<[bool; 2]>(),
+        flags in any::<[bool; 3]>(),
     ) {
         use common::models::{attr, recurrent, A};
         let lens: Vec<i64> = lens.map(|v| v[..b as usize].to_vec()).unwrap_or_default();
@@ -231,7 +231,9 @@ proptest! {
                 continue;
             }
             slots.push((name, dims[k].clone()));
-            if k == 4 {
+            if k == 4 && flags[2] {
+                // A graph input: lengths known only at run time.
+            } else if k == 4 {
                 let mut t = common::models::ints("sequence_lens", &lens, false);
                 t.data_type = 6;
                 t.dims = dims[4].clone();

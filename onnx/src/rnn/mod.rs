@@ -18,7 +18,8 @@
 //! Semantics (ONNX operator docs; onnxruntime for what they leave open):
 //! * `direction` forward / reverse / bidirectional; step k of the reverse
 //!   direction reads x[S − 1 − k]; Y holds both directions at their time.
-//! * `sequence_lens` (known at import): for a batch row of length L, time
+//! * `sequence_lens` (known at import: constant masks; or computed at run
+//!   time: masks `less(t, sequence_lens)`): for a batch row of length L, time
 //!   steps t ≥ L output zeros and hold the state, so Y_h is the state after
 //!   the row's last element (forward) or after x[0] (reverse, which starts
 //!   at x[L − 1]).
@@ -175,17 +176,23 @@ fn expect_shape(l: &Lower, n: &Node, i: usize, what: &str, want: &[usize]) -> LR
     Ok(true)
 }
 
-/// Per batch row, its sequence length (`None`: every row is full length).
-fn sequence_lens(l: &Lower, n: &Node, c: &Config) -> LResult<Option<Vec<usize>>> {
+/// The sequence lengths of the batch rows.
+enum Lens {
+    /// No `sequence_lens`, or every row full length: no masking.
+    Full,
+    /// Known at import: per row.
+    Known(Vec<usize>),
+    /// Computed at run time: the [B] tensor.
+    Tensor(TensorId),
+}
+
+fn sequence_lens(l: &mut Lower, n: &Node, c: &Config) -> LResult<Lens> {
     if !expect_shape(l, n, 4, "sequence_lens", &[c.batch])? {
-        return Ok(None);
+        return Ok(Lens::Full);
     }
     let name = n.input(4).expect("checked");
     let Some(d) = l.arg_data(name) else {
-        return unsupported(format!(
-            "sequence_lens `{name}` is computed at run time; tofu unrolls the sequence at \
-             import and needs it known (an initializer or a constant)"
-        ));
+        return Ok(Lens::Tensor(l.tensor(name)?));
     };
     let mut lens = Vec::with_capacity(d.values.len());
     for &v in &d.values {
@@ -197,7 +204,44 @@ fn sequence_lens(l: &Lower, n: &Node, c: &Config) -> LResult<Option<Vec<usize>>>
         }
         lens.push(v as usize);
     }
-    Ok(lens.iter().any(|&v| v < c.seq).then_some(lens))
+    Ok(if lens.iter().any(|&v| v < c.seq) {
+        Lens::Known(lens)
+    } else {
+        Lens::Full
+    })
+}
+
+/// The [B, H] 0/1 mask of the rows still running at time `t` (`None`: all
+/// are): a constant for known lengths, else `less(t, sequence_lens)`
+/// broadcast over H.
+fn mask(
+    l: &mut Lower,
+    n: &Node,
+    c: &Config,
+    lens: &Lens,
+    di: usize,
+    t: usize,
+) -> LResult<Option<TensorId>> {
+    let (b, h) = (c.batch, c.hidden);
+    match lens {
+        Lens::Full => Ok(None),
+        Lens::Known(lens) => {
+            let values: Vec<f64> = lens
+                .iter()
+                .flat_map(|&len| std::iter::repeat_n(f64::from(u8::from(t < len)), h))
+                .collect();
+            let name = format!("{}#mask{di}.t{t}", n.name);
+            let src = Src::Dense(Data::floats(vec![b, h], values));
+            Ok(Some(constant(l, &name, vec![b, h], src)?))
+        }
+        Lens::Tensor(lt) => {
+            let name = format!("{}#time{di}.t{t}", n.name);
+            let tc = constant(l, &name, vec![b], Src::Splat(t as f64))?;
+            let m = l.emit1("less", &[tc, *lt], &[])?;
+            let m = l.reshape(m, &[b, 1])?;
+            Ok(Some(l.broadcast_to(m, &[b, h])?))
+        }
+    }
 }
 
 /// A constant [rows, cols] tensor (defined in the current step).
@@ -309,22 +353,7 @@ fn lower(l: &mut Lower, n: &Node, cell: Cell) -> LResult<Vec<Out>> {
                 slice(l, x, t * c.input, (t + 1) * c.input)?
             };
             let new = cell::step(l, &c, &dirs[di], di, xt, &states[di])?;
-            let mask = match &lens {
-                None => None,
-                Some(lens) => {
-                    let values: Vec<f64> = lens
-                        .iter()
-                        .flat_map(|&len| std::iter::repeat_n(f64::from(u8::from(t < len)), h))
-                        .collect();
-                    let name = format!("{}#mask{di}.t{t}", n.name);
-                    Some(constant(
-                        l,
-                        &name,
-                        vec![b, h],
-                        Src::Dense(Data::floats(vec![b, h], values)),
-                    )?)
-                }
-            };
+            let mask = mask(l, n, &c, &lens, di, t)?;
             let prev = std::mem::replace(&mut states[di], new);
             ys[di][t] = Some(match mask {
                 None => states[di].h,
