@@ -65,6 +65,7 @@ fn folded(_: &mut Lower, n: &Node, _: &Mapping) -> LResult<Vec<Out>> {
 
 /// Specs an unrolled LSTM / GRU / RNN emits ([`crate::rnn`]).
 const RNN_SPECS: &[&str] = &[
+    "take_row",
     "matmul_nt",
     "add",
     "sub",

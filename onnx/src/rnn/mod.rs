@@ -6,7 +6,7 @@
 //! batch dim is reported before lowering, naming the input and the
 //! `--input-shape` flag); gives Y, Y_h (and Y_c for LSTM). The sequence is
 //! unrolled: time step k of every direction becomes its own operators
-//! (`slice` of the input, `matmul_nt` projections, `bias_add`, gate
+//! (`take_row` or `slice` of the input, `matmul_nt` projections, `bias_add`, gate
 //! `slice`s, activations, `mul`/`add`/`sub`, `where` for held states), so
 //! the gradients come from those specs and the step's operators carry the
 //! graph's `step` metadata k, the key of the planner's time-step coarsening
@@ -258,17 +258,10 @@ pub fn constant(l: &mut Lower, name: &str, shape: Vec<usize>, src: Src) -> LResu
     l.tensor(name)
 }
 
-/// Row `d` of a tensor of shape [D, rest…], as a tensor of shape rest.
+/// Row `d` of a tensor of shape [D, rest…], as a tensor of shape rest
+/// (`take_row`, `specs/onnx_rnn.tdl`: the rest stays splittable).
 pub fn take_row(l: &mut Lower, t: TensorId, d: usize) -> LResult<TensorId> {
-    let s = l.shape(t);
-    let rest = s[1..].to_vec();
-    let r: usize = rest.iter().product();
-    if s[0] == 1 {
-        return l.reshape(t, &rest);
-    }
-    let flat = l.reshape(t, &[s[0] * r])?;
-    let row = slice(l, flat, d * r, (d + 1) * r)?;
-    l.reshape(row, &rest)
+    l.emit1("take_row", &[t], &[("d", int(d as i64))])
 }
 
 /// `x[..., start..end]`.
@@ -325,14 +318,14 @@ fn lower(l: &mut Lower, n: &Node, cell: Cell) -> LResult<Vec<Out>> {
     }
     let lens = sequence_lens(l, n, &c)?;
 
-    // X as [B, S·I]: step t reads columns t·I .. (t+1)·I.
+    // Layout 0: x_t = X[t] (`take_row`). Layout 1: X as [B, S·I], x_t its
+    // columns t·I .. (t+1)·I.
     let x = l.tensor(n.input(0).expect("checked"))?;
     let x = if c.batch_first {
-        x
+        l.reshape(x, &[b, s * c.input])?
     } else {
-        l.permute(x, &[1, 0, 2])?
+        x
     };
-    let x = l.reshape(x, &[b, s * c.input])?;
     let mut dirs: Vec<DirWeights> = Vec::with_capacity(d);
     let mut states: Vec<State> = Vec::with_capacity(d);
     for di in 0..d {
@@ -347,7 +340,9 @@ fn lower(l: &mut Lower, n: &Node, cell: Cell) -> LResult<Vec<Out>> {
         }
         for di in 0..d {
             let t = if c.reverse[di] { s - 1 - k } else { k };
-            let xt = if s == 1 {
+            let xt = if !c.batch_first {
+                take_row(l, x, t)?
+            } else if s == 1 {
                 x
             } else {
                 slice(l, x, t * c.input, (t + 1) * c.input)?
