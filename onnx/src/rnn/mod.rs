@@ -2,9 +2,11 @@
 //! operators.
 //!
 //! Takes the node and its inputs X, W, R, B, sequence_lens, initial_h,
-//! initial_c, P with every shape fixed at import (a dynamic sequence or
-//! batch dim is reported before lowering, naming the input and the
-//! `--input-shape` flag); gives Y, Y_h (and Y_c for LSTM). The sequence is
+//! initial_c, P with every shape fixed at import (the importer resolves
+//! dynamic dims first: `--input-shape`, a documented default, or an error
+//! naming the input and the `--input-shape` flag); gives Y, Y_h (and Y_c
+//! for LSTM), or an error naming the attribute or input that does not fit
+//! (never a panic). The sequence is
 //! unrolled: time step k of every direction becomes its own operators
 //! (`take_row` or `slice` of the input, `matmul_nt` projections, `bias_add`, gate
 //! `slice`s, activations, `mul`/`add`/`sub`, `where` for held states), so
