@@ -42,6 +42,7 @@ pub mod node;
 pub mod opaque;
 pub mod opaque_shape;
 pub mod proto;
+pub mod rnn;
 pub mod synth;
 pub mod table;
 pub mod tensor;

@@ -15,7 +15,7 @@
 use crate::lower::{LResult, Lower, Out};
 use crate::node::Node;
 use crate::{map_elementwise as ew, map_nn as nn, map_reduce as red, map_shape as sh};
-use crate::{map_gather_nd as gnd, map_quant as quant, map_resize as rs};
+use crate::{map_gather_nd as gnd, map_quant as quant, map_resize as rs, rnn};
 
 /// A lowering function: emits the node's operators and gives its outputs in order.
 pub type LowerFn = fn(&mut Lower, &Node, &Mapping) -> LResult<Vec<Out>>;
@@ -62,6 +62,32 @@ const fn una(
 fn folded(_: &mut Lower, n: &Node, _: &Mapping) -> LResult<Vec<Out>> {
     crate::lower::unsupported(format!("{} needs inputs known at import time", n.op_type()))
 }
+
+/// Specs an unrolled LSTM / GRU / RNN emits ([`crate::rnn`]).
+const RNN_SPECS: &[&str] = &[
+    "take_row",
+    "matmul_nt",
+    "add",
+    "sub",
+    "mul",
+    "bias_add",
+    "bias_mul",
+    "slice",
+    "concat",
+    "where",
+    "less",
+    "clip",
+    "scale",
+    "sigmoid",
+    "tanh",
+    "relu",
+    "leaky_relu",
+    "thresholded_relu",
+    "hard_sigmoid",
+    "elu",
+    "softsign",
+    "softplus",
+];
 
 /// The table (sorted by op type).
 pub const TABLE: &[Mapping] = &[
@@ -152,6 +178,7 @@ pub const TABLE: &[Mapping] = &[
     row("Greater", &["greater"], ew::binary),
     row("GreaterOrEqual", &["greater_equal"], ew::binary),
     row("GroupNormalization", &["groupnorm"], nn::groupnorm),
+    row("GRU", RNN_SPECS, rnn::gru),
     una(
         "HardSigmoid",
         &["hard_sigmoid"],
@@ -177,6 +204,7 @@ pub const TABLE: &[Mapping] = &[
         &["l1_normalize", "l2_normalize"],
         nn::lp_normalization,
     ),
+    row("LSTM", RNN_SPECS, rnn::lstm),
     row("MatMul", &["matmul", "dense", "batch_matmul"], nn::matmul),
     row("Max", &["maximum"], ew::variadic),
     row(
@@ -227,6 +255,7 @@ pub const TABLE: &[Mapping] = &[
         &["resample_last", "resample_mid", "upsample_nearest2d"],
         rs::resize,
     ),
+    row("RNN", RNN_SPECS, rnn::rnn),
     un("Round", &["round"]),
     una(
         "Selu",

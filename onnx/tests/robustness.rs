@@ -160,3 +160,117 @@ proptest! {
         }
     }
 }
+
+/// A float initializer of `dims` (its data does not fit them unless `fits`).
+fn rnn_tensor(name: &str, dims: &[i64], fits: bool) -> onnx_protobuf::TensorProto {
+    let n: i64 = dims.iter().product::<i64>().clamp(0, 4096);
+    let len = if fits { n } else { (n + 1) % 7 };
+    common::models::floats(name, dims, &vec![0.25; len as usize])
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
+
+    /// LSTM / GRU / RNN (issue 15 item 4) with random shapes (consistent,
+    /// or with one input's dims broken), attributes (garbage directions,
+    /// layouts, clips, activation lists, α/β) and sequence lengths: imports
+    /// for inference and training, or errors, never panics.
+    #[test]
+    fn recurrent_nodes_with_bad_attributes_and_shapes_never_panic(
+        (op, dir, layout) in (0usize..3, prop::sample::select(vec![0usize, 0, 0, 1, 1, 1, 2, 2, 2, 3]),
+            prop::sample::select(vec![0i64, 0, 0, 0, 0, 1, 1, 1, 1, 2])),
+        (s, b, i, h) in (1i64..4, 1i64..3, 1i64..3, prop::sample::select(vec![0i64, 1, 1, 1, 2, 2, 2, 2])),
+        present in any::<[bool; 6]>(),
+        (broken, axis, delta) in (0usize..32, 0usize..4, 0usize..3),
+        fits in proptest::bool::weighted(0.9),
+        lens in proptest::option::weighted(0.3, proptest::collection::vec(-1i64..5, 3)),
+        hidden in 0usize..8,
+        clip in 0usize..16,
+        acts in proptest::option::weighted(0.15, proptest::collection::vec(0usize..6, 0..7)),
+        alphas in proptest::collection::vec(-2.0f32..2.0, 0..4),
+        flags in any::<[bool; 3]>(),
+    ) {
+        use common::models::{attr, recurrent, A};
+        let lens: Vec<i64> = lens.map(|v| v[..b as usize].to_vec()).unwrap_or_default();
+        let op = ["LSTM", "GRU", "RNN"][op];
+        let g = [4, 3, 1][["LSTM", "GRU", "RNN"].iter().position(|&o| o == op).unwrap()];
+        let d = if dir == 2 { 2 } else { 1 };
+        let (x0, x1) = if layout == 1 { (b, s) } else { (s, b) };
+        let state = if layout == 1 { vec![b, d, h] } else { vec![d, b, h] };
+        let mut dims: Vec<Vec<i64>> = vec![
+            vec![x0, x1, i],
+            vec![d, g * h, i],
+            vec![d, g * h, h],
+            vec![d, 2 * g * h],
+            vec![lens.len() as i64],
+            state.clone(),
+            state,
+            vec![d, 3 * h],
+        ];
+        // Break one input's dims: change an axis, or drop it.
+        if let Some(bd) = dims.get_mut(broken) {
+            match (delta, bd.len()) {
+                (0, n) if n > 0 => {
+                    bd.remove(axis % n);
+                }
+                (_, n) if n > 0 => bd[axis % n] += delta as i64,
+                _ => {}
+            }
+        }
+        let names = ["X", "W", "R", "B", "sequence_lens", "initial_h", "initial_c", "P"];
+        let mut weights = Vec::new();
+        let mut slots: Vec<(&str, Vec<i64>)> = Vec::new();
+        for (k, name) in names.iter().enumerate() {
+            let wanted = match k {
+                0..=2 => true,
+                4 => !lens.is_empty(),
+                _ => present[k - 3 - usize::from(k > 4)],
+            };
+            if !wanted {
+                slots.push(("", vec![]));
+                continue;
+            }
+            slots.push((name, dims[k].clone()));
+            if k == 4 && flags[2] {
+                // A graph input: lengths known only at run time.
+            } else if k == 4 {
+                let mut t = common::models::ints("sequence_lens", &lens, false);
+                t.data_type = 6;
+                t.dims = dims[4].clone();
+                t.int32_data = lens.iter().map(|&v| v as i32).collect();
+                t.int64_data.clear();
+                weights.push(t);
+            } else if k > 0 {
+                weights.push(rnn_tensor(name, &dims[k], fits));
+            }
+        }
+        let mut attrs = vec![
+            attr("direction", A::S(["forward", "reverse", "bidirectional", "up"][dir])),
+            attr("layout", A::I(layout)),
+            attr("activation_alpha", A::Fs(&alphas)),
+            attr("activation_beta", A::Fs(&alphas)),
+            attr("input_forget", A::I(flags[0] as i64)),
+            attr("linear_before_reset", A::I(flags[1] as i64)),
+        ];
+        if clip < 5 {
+            attrs.push(attr("clip", A::F([-1.0, 0.0, 0.5, f32::NAN, f32::INFINITY][clip])));
+        }
+        if hidden > 0 {
+            attrs.push(attr("hidden_size", A::I(if hidden == 7 { h + 1 } else { h })));
+        }
+        if let Some(acts) = &acts {
+            let act_names: Vec<&str> = acts
+                .iter()
+                .map(|&k| ["Affine", "ScaledTanh", "Tanh", "Gelu", "HardSigmoid", "Relu"][k])
+                .collect();
+            attrs.push(attr("activations", A::Ss(&act_names)));
+        }
+        let outs: &[&str] = if op == "LSTM" { &["Y", "Y_h", "Y_c"] } else { &["Y", "Y_h"] };
+        let m = recurrent(op, &slots, weights, attrs, outs);
+        let path = Path::new("rnn.onnx");
+        // Ok or a typed error; a panic fails the test.
+        let _ = onnx::import(&m, path, library(), &onnx::Options::default());
+        let opts = onnx::Options { training: true, ..Default::default() };
+        let _ = onnx::import(&m, path, library(), &opts);
+    }
+}

@@ -138,3 +138,86 @@ pub fn with_external_shape(dir: &Path) -> (PathBuf, Vec<u8>) {
     std::fs::write(&p, onnx::synth::to_bytes(&m)).unwrap();
     (p, bytes)
 }
+
+/// A float32 tensor (initializer or input value).
+pub fn floats(name: &str, dims: &[i64], v: &[f32]) -> TensorProto {
+    let mut t = TensorProto::new();
+    t.name = name.into();
+    t.data_type = 1;
+    t.dims = dims.to_vec();
+    t.float_data = v.to_vec();
+    t
+}
+
+/// An attribute: int (`i`), float (`f`), string (`s`), strings (`ss`) or floats (`fs`).
+pub enum A<'a> {
+    I(i64),
+    F(f32),
+    S(&'a str),
+    Ss(&'a [&'a str]),
+    Fs(&'a [f32]),
+}
+
+/// Build an attribute.
+pub fn attr(name: &str, v: A) -> AttributeProto {
+    let mut a = AttributeProto::new();
+    a.name = name.into();
+    match v {
+        A::I(i) => {
+            a.type_ = AttributeType::INT.into();
+            a.i = i;
+        }
+        A::F(f) => {
+            a.type_ = AttributeType::FLOAT.into();
+            a.f = f;
+        }
+        A::S(s) => {
+            a.type_ = AttributeType::STRING.into();
+            a.s = s.as_bytes().to_vec();
+        }
+        A::Ss(ss) => {
+            a.type_ = AttributeType::STRINGS.into();
+            a.strings = ss.iter().map(|s| s.as_bytes().to_vec()).collect();
+        }
+        A::Fs(fs) => {
+            a.type_ = AttributeType::FLOATS.into();
+            a.floats = fs.to_vec();
+        }
+    }
+    a
+}
+
+/// One recurrent node (`op` = LSTM, GRU or RNN) as a model. `slots` are its
+/// inputs in ONNX order (X, W, R, B, sequence_lens, initial_h, initial_c,
+/// P) with their dims; an empty name leaves the slot out. A slot named like
+/// one of `weights` is that initializer (a trainable weight), the others
+/// are graph inputs (float, `sequence_lens` int32). `outputs` are Y, Y_h,
+/// Y_c (empty: not requested).
+pub fn recurrent(
+    op: &str,
+    slots: &[(&str, Vec<i64>)],
+    weights: Vec<TensorProto>,
+    attrs: Vec<AttributeProto>,
+    outputs: &[&str],
+) -> onnx::proto::Model {
+    let mut g = GraphProto::new();
+    g.name = op.to_lowercase();
+    for (name, dims) in slots {
+        if name.is_empty() || weights.iter().any(|w| w.name == *name) {
+            continue;
+        }
+        let elem = if *name == "sequence_lens" { 6 } else { 1 };
+        g.input.push(vi(name, elem, dims));
+    }
+    g.output = outputs
+        .iter()
+        .filter(|o| !o.is_empty())
+        .map(|o| vi(o, 1, &[]))
+        .collect();
+    g.initializer = weights;
+    let ins: Vec<&str> = slots.iter().map(|(n, _)| *n).collect();
+    let mut n = node(op, &ins, outputs, attrs);
+    n.name = format!("{}_0", op.to_lowercase());
+    g.node = vec![n];
+    model(g)
+}
