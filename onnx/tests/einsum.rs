@@ -264,3 +264,25 @@ fn bad_equations_are_errors() {
         assert!(e.to_string().contains("Einsum"), "`{eq}`: {e}");
     }
 }
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig { cases: 200, ..Default::default() })]
+
+    /// Any equation text and any input shapes: an import, or an error
+    /// naming the node, never a panic.
+    #[test]
+    fn any_equation_imports_or_is_an_error(
+        eq in "[ijk.,> -]{0,12}",
+        shapes in proptest::collection::vec(proptest::collection::vec(0usize..4, 0..4), 1..4),
+    ) {
+        let refs: Vec<&[usize]> = shapes.iter().map(Vec::as_slice).collect();
+        let m = einsum_model(&eq, &refs, None);
+        let mut opts = onnx::Options::default();
+        for (i, s) in shapes.iter().enumerate() {
+            opts.input_shapes.insert(format!("x{i}"), s.clone());
+        }
+        if let Err(e) = onnx::import(&m, std::path::Path::new("any.onnx"), library(), &opts) {
+            proptest::prop_assert!(e.to_string().contains("Einsum"), "{e}");
+        }
+    }
+}
