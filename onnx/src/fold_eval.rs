@@ -54,9 +54,9 @@ pub fn foldable(l: &Lower, n: &Node) -> bool {
 }
 
 /// Evaluate `n` (a [`foldable`] node) with the interpreter; `Ok(None)` when
-/// an output would exceed [`FOLD_LIMIT`] or its lowering does not apply to
-/// these values (the node is then lowered as usual, which reports the
-/// problem). Errors: the interpreter's (an out-of-range index in a constant
+/// an output would exceed [`FOLD_LIMIT`], its lowering does not apply to
+/// these values, or an input's external data cannot be read (the node is
+/// then lowered as usual, which reports the problem). Errors: the interpreter's (an out-of-range index in a constant
 /// shape computation, ...), naming the spec.
 pub fn evaluate(l: &Lower, n: &Node, lib: &Library) -> LResult<Option<Vec<Known>>> {
     let Some(m) = table::lookup(n.op_type()) else {
@@ -90,10 +90,13 @@ pub fn evaluate(l: &Lower, n: &Node, lib: &Library) -> LResult<Option<Vec<Known>
     }
     let mut values = Values::new(graph.tensors().len());
     for (t, k) in &scratch.leaf_values {
-        let data = k
-            .data()
-            .map_err(|e| NodeError::Unsupported(format!("folding it needs {e}")))?
-            .values;
+        // External data that cannot be read (a graph-only model): not folded;
+        // the node is lowered and a later node that needs the value names
+        // the file (`import::unread_inputs`).
+        let Ok(data) = k.data() else {
+            return Ok(None);
+        };
+        let data = data.values;
         values.set(
             *t,
             Value {

@@ -14,7 +14,7 @@
 //! `training`, a loss on the chosen output and
 //! [`planner::graph::training_graph`].
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::Path;
 
 use planner::graph::{training_graph, Graph, Optimizer, TensorId};
@@ -312,6 +312,9 @@ pub fn import(
         }
         let mut used_names = HashSet::new();
         let mut needs_opaque = None;
+        // Values left unknown because external data upstream could not be
+        // read (a graph-only model): value name → the read error.
+        let mut unread: HashMap<String, String> = HashMap::new();
         // Each node with the `Loop` iteration it was unrolled from (its time
         // step; nested loops keep the outermost loop's steps).
         let mut queue: std::collections::VecDeque<(usize, onnx_protobuf::NodeProto, Option<u32>)> =
@@ -426,12 +429,23 @@ pub fn import(
                     None => return Err(node_err(opaque::no_shape_reason())),
                 }
             }
+            // A node of constants that does not fold because external data
+            // cannot be read, or one reading such a node's outputs: lowered,
+            // and its outputs remember why their values are unknown.
+            let mut unknown_because = None;
             let folded = match fold(&l, &node) {
                 Ok(None) if crate::fold_eval::foldable(&l, &node) => {
-                    crate::fold_eval::evaluate(&l, &node, lib_ref)
+                    let r = crate::fold_eval::evaluate(&l, &node, lib_ref);
+                    if matches!(r, Ok(None)) {
+                        unknown_because = Some(unread_inputs(&l, np, &unread));
+                    }
+                    r
                 }
                 r => r,
             };
+            if let Some(r) = np.input.iter().find_map(|x| unread.get(x)) {
+                unknown_because = Some(r.clone());
+            }
             match folded {
                 Ok(Some(known)) => {
                     for (o, k) in np.output.iter().zip(known) {
@@ -453,7 +467,7 @@ pub fn import(
             }
             let m = table::lookup(&np.op_type).expect("checked above");
             let outs = (m.lower)(&mut l, &node, m).map_err(|e| match e {
-                NodeError::Unsupported(r) => node_err(r + &unread_inputs(&l, np)),
+                NodeError::Unsupported(r) => node_err(r + &unread_inputs(&l, np, &unread)),
                 NodeError::Graph(g) => graph_err(path, &node_name, g),
             })?;
             if outs.len() < np.output.iter().filter(|o| !o.is_empty()).count() {
@@ -463,6 +477,11 @@ pub fn import(
                 )));
             }
             bind_outputs(&mut l, np, outs);
+            if let Some(why) = unknown_because.filter(|w| !w.is_empty()) {
+                for o in np.output.iter().filter(|o| !o.is_empty()) {
+                    unread.insert(o.clone(), why.clone());
+                }
+            }
             *s.mapped.entry(np.op_type.clone()).or_default() += 1;
         }
         l.set_step(None);
@@ -577,12 +596,23 @@ fn bind_outputs(l: &mut Lower, np: &onnx_protobuf::NodeProto, outs: Vec<Out>) {
     }
 }
 
-/// Why inputs of `np` kept in external data could not be read (empty when
-/// none failed): appended to a node's error, since a lowering that needs a
+/// Why inputs of `np` kept in external data could not be read, directly or
+/// upstream (`unread`: values computed from such data; empty when none
+/// failed): appended to a node's error, since a lowering that needs a
 /// constant only sees that it has none.
-fn unread_inputs(l: &Lower, np: &onnx_protobuf::NodeProto) -> String {
+fn unread_inputs(
+    l: &Lower,
+    np: &onnx_protobuf::NodeProto,
+    unread: &HashMap<String, String>,
+) -> String {
     let mut why = String::new();
     for x in &np.input {
+        if let Some(r) = unread.get(x) {
+            if why.is_empty() {
+                why.push_str(r);
+            }
+            continue;
+        }
         let Some(k) = l.values.get(x).and_then(|e| e.known.as_ref()) else {
             continue;
         };

@@ -13,9 +13,11 @@
 //! one) and add a row here; nothing else changes.
 
 use crate::lower::{LResult, Lower, Out};
+use crate::map_grid_sample as gs;
 use crate::node::Node;
+use crate::{map_einsum as es, map_gather_elements as ge, map_gather_nd as gnd};
 use crate::{map_elementwise as ew, map_nn as nn, map_reduce as red, map_shape as sh};
-use crate::{map_gather_nd as gnd, map_quant as quant, map_resize as rs, rnn};
+use crate::{map_quant as quant, map_resize as rs, rnn};
 
 /// A lowering function: emits the node's operators and gives its outputs in order.
 pub type LowerFn = fn(&mut Lower, &Node, &Mapping) -> LResult<Vec<Out>>;
@@ -151,6 +153,11 @@ pub const TABLE: &[Mapping] = &[
         &["dynamic_quantize"],
         quant::dynamic_quantize,
     ),
+    row(
+        "Einsum",
+        &["diagonal", "reduce_sum", "matmul", "batch_matmul"],
+        es::einsum,
+    ),
     una("Elu", &["elu"], &[("alpha", "alpha", 1.0)]),
     row("Equal", &["equal"], ew::binary),
     un("Erf", &["erf"]),
@@ -160,6 +167,11 @@ pub const TABLE: &[Mapping] = &[
     row("Flatten", &["reshape_4_2"], sh::view),
     un("Floor", &["floor"]),
     row("Gather", &["gather", "embedding"], sh::gather),
+    row(
+        "GatherElements",
+        &["gather_elements_last"],
+        ge::gather_elements,
+    ),
     row("GatherND", &["gather_nd_1", "gather_nd_2"], gnd::gather_nd),
     row("Gelu", &["gelu", "gelu_tanh"], ew::gelu),
     row(
@@ -177,6 +189,18 @@ pub const TABLE: &[Mapping] = &[
     row("GlobalMaxPool", &["global_maxpool"], nn::global_pool),
     row("Greater", &["greater"], ew::binary),
     row("GreaterOrEqual", &["greater_equal"], ew::binary),
+    row(
+        "GridSample",
+        &[
+            "grid_sample_nearest_2d",
+            "grid_sample_linear_2d",
+            "grid_sample_cubic_2d",
+            "grid_sample_nearest_3d",
+            "grid_sample_linear_3d",
+            "grid_sample_cubic_3d",
+        ],
+        gs::grid_sample,
+    ),
     row("GroupNormalization", &["groupnorm"], nn::groupnorm),
     row("GRU", RNN_SPECS, rnn::gru),
     una(

@@ -246,3 +246,35 @@ fn zoo_and_real_models_fold_to_what_running_gives() {
     }
     println!("{}", report.join("\n"));
 }
+
+/// The real exports of `tests/fixtures/exports` (torch.onnx dynamo,
+/// graph only) at the input shapes `exports.rs` uses: every folded node
+/// (the LSTM LM waits for the `rnn` branch and is reported when it does not
+/// import).
+#[test]
+fn exports_fold_to_what_running_gives() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/exports");
+    let text = |n: &str| (n.to_string(), vec![2, 128]);
+    for (name, shapes) in [
+        ("bert-base", vec![text("input_ids"), text("attention_mask")]),
+        ("gpt2", vec![text("input_ids")]),
+        (
+            "vit-b16",
+            vec![("pixel_values".into(), vec![2, 3, 224, 224])],
+        ),
+        ("lstm-lm", vec![("input_ids".into(), vec![2, 35])]),
+    ] {
+        let opts = onnx::Options {
+            input_shapes: shapes.into_iter().collect(),
+            ..Default::default()
+        };
+        match check(&dir.join(format!("{name}.onnx")), &opts, usize::MAX) {
+            Some(n) => {
+                assert!(n > 0, "{name}: nothing folded");
+                println!("{name}: {n} folded nodes equal running");
+            }
+            None if name == "lstm-lm" => println!("{name}: needs the `rnn` branch"),
+            None => panic!("{name} does not import"),
+        }
+    }
+}

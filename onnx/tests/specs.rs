@@ -1,6 +1,7 @@
 //! The mapping table and the spec library agree: every spec a row names
 //! exists, every row's ONNX op is unique, ≥ 100 ai.onnx operators are
-//! mapped, and `specs/onnx_shape.tdl` is what its generator writes.
+//! mapped, and the generated spec files (`specs/onnx_shape.tdl`,
+//! `specs/onnx_grid_sample.tdl`) are what their generators write.
 
 use std::collections::HashSet;
 use std::path::Path;
@@ -32,17 +33,22 @@ fn every_table_spec_exists() {
 #[test]
 fn generated_specs_are_current() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let out = std::process::Command::new("python3")
-        .arg(root.join("scripts/gen-onnx-shape-specs.py"))
-        .output();
-    let Ok(out) = out else {
-        eprintln!("SKIPPED: python3 not available to regenerate specs/onnx_shape.tdl");
-        return;
-    };
-    let current = std::fs::read_to_string(root.join("specs/onnx_shape.tdl")).unwrap();
-    assert_eq!(
-        String::from_utf8_lossy(&out.stdout),
-        current,
-        "specs/onnx_shape.tdl is stale: run python3 scripts/gen-onnx-shape-specs.py > specs/onnx_shape.tdl"
-    );
+    for (script, file) in [
+        ("gen-onnx-shape-specs.py", "onnx_shape.tdl"),
+        ("gen-onnx-grid-sample-specs.py", "onnx_grid_sample.tdl"),
+    ] {
+        let out = std::process::Command::new("python3")
+            .arg(root.join("scripts").join(script))
+            .output();
+        let Ok(out) = out else {
+            eprintln!("SKIPPED: python3 not available to regenerate specs/{file}");
+            return;
+        };
+        let current = std::fs::read_to_string(root.join("specs").join(file)).unwrap();
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout),
+            current,
+            "specs/{file} is stale: run python3 scripts/{script} > specs/{file}"
+        );
+    }
 }

@@ -113,6 +113,20 @@ const EPS: &[(&str, &[f64])] = &[("eps", &[1e-5, 1e-2])];
 const POSITIVE: &[(&str, Gen)] = &[("x", Gen::Range(0.5, 2.0))];
 const UNIT: &[(&str, Gen)] = &[("x", Gen::Range(-0.8, 0.8))];
 const VS_GRID: &[(&str, Gen)] = &[("b", Gen::Grid), ("target", Gen::Grid)];
+/// GridSample: sampling points inside and just outside [-1, 1], every
+/// padding mode and align_corners, one coordinate per spatial dim.
+const GRID: &[(&str, Gen)] = &[("grid", Gen::Range(-1.3, 1.3))];
+const GRID_ATTRS: &[(&str, &[f64])] = &[("padding", &[0.0, 1.0, 2.0]), ("align", &[0.0, 1.0])];
+const GRID_2D: &[(&str, usize, usize)] = &[("K", 2, 2), ("N", 1, 2), ("C", 1, 2)];
+const GRID_3D: &[(&str, usize, usize)] = &[
+    ("K", 3, 3),
+    ("N", 1, 1),
+    ("C", 1, 2),
+    ("D", 1, 3),
+    ("OD", 1, 2),
+    ("OH", 1, 2),
+    ("OW", 1, 2),
+];
 
 fn int(attrs: &Attrs, name: &str) -> i64 {
     match attrs.get(name) {
@@ -480,6 +494,46 @@ const TABLE: &[OpCfg] = &[
     OpCfg {
         attrs: &[("sh", &[1.0, 2.0, 3.0]), ("sw", &[1.0, 2.0])],
         ..cfg("upsample_nearest2d")
+    },
+    OpCfg {
+        inputs: &[("idx", Gen::Ids("D"))],
+        ..cfg("gather_elements_last")
+    },
+    OpCfg {
+        inputs: GRID,
+        attrs: GRID_ATTRS,
+        dims: GRID_2D,
+        ..cfg("grid_sample_nearest_2d")
+    },
+    OpCfg {
+        inputs: GRID,
+        attrs: GRID_ATTRS,
+        dims: GRID_2D,
+        ..cfg("grid_sample_linear_2d")
+    },
+    OpCfg {
+        inputs: GRID,
+        attrs: GRID_ATTRS,
+        dims: GRID_2D,
+        ..cfg("grid_sample_cubic_2d")
+    },
+    OpCfg {
+        inputs: GRID,
+        attrs: GRID_ATTRS,
+        dims: GRID_3D,
+        ..cfg("grid_sample_nearest_3d")
+    },
+    OpCfg {
+        inputs: GRID,
+        attrs: GRID_ATTRS,
+        dims: GRID_3D,
+        ..cfg("grid_sample_linear_3d")
+    },
+    OpCfg {
+        inputs: GRID,
+        attrs: GRID_ATTRS,
+        dims: GRID_3D,
+        ..cfg("grid_sample_cubic_3d")
     },
     OpCfg {
         attrs: &[("heads", &[1.0, 2.0])],

@@ -1,0 +1,42 @@
+//! GatherElements (ONNX opsets 11–13) → `gather_elements_last`
+//! (`specs/onnx_gather_elements.tdl`).
+//!
+//! Takes `data[d..]` and `indices[i..]` of the same rank; gives `y` of the
+//! shape of `indices`, `y[i..] = data[i.. with i_axis replaced by
+//! indices[i..]]`. The axis is moved last on both (a permutation, none when
+//! it is last already), the data-dependent read
+//! `gather_elements_last` gathers, and the axis is moved back. Indices known
+//! at import become a constant input; negative ones are resolved by the spec.
+
+use crate::lower::{unsupported, LResult, Lower, Out};
+use crate::map_elementwise::input;
+use crate::map_nn::axis_of;
+use crate::node::Node;
+use crate::table::Mapping;
+
+/// Lower a GatherElements node (see the module doc).
+///
+/// Errors (unsupported uses): ranks that differ, an index dim larger than
+/// the data's outside the axis.
+pub fn gather_elements(l: &mut Lower, n: &Node, _m: &Mapping) -> LResult<Vec<Out>> {
+    let data = input(l, n, 0)?;
+    let idx = input(l, n, 1)?;
+    let (sd, si) = (l.shape(data), l.shape(idx));
+    if sd.len() != si.len() || sd.is_empty() {
+        return unsupported(format!(
+            "data of shape {sd:?} and indices of shape {si:?} (same rank ≥ 1 needed)"
+        ));
+    }
+    let axis = axis_of(n.attrs.int("axis", 0), sd.len())?;
+    for (a, (&d, &i)) in sd.iter().zip(&si).enumerate() {
+        if a != axis && i != d {
+            return unsupported(format!(
+                "indices dim {a} is {i}, data's is {d} (only equal extents outside the axis are mapped)"
+            ));
+        }
+    }
+    let x = l.axis_to_last(data, axis)?;
+    let i = l.axis_to_last(idx, axis)?;
+    let y = l.emit1("gather_elements_last", &[x, i], &[])?;
+    Ok(vec![Out::T(l.last_to_axis(y, axis)?)])
+}
