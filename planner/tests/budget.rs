@@ -209,10 +209,9 @@ fn pareto_points_fit_what_they_claim_and_none_is_dominated() {
     .unwrap();
     assert!(front.len() >= 2, "a frontier of {} point(s)", front.len());
     let free = plan(&g, &lib, &cache, k, SearchKind::CriticalDp).unwrap();
-    assert_eq!(
-        front[0].plan.comm_bytes, free.comm_bytes,
-        "the first point is the plan with the fewest bytes"
-    );
+    // The first point moves the fewest bytes: no more than the unpriced
+    // search (a priced level-by-level search may even beat it).
+    assert!(front[0].plan.comm_bytes <= free.comm_bytes);
     for (i, p) in front.iter().enumerate() {
         let (bytes, mem) = (p.plan.comm_bytes, max_memory(&p.plan));
         eprintln!(

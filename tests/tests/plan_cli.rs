@@ -249,9 +249,10 @@ fn device_memory_that_binds_says_what_it_traded() {
         "{v}"
     );
     assert_eq!(v["budget"]["bound"], true, "{v}");
-    assert_eq!(
-        v["budget"]["unconstrained_comm_bytes"],
-        points[0]["comm_bytes_per_step"]
+    assert!(
+        v["budget"]["unconstrained_comm_bytes"].as_u64()
+            >= points[0]["comm_bytes_per_step"].as_u64(),
+        "{v}"
     );
     let mut args = base.to_vec();
     args.extend(["--device-memory", &cap]);

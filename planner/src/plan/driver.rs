@@ -12,7 +12,10 @@
 //! §6.3 run through the same code path with restricted layouts or another
 //! solver.
 
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
+
+use rustc_hash::FxHashMap as HashMap;
 
 use interval::cache::StrategyCache;
 use tdl::Library;
@@ -20,7 +23,7 @@ use tdl::Library;
 use super::budget::{BudgetReport, MemoryPrice};
 use super::coarsen::{coarsen, Cluster};
 use super::cost::CostModel;
-use super::level::{Decisions, LayoutRule, LevelInput};
+use super::level::{Decisions, LayoutRule, LevelInput, LevelProblem};
 use super::memory::{per_worker, WorkerMemory};
 use super::model::{Model, ModelError};
 use super::searches::Candidate;
@@ -233,7 +236,16 @@ pub(crate) struct Candidates<'a> {
     candidates: Vec<Candidate>,
     search: SearchKind,
     workers: usize,
+    /// Level problems built so far, by (candidate, level, outer decisions):
+    /// a priced search whose outer levels decided as before reuses them.
+    problems: ProblemMemo,
 }
+
+/// Level problems by (candidate index, level, the outer levels' decisions).
+type ProblemMemo = Mutex<HashMap<(usize, usize, Decisions), Arc<LevelProblem>>>;
+
+/// Most level problems [`Candidates`] keeps (it forgets them all past this).
+const MEMO_LIMIT: usize = 64;
 
 impl<'a> Candidates<'a> {
     /// Build the model and the coarsened graph, and ask `search` for its candidates.
@@ -260,6 +272,7 @@ impl<'a> Candidates<'a> {
             candidates,
             search,
             workers,
+            problems: Mutex::default(),
         })
     }
 
@@ -281,7 +294,8 @@ impl<'a> Candidates<'a> {
         let workers = self.workers;
         self.candidates
             .iter()
-            .map(|cand| {
+            .enumerate()
+            .map(|(ci, cand)| {
                 let mut p = plan_levels(
                     self.graph,
                     &self.model,
@@ -289,6 +303,7 @@ impl<'a> Candidates<'a> {
                     cand.clone(),
                     self.search,
                     price,
+                    (&self.problems, ci),
                 )?;
                 p.choice = if let Some(label) = &cand.label {
                     label.clone()
@@ -359,6 +374,7 @@ fn plan_levels(
     cand: Candidate,
     search: SearchKind,
     price: Option<&MemoryPrice>,
+    (memo, ci): (&ProblemMemo, usize),
 ) -> Result<Planned, PlanError> {
     let Candidate { factors, rules, .. } = cand;
     let mut input = LevelInput {
@@ -380,7 +396,18 @@ fn plan_levels(
     };
     for (level, &factor) in factors.iter().enumerate() {
         input.rule = rules.get(level).copied().unwrap_or(LayoutRule::Free);
-        let lp = input.build(&decisions, level);
+        let key = (ci, level, decisions.clone());
+        let hit = memo.lock().ok().and_then(|m| m.get(&key).cloned());
+        let lp = hit.unwrap_or_else(|| {
+            let lp = Arc::new(input.build(&decisions, level));
+            if let Ok(mut m) = memo.lock() {
+                if m.len() >= MEMO_LIMIT {
+                    m.clear();
+                }
+                m.insert(key, lp.clone());
+            }
+            lp
+        });
         let priced = price.map(|p| p.apply(&input, &lp, &decisions, level));
         let mut result = search
             .0
