@@ -31,7 +31,8 @@ use super::graph_summary::{graph_fields, print_graph_summary};
 #[derive(clap::Args)]
 pub struct Args {
     /// Zoo model: mlp-<layers>-<hidden>, wresnet-<50|101|152>-<widen>,
-    /// rnn-<layers>-<hidden>, gpt-<layers>-<d_model> (sizes may end in k).
+    /// rnn-<layers>-<hidden>, gpt-<layers>-<d_model>,
+    /// bert-<layers>-<d_model> (sizes may end in k).
     #[arg(long, conflicts_with = "file")]
     model: Option<String>,
     /// An ONNX model file to import instead of a zoo model.

@@ -1,14 +1,16 @@
 //! `tofu plan (--model NAME | FILE.json | FILE.onnx) --workers K [--batch N] [--search S]
 //! [--tensor-parallel T]
-//! [--device-memory BYTES] [-o plan.json] [--dot plan.dot] [--json]`: find a
-//! partition plan (Tofu §4) and explain it.
+//! [--device-memory BYTES] [--pareto [--pareto-point I]] [-o plan.json] [--dot plan.dot] [--json]`:
+//! find a partition plan (Tofu §4) and explain it.
 //!
 //! Takes a zoo model or a graph file; prints workers, per-worker memory
 //! against the device memory, communication bytes per training step, the ten
 //! operators that communicate most, the same figures for data parallelism,
 //! why the search stopped and which candidate plan it kept. `--json` prints one object with `workers`,
 //! `search`, `comm_bytes_per_step`, `max_worker_memory_bytes`,
-//! `plan_seconds`, `stop_reason` and more. `-o` writes the plan file
+//! `plan_seconds`, `stop_reason`, `budget` (what `--device-memory` traded)
+//! and, with `--pareto`, `pareto` (the frontier of bytes per step against
+//! memory per worker, [`super::plan_memory`]). `-o` writes the plan file
 //! atomically; `--dot` a Graphviz picture of the coarsened graph. Any error
 //! exits non-zero before anything is written.
 
@@ -18,11 +20,14 @@ use std::process::ExitCode;
 use interval::cache::StrategyCache;
 use miette::IntoDiagnostic;
 use planner::graph::{format, Graph, Optimizer};
+use planner::plan::pareto::pareto;
 use planner::plan::{
-    dot, model::Model, plan, plan_with, PlanFile, PlanOptions, Planned, SearchKind,
+    dot, model::Model, plan, plan_with, PlanError, PlanFile, PlanOptions, Planned, SearchKind,
 };
 use planner::zoo;
 use tdl::Library;
+
+use super::plan_memory;
 
 /// Arguments of `tofu plan`.
 #[derive(clap::Args)]
@@ -31,7 +36,7 @@ pub struct Args {
     /// on `--loss`), instead of --model.
     file: Option<PathBuf>,
     /// Zoo model: mlp-<layers>-<hidden>, wresnet-<50|101|152>-<widen>,
-    /// rnn-<layers>-<hidden>, gpt-<layers>-<d_model>.
+    /// rnn-<layers>-<hidden>, gpt-<layers>-<d_model>, bert-<layers>-<d_model>.
     #[arg(long, conflicts_with = "file")]
     model: Option<String>,
     /// Number of workers k (any k ≥ 1).
@@ -52,10 +57,19 @@ pub struct Args {
     #[arg(long)]
     tensor_parallel: Option<usize>,
     /// Memory of one device in bytes (suffixes K, M, G, T = powers of 1024).
-    /// critical-dp keeps data parallelism (when it moves fewer bytes) only if
-    /// it fits; a plan that needs more on some worker is reported (exit 2).
+    /// The search prices memory until every worker's peak fits and says what
+    /// that traded; when no plan fits, the smallest peak found is reported
+    /// (exit 2).
     #[arg(long, value_parser = parse_bytes)]
     device_memory: Option<u64>,
+    /// Print the frontier of communication per step against memory per
+    /// worker (JSON field `pareto`); the plan summarised and written with
+    /// -o is point --pareto-point (default 0, the fewest bytes).
+    #[arg(long)]
+    pareto: bool,
+    /// With --pareto: the index of the frontier point to summarise and write.
+    #[arg(long, requires = "pareto")]
+    pareto_point: Option<usize>,
     /// Write the plan file (JSON, `tofu-plan` v1) here.
     #[arg(short = 'o', long = "output")]
     output: Option<PathBuf>,
@@ -184,7 +198,23 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
         device_memory: args.device_memory,
         tensor_parallel: args.tensor_parallel,
     };
-    let planned = plan_with(&graph, &lib, &cache, args.workers, search, opts).into_diagnostic()?;
+    let (planned, front) = if args.pareto {
+        match pareto(&graph, &lib, &cache, args.workers, search, opts) {
+            Ok(front) => {
+                let (i, p) = plan_memory::pick(&front, args.pareto_point)?;
+                (p, Some((front, i)))
+            }
+            Err(PlanError::DoesNotFit { plan, .. }) => (*plan, None),
+            Err(e) => return Err(e).into_diagnostic(),
+        }
+    } else {
+        match plan_with(&graph, &lib, &cache, args.workers, search, opts) {
+            Ok(p) => (p, None),
+            // Reported below (DOES NOT FIT, exit 2) with the smallest plan found.
+            Err(PlanError::DoesNotFit { plan, .. }) => (*plan, None),
+            Err(e) => return Err(e).into_diagnostic(),
+        }
+    };
     let dp = if search == SearchKind::DataParallel {
         None
     } else {
@@ -228,10 +258,15 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
             "device_memory_bytes": args.device_memory,
             "data_parallel_comm_bytes_per_step": dp.as_ref().map(|d| d.comm_bytes),
             "data_parallel_max_worker_memory_bytes": dp.as_ref().map(|d| d.memory.iter().map(|m| m.total()).max().unwrap_or(0)),
+            "budget": plan_memory::budget_json(&planned),
+            "pareto": front.as_ref().map(|(f, _)| plan_memory::pareto_json(f)),
             "top_ops": top.iter().map(|(n, s, b)| serde_json::json!({"op": n, "spec": s, "comm_bytes": b})).collect::<Vec<_>>(),
         });
         println!("{obj}");
     } else {
+        if let Some((f, i)) = &front {
+            plan_memory::print_pareto(f, *i);
+        }
         print_summary(
             &name,
             &graph,
@@ -312,6 +347,9 @@ fn print_summary(
             human(max_mem)
         ),
     }
+    for line in plan_memory::budget_lines(p) {
+        println!("{line}");
+    }
     if let Some((choice, bytes, mem)) = &p.runner_up {
         println!(
             "not kept   {choice}: {} per step, {} per worker{}",
@@ -341,7 +379,7 @@ fn print_summary(
     }
     if let Some((w, m, c)) = over {
         println!(
-            "DOES NOT FIT: worker {w} needs {} > device memory {} (largest tile: `{}`, {})",
+            "DOES NOT FIT: no plan the search found fits; the smallest peak found: worker {w} needs {} > device memory {} (largest tile: `{}`, {})",
             human(m.total()),
             human(*c),
             m.largest_tile.0,

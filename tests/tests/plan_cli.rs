@@ -153,3 +153,111 @@ fn bad_inputs_exit_nonzero_and_write_no_plan() {
         assert!(!plan.exists(), "{args:?} left a plan file");
     }
 }
+
+#[test]
+fn pareto_json_lists_a_frontier_and_writes_the_chosen_point() {
+    let dir = temp_dir("plan-pareto");
+    let plan = dir.join("plan.json");
+    let base = [
+        "plan",
+        "--model",
+        "mlp-2-512",
+        "--batch",
+        "16",
+        "--workers",
+        "4",
+        "--pareto",
+        "--json",
+    ];
+    let o = tofu(&base);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{err}");
+    let v: serde_json::Value = serde_json::from_str(out.trim()).expect("one JSON object");
+    let points = v["pareto"].as_array().expect("a `pareto` array");
+    assert!(!points.is_empty(), "{v}");
+    let coords: Vec<(u64, u64)> = points
+        .iter()
+        .map(|p| {
+            (
+                p["comm_bytes_per_step"].as_u64().unwrap(),
+                p["max_worker_memory_bytes"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    for (i, a) in coords.iter().enumerate() {
+        for (j, b) in coords.iter().enumerate() {
+            assert!(
+                i == j || !(b.0 <= a.0 && b.1 <= a.1),
+                "{j} dominates {i}: {v}"
+            );
+        }
+    }
+    // The last point (least memory) written with -o: its file claims its memory.
+    let last = (coords.len() - 1).to_string();
+    let mut args = base.to_vec();
+    args.extend(["--pareto-point", &last, "-o", plan.to_str().unwrap()]);
+    let o = tofu(&args);
+    assert!(o.status.success(), "{}", text(&o).1);
+    let f: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&plan).unwrap()).unwrap();
+    assert_eq!(
+        f["max_worker_memory_bytes"].as_u64(),
+        Some(coords[coords.len() - 1].1)
+    );
+    assert_eq!(
+        f["comm_bytes_per_step"].as_u64(),
+        Some(coords[coords.len() - 1].0)
+    );
+    // A point past the frontier is an error that names its size.
+    let mut args = base.to_vec();
+    args.extend(["--pareto-point", "99"]);
+    let o = tofu(&args);
+    assert!(!o.status.success());
+    assert!(text(&o).1.contains("the frontier has"), "{}", text(&o).1);
+}
+
+#[test]
+fn device_memory_that_binds_says_what_it_traded() {
+    let base = [
+        "plan",
+        "--model",
+        "mlp-2-512",
+        "--batch",
+        "16",
+        "--workers",
+        "4",
+    ];
+    let run = |extra: &[&str]| {
+        let mut args = base.to_vec();
+        args.extend_from_slice(extra);
+        args.push("--json");
+        let o = tofu(&args);
+        let (out, err) = text(&o);
+        assert!(o.status.success(), "{err}");
+        serde_json::from_str::<serde_json::Value>(out.trim()).unwrap()
+    };
+    let front = run(&["--pareto"]);
+    let points = front["pareto"].as_array().unwrap();
+    assert!(points.len() >= 2, "{front}");
+    let least = points.last().unwrap()["max_worker_memory_bytes"]
+        .as_u64()
+        .unwrap();
+    let cap = least.to_string();
+    let v = run(&["--device-memory", &cap]);
+    assert!(
+        v["max_worker_memory_bytes"].as_u64().unwrap() <= least,
+        "{v}"
+    );
+    assert_eq!(v["budget"]["bound"], true, "{v}");
+    assert!(
+        v["budget"]["unconstrained_comm_bytes"].as_u64()
+            >= points[0]["comm_bytes_per_step"].as_u64(),
+        "{v}"
+    );
+    let mut args = base.to_vec();
+    args.extend(["--device-memory", &cap]);
+    let o = tofu(&args);
+    let (out, _) = text(&o);
+    assert!(o.status.success(), "{out}");
+    assert!(out.contains("bound") && out.contains("traded"), "{out}");
+}

@@ -12,14 +12,18 @@
 //! §6.3 run through the same code path with restricted layouts or another
 //! solver.
 
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
+
+use rustc_hash::FxHashMap as HashMap;
 
 use interval::cache::StrategyCache;
 use tdl::Library;
 
+use super::budget::{BudgetReport, MemoryPrice};
 use super::coarsen::{coarsen, Cluster};
 use super::cost::CostModel;
-use super::level::{Decisions, LayoutRule, LevelInput};
+use super::level::{Decisions, LayoutRule, LevelInput, LevelProblem};
 use super::memory::{per_worker, WorkerMemory};
 use super::model::{Model, ModelError};
 use super::searches::Candidate;
@@ -36,6 +40,19 @@ pub enum PlanError {
     /// The graph's operators do not fit their specs.
     #[error(transparent)]
     Model(#[from] ModelError),
+    /// No plan the search found fits the device memory (`--device-memory`).
+    #[error("no plan fits the device memory of {device_memory} bytes: the smallest peak found is {smallest} bytes per worker ({choice}); give more memory or more workers")]
+    DoesNotFit {
+        /// The limit (bytes per worker).
+        device_memory: u64,
+        /// The smallest largest-worker memory of any plan tried (bytes).
+        smallest: u64,
+        /// That plan's [`Planned::choice`].
+        choice: String,
+        /// That plan (for the summary: its memory report names the worst
+        /// worker and tile).
+        plan: Box<Planned>,
+    },
     /// A level's search failed.
     #[error("level {level} ({factor} groups): {source}")]
     Search {
@@ -94,13 +111,18 @@ pub struct Planned {
     /// [`Planned::choice`] label, bytes per step and largest worker's memory
     /// (bytes). `None` when the search had one candidate.
     pub runner_up: Option<(String, u64, u64)>,
+    /// How `--device-memory` shaped the search (`None` without a limit):
+    /// whether it bound and what it traded ([`super::budget`]).
+    pub budget: Option<BudgetReport>,
 }
 
 /// Options of [`plan_with`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct PlanOptions {
-    /// Memory of one device (bytes). CriticalDP keeps only candidate plans
-    /// whose largest worker fits it; `None`: no limit.
+    /// Memory of one device (bytes): every worker's peak (training state and
+    /// live activations) must fit it. The search prices memory when the
+    /// plan with the fewest bytes does not fit ([`super::budget`]); `None`:
+    /// no limit.
     pub device_memory: Option<u64>,
     /// The Megatron baseline's tensor-parallel group size t (a divisor of
     /// k); `None`: every divisor is tried and the best kept.
@@ -142,9 +164,14 @@ pub fn plan(
 /// The search names its candidate plans ([`super::searches::Search::candidates`]);
 /// the driver builds each and keeps the one with the fewest bytes among
 /// those whose largest worker fits `opts.device_memory` (all of them when no
-/// limit is given; the search's own plans when none fits). An alternative
-/// marked `only_if_fits` (CriticalDP's whole-model data parallelism) is kept
-/// only when it fits.
+/// limit is given). An alternative marked `only_if_fits` (CriticalDP's
+/// whole-model data parallelism) is kept only when it fits. When none fits,
+/// the levels are searched again with memory priced
+/// ([`super::budget::fit`]), and [`Planned::budget`] says what the limit
+/// traded.
+///
+/// Errors (besides those above): [`PlanError::DoesNotFit`] when no plan the
+/// search finds fits `opts.device_memory`.
 pub fn plan_with(
     graph: &Graph,
     lib: &Library,
@@ -153,41 +180,169 @@ pub fn plan_with(
     search: SearchKind,
     opts: PlanOptions,
 ) -> Result<Planned, PlanError> {
-    if workers == 0 {
-        return Err(PlanError::NoWorkers);
-    }
     let start = Instant::now();
-    let model = Model::new(graph, lib, cache)?;
-    let clusters = ordered_clusters(graph, &model);
-    let candidates = search.0.candidates(workers, &opts);
-    let fits = |p: &Planned| {
-        opts.device_memory
-            .is_none_or(|cap| p.memory.iter().all(|m| m.total() <= cap))
-    };
+    let ctx = Candidates::new(graph, lib, cache, workers, search, &opts)?;
+    let plans = ctx.plan_all(None)?;
+    let free = plans
+        .iter()
+        .map(|b| &b.plan)
+        .min_by_key(|p| p.comm_bytes)
+        .map(|p| (p.choice.clone(), p.comm_bytes, max_memory(p)))
+        .expect("at least one candidate");
+    let mut best = choose(plans, opts.device_memory);
+    if let Some(cap) = opts.device_memory {
+        best = super::budget::fit(&ctx, best, free, cap).map_err(|e| match e {
+            PlanError::DoesNotFit {
+                device_memory,
+                smallest,
+                choice,
+                mut plan,
+            } => {
+                plan.plan_seconds = start.elapsed().as_secs_f64();
+                PlanError::DoesNotFit {
+                    device_memory,
+                    smallest,
+                    choice,
+                    plan,
+                }
+            }
+            e => e,
+        })?;
+    }
+    best.plan_seconds = start.elapsed().as_secs_f64();
+    Ok(best)
+}
+
+/// The largest worker's memory of a plan (bytes).
+pub fn max_memory(p: &Planned) -> u64 {
+    p.memory.iter().map(|m| m.total()).max().unwrap_or(0)
+}
+
+/// One plan of [`Candidates::plan_all`]: kept only when it fits the device
+/// memory when `only_if_fits` (see [`super::searches::Candidate`]).
+pub(crate) struct Built {
+    /// The candidate's flag.
+    pub only_if_fits: bool,
+    /// Its plan.
+    pub plan: Planned,
+}
+
+/// A search's candidate plans for one graph and k, ready to be planned
+/// (with or without a memory price).
+pub(crate) struct Candidates<'a> {
+    graph: &'a Graph,
+    model: Model,
+    clusters: Vec<Cluster>,
+    candidates: Vec<Candidate>,
+    search: SearchKind,
+    workers: usize,
+    /// Level problems built so far, by (candidate, level, outer decisions):
+    /// a priced search whose outer levels decided as before reuses them.
+    problems: ProblemMemo,
+}
+
+/// Level problems by (candidate index, level, the outer levels' decisions).
+type ProblemMemo = Mutex<HashMap<(usize, usize, Decisions), Arc<LevelProblem>>>;
+
+/// Most level problems [`Candidates`] keeps (it forgets them all past this).
+const MEMO_LIMIT: usize = 64;
+
+impl<'a> Candidates<'a> {
+    /// Build the model and the coarsened graph, and ask `search` for its candidates.
+    ///
+    /// Errors: k = 0; an operator whose spec is missing or does not fit.
+    pub fn new(
+        graph: &'a Graph,
+        lib: &Library,
+        cache: &StrategyCache,
+        workers: usize,
+        search: SearchKind,
+        opts: &PlanOptions,
+    ) -> Result<Self, PlanError> {
+        if workers == 0 {
+            return Err(PlanError::NoWorkers);
+        }
+        let model = Model::new(graph, lib, cache)?;
+        let clusters = ordered_clusters(graph, &model);
+        let candidates = search.0.candidates(workers, opts);
+        Ok(Candidates {
+            graph,
+            model,
+            clusters,
+            candidates,
+            search,
+            workers,
+            problems: Mutex::default(),
+        })
+    }
+
+    /// The graph.
+    pub fn graph(&self) -> &Graph {
+        self.graph
+    }
+
+    /// Number of candidate plans.
+    pub fn len(&self) -> usize {
+        self.candidates.len()
+    }
+
+    /// Plan every candidate, each level's problem priced by `price` when
+    /// given ([`super::budget::MemoryPrice`]), and label each plan.
+    ///
+    /// Errors: a level whose problem has no feasible assignment.
+    pub fn plan_all(&self, price: Option<&MemoryPrice>) -> Result<Vec<Built>, PlanError> {
+        let workers = self.workers;
+        self.candidates
+            .iter()
+            .enumerate()
+            .map(|(ci, cand)| {
+                let mut p = plan_levels(
+                    self.graph,
+                    &self.model,
+                    &self.clusters,
+                    cand.clone(),
+                    self.search,
+                    price,
+                    (&self.problems, ci),
+                )?;
+                p.choice = if let Some(label) = &cand.label {
+                    label.clone()
+                } else if p.factors.len() > 1 {
+                    format!(
+                        "recursion {}",
+                        p.factors
+                            .iter()
+                            .map(|f| f.to_string())
+                            .collect::<Vec<_>>()
+                            .join("·")
+                    )
+                } else {
+                    format!("one {workers}-way level")
+                };
+                Ok(Built {
+                    only_if_fits: cand.only_if_fits,
+                    plan: p,
+                })
+            })
+            .collect()
+    }
+}
+
+/// Keep the plan with the fewest bytes among those whose largest worker fits
+/// `cap` (all of them when `None`; every plan not marked `only_if_fits` when
+/// none fits), with the best plan not kept as its runner-up.
+pub(crate) fn choose(plans: Vec<Built>, cap: Option<u64>) -> Planned {
+    let fits = |p: &Planned| cap.is_none_or(|c| max_memory(p) <= c);
     // (fits, plan): a fitting plan beats any that does not; then fewer bytes.
     let mut best: Option<(bool, Planned)> = None;
     let mut others: Vec<(String, u64, u64)> = Vec::new();
-    let max_mem = |p: &Planned| p.memory.iter().map(|m| m.total()).max().unwrap_or(0);
-    for cand in candidates {
-        let only_if_fits = cand.only_if_fits;
-        let label = cand.label.clone();
-        let mut p = plan_levels(graph, &model, &clusters, cand, search)?;
-        p.choice = if let Some(label) = label {
-            label
-        } else if p.factors.len() > 1 {
-            format!(
-                "recursion {}",
-                p.factors
-                    .iter()
-                    .map(|f| f.to_string())
-                    .collect::<Vec<_>>()
-                    .join("·")
-            )
-        } else {
-            format!("one {workers}-way level")
-        };
+    for Built {
+        only_if_fits,
+        plan: p,
+    } in plans
+    {
         let f = fits(&p);
-        let summary = (p.choice.clone(), p.comm_bytes, max_mem(&p));
+        let summary = (p.choice.clone(), p.comm_bytes, max_memory(&p));
         // An alternative (data parallelism) only replaces the search's own
         // plans when it fits.
         if only_if_fits && !f {
@@ -200,7 +355,7 @@ pub fn plan_with(
         };
         if better {
             if let Some((_, old)) = best.replace((f, p)) {
-                others.push((old.choice.clone(), old.comm_bytes, max_mem(&old)));
+                others.push((old.choice.clone(), old.comm_bytes, max_memory(&old)));
             }
         } else {
             others.push(summary);
@@ -208,8 +363,7 @@ pub fn plan_with(
     }
     let (_, mut best) = best.expect("at least one candidate");
     best.runner_up = others.into_iter().min_by_key(|o| o.1);
-    best.plan_seconds = start.elapsed().as_secs_f64();
-    Ok(best)
+    best
 }
 
 /// Plan one candidate of `search` (its factorisation of k and layout rules).
@@ -219,6 +373,8 @@ fn plan_levels(
     clusters: &[Cluster],
     cand: Candidate,
     search: SearchKind,
+    price: Option<&MemoryPrice>,
+    (memo, ci): (&ProblemMemo, usize),
 ) -> Result<Planned, PlanError> {
     let Candidate { factors, rules, .. } = cand;
     let mut input = LevelInput {
@@ -240,15 +396,30 @@ fn plan_levels(
     };
     for (level, &factor) in factors.iter().enumerate() {
         input.rule = rules.get(level).copied().unwrap_or(LayoutRule::Free);
-        let lp = input.build(&decisions, level);
-        let result = search
+        let key = (ci, level, decisions.clone());
+        let hit = memo.lock().ok().and_then(|m| m.get(&key).cloned());
+        let lp = hit.unwrap_or_else(|| {
+            let lp = Arc::new(input.build(&decisions, level));
+            if let Ok(mut m) = memo.lock() {
+                if m.len() >= MEMO_LIMIT {
+                    m.clear();
+                }
+                m.insert(key, lp.clone());
+            }
+            lp
+        });
+        let priced = price.map(|p| p.apply(&input, &lp, &decisions, level));
+        let mut result = search
             .0
-            .solve(&lp.problem)
+            .solve(priced.as_ref().unwrap_or(&lp.problem))
             .map_err(|source| PlanError::Search {
                 level,
                 factor,
                 source,
             })?;
+        if priced.is_some() {
+            result.cost = lp.problem.cost(&result.assignment);
+        }
         if level == 0 {
             coarse.edges = lp.problem.edges.iter().map(|e| (e.from, e.to)).collect();
             coarse.labels = result
@@ -302,6 +473,7 @@ fn plan_levels(
         coarse,
         choice: String::new(),
         runner_up: None,
+        budget: None,
     })
 }
 

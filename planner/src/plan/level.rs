@@ -26,7 +26,7 @@ pub const REPLICATE_MAX_BYTES: u64 = 64 * 1024;
 
 /// The decisions of a plan so far: per tensor and per operator, one entry per
 /// decided level (outermost first).
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct Decisions {
     /// Split dim per level (`None` = replicated at that level), indexed by tensor id.
     pub tensors: Vec<Vec<Option<u32>>>,

@@ -11,10 +11,13 @@
 //! * [`transfer`]: the point-to-point transfers behind every byte the cost model counts.
 //! * [`searches`]: the searches `--search` names, one file each, in one list.
 //! * [`driver`]: the recursive planner that runs them.
+//! * [`budget`]: the device memory limit inside the search (memory priced by bisection).
+//! * [`pareto`]: the frontier of bytes per step against memory per worker.
 //! * [`file`]: the versioned plan file (`tofu-plan` JSON).
 //! * [`dot`]: a Graphviz picture of the coarsened graph.
 //! * [`compare`]: every search side by side (the planner benchmark).
 pub mod access;
+pub mod budget;
 pub mod coarsen;
 pub mod compare;
 pub mod cost;
@@ -24,12 +27,15 @@ pub mod file;
 pub mod level;
 pub mod memory;
 pub mod model;
+pub mod pareto;
 pub mod searches;
 pub mod tile;
 pub mod transfer;
 
 pub use cost::OpChoice;
-pub use driver::{plan, plan_with, CoarseGraph, PlanError, PlanOptions, Planned, SearchKind};
+pub use driver::{
+    max_memory, plan, plan_with, CoarseGraph, PlanError, PlanOptions, Planned, SearchKind,
+};
 pub use file::PlanFile;
 pub use level::Decisions;
 pub use transfer::{transfers, Phase, Transfer};

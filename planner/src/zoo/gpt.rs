@@ -15,7 +15,8 @@
 
 use tdl::Library;
 
-use crate::graph::{float, int, DType, Fill, Graph, GraphBuilder, GraphError, TensorId};
+use super::layers::{layernorm, linear, self_attention, token_and_position_embedding};
+use crate::graph::{Graph, GraphBuilder, GraphError};
 
 /// Configuration of a decoder-only transformer.
 #[derive(Clone, Debug, PartialEq)]
@@ -79,47 +80,11 @@ impl GptConfig {
     pub fn forward(&self, lib: &Library) -> Result<Graph, GraphError> {
         let (bsz, s, d) = (self.batch, self.seq, self.d_model);
         let mut b = GraphBuilder::new(lib, &self.name());
-        let ids = b.input(
-            "ids",
-            &[bsz, s],
-            DType::I32,
-            Fill::Indices { bound: self.vocab },
-        )?;
-        let pos = b.input("positions", &[bsz, s], DType::I32, Fill::Positions)?;
-        let labels = b.input(
-            "labels",
-            &[bsz, s, self.vocab],
-            DType::F32,
-            Fill::Probabilities,
-        )?;
-        let wte = b.weight("wte", &[self.vocab, d], 0.5)?;
-        let wpe = b.weight("wpe", &[s, d], 0.5)?;
-        let te = b.op1("embedding", "embed.tokens", &[wte, ids], &[])?;
-        let pe = b.op1("embedding", "embed.positions", &[wpe, pos], &[])?;
-        let mut x = b.op1("add", "embed", &[te, pe], &[])?;
-        let dh = d / self.heads;
-        let heads = [("heads", int(self.heads as i64))];
+        let (mut x, labels, wte) = token_and_position_embedding(&mut b, (bsz, s, d), self.vocab)?;
         for l in 0..self.layers {
             let p = format!("h{l}");
             let h = layernorm(&mut b, &format!("{p}.ln1"), x, d)?;
-            let q = linear(&mut b, &format!("{p}.q"), h, d, d)?;
-            let k = linear(&mut b, &format!("{p}.k"), h, d, d)?;
-            let v = linear(&mut b, &format!("{p}.v"), h, d, d)?;
-            let q = b.op1("split_heads", &format!("{p}.q.split"), &[q], &heads)?;
-            let k = b.op1("split_heads", &format!("{p}.k.split"), &[k], &heads)?;
-            let v = b.op1("split_heads", &format!("{p}.v.split"), &[v], &heads)?;
-            let a = b.op1("batch_matmul_nt", &format!("{p}.scores"), &[q, k], &[])?;
-            let a = b.op1(
-                "scale",
-                &format!("{p}.scaled"),
-                &[a],
-                &[("alpha", float(1.0 / (dh as f64).sqrt()))],
-            )?;
-            let a = b.op1("causal_mask", &format!("{p}.mask"), &[a], &[])?;
-            let a = b.op1("softmax", &format!("{p}.probs"), &[a], &[])?;
-            let o = b.op1("batch_matmul", &format!("{p}.context"), &[a, v], &[])?;
-            let o = b.op1("merge_heads", &format!("{p}.merge"), &[o], &[])?;
-            let o = linear(&mut b, &format!("{p}.proj"), o, d, d)?;
+            let o = self_attention(&mut b, &p, h, d, self.heads, true)?;
             x = b.op1("add", &format!("{p}.res1"), &[x, o], &[])?;
             let h = layernorm(&mut b, &format!("{p}.ln2"), x, d)?;
             let h = linear(&mut b, &format!("{p}.fc1"), h, d, self.d_ff)?;
@@ -132,39 +97,4 @@ impl GptConfig {
         let loss = b.op1("softmax_cross_entropy", "loss", &[logits, labels], &[])?;
         b.finish(loss)
     }
-}
-
-/// `dense` with weight `{name}.w[din, dout]` then `bias_add` with `{name}.b[dout]`.
-fn linear(
-    b: &mut GraphBuilder,
-    name: &str,
-    x: TensorId,
-    din: usize,
-    dout: usize,
-) -> Result<TensorId, GraphError> {
-    let w = b.weight(
-        &format!("{name}.w"),
-        &[din, dout],
-        (1.0 / din as f64).sqrt(),
-    )?;
-    let bias = b.weight_const(&format!("{name}.b"), &[dout], 0.0)?;
-    let y = b.op1("dense", name, &[x, w], &[])?;
-    b.op1("bias_add", &format!("{name}.bias"), &[y, bias], &[])
-}
-
-/// `layernorm` with `{name}.gamma[d]` = 1 and `{name}.beta[d]` = 0.
-fn layernorm(
-    b: &mut GraphBuilder,
-    name: &str,
-    x: TensorId,
-    d: usize,
-) -> Result<TensorId, GraphError> {
-    let gamma = b.weight_const(&format!("{name}.gamma"), &[d], 1.0)?;
-    let beta = b.weight_const(&format!("{name}.beta"), &[d], 0.0)?;
-    b.op1(
-        "layernorm",
-        name,
-        &[x, gamma, beta],
-        &[("eps", float(1e-5))],
-    )
 }

@@ -9,12 +9,15 @@
 //! | `wresnet-<depth>-<widen>` | [`wresnet`]: Wide ResNet, depth 50/101/152, every conv widened, 224×224 | 32 |
 //! | `rnn-<layers>-<hidden>` | [`rnn`]: LSTM language model, 20 steps, embedding 512 | 512 |
 //! | `gpt-<layers>-<d_model>` | [`gpt`]: decoder-only transformer, d_model/64 heads, sequence 1024, vocabulary 50257 | 8 |
+//! | `bert-<layers>-<d_model>` | [`bert`]: encoder with an MLM head, d_model/64 heads, sequence 512, vocabulary 30522 (`bert-24-1024` = BERT-large) | 32 |
 //!
 //! Sizes accept a `k` suffix for ×1024 (`rnn-10-8k` = hidden 8192). Each
 //! family's config also has a `tiny()` configuration of the same structure
 //! (fewer layers, small dims and images) for tests that execute the graph.
 
+pub mod bert;
 pub mod gpt;
+mod layers;
 pub mod mlp;
 pub mod rnn;
 pub mod wresnet;
@@ -23,6 +26,7 @@ use tdl::Library;
 
 use crate::graph::{training_graph, Graph, GraphError, Optimizer};
 
+pub use bert::BertConfig;
 pub use gpt::GptConfig;
 pub use mlp::MlpConfig;
 pub use rnn::RnnConfig;
@@ -60,9 +64,11 @@ pub enum Model {
     Rnn(RnnConfig),
     /// Decoder-only transformer.
     Gpt(GptConfig),
+    /// Encoder-only transformer (BERT).
+    Bert(BertConfig),
 }
 
-const NAMES: &str = "expected mlp-<layers>-<hidden>, wresnet-<50|101|152>-<widen>, rnn-<layers>-<hidden> or gpt-<layers>-<d_model> (sizes may end in k = ×1024, e.g. rnn-10-8k)";
+const NAMES: &str = "expected mlp-<layers>-<hidden>, wresnet-<50|101|152>-<widen>, rnn-<layers>-<hidden>, gpt-<layers>-<d_model> or bert-<layers>-<d_model> (sizes may end in k = ×1024, e.g. rnn-10-8k)";
 
 /// Parse a size: digits with an optional `k`/`K` suffix (×1024).
 pub fn parse_size(s: &str) -> Option<usize> {
@@ -107,6 +113,11 @@ impl Model {
                     "GPT d_model must be a multiple of 64 (heads = d_model/64), not {b}"
                 ))
             }),
+            "bert" => BertConfig::new(a, b).map(Model::Bert).ok_or_else(|| {
+                bad(format!(
+                    "BERT d_model must be a multiple of 64 (heads = d_model/64), not {b}"
+                ))
+            }),
             _ => Err(bad(NAMES.into())),
         }
     }
@@ -118,6 +129,7 @@ impl Model {
             Model::WResNet(c) => c.name(),
             Model::Rnn(c) => c.name(),
             Model::Gpt(c) => c.name(),
+            Model::Bert(c) => c.name(),
         }
     }
 
@@ -128,6 +140,7 @@ impl Model {
             Model::WResNet(c) => c.batch,
             Model::Rnn(c) => c.batch,
             Model::Gpt(c) => c.batch,
+            Model::Bert(c) => c.batch,
         }
     }
 
@@ -138,6 +151,7 @@ impl Model {
             Model::WResNet(c) => c.batch = batch,
             Model::Rnn(c) => c.batch = batch,
             Model::Gpt(c) => c.batch = batch,
+            Model::Bert(c) => c.batch = batch,
         }
         self
     }
@@ -151,6 +165,7 @@ impl Model {
             Model::WResNet(c) => c.forward(lib),
             Model::Rnn(c) => c.forward(lib),
             Model::Gpt(c) => c.forward(lib),
+            Model::Bert(c) => c.forward(lib),
         };
         r.map_err(|source| ZooError::Graph {
             model: self.name(),

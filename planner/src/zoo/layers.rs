@@ -1,0 +1,102 @@
+//! Building blocks the transformer models of the zoo share ([`super::gpt`],
+//! [`super::bert`]): a linear layer, layer normalisation and multi-head
+//! self-attention written as matmuls (so the planner sees every matmul).
+//!
+//! Takes a [`GraphBuilder`] and the input activation; adds the weights and
+//! operators of the block (names prefixed by the block's name) and gives the
+//! output activation. Shapes: B = batch, S = sequence, D = width, A = heads.
+
+use crate::graph::{float, int, DType, Fill, GraphBuilder, GraphError, TensorId};
+
+/// `dense` with weight `{name}.w[din, dout]` then `bias_add` with `{name}.b[dout]`.
+pub(crate) fn linear(
+    b: &mut GraphBuilder,
+    name: &str,
+    x: TensorId,
+    din: usize,
+    dout: usize,
+) -> Result<TensorId, GraphError> {
+    let w = b.weight(
+        &format!("{name}.w"),
+        &[din, dout],
+        (1.0 / din as f64).sqrt(),
+    )?;
+    let bias = b.weight_const(&format!("{name}.b"), &[dout], 0.0)?;
+    let y = b.op1("dense", name, &[x, w], &[])?;
+    b.op1("bias_add", &format!("{name}.bias"), &[y, bias], &[])
+}
+
+/// `layernorm` with `{name}.gamma[d]` = 1 and `{name}.beta[d]` = 0.
+pub(crate) fn layernorm(
+    b: &mut GraphBuilder,
+    name: &str,
+    x: TensorId,
+    d: usize,
+) -> Result<TensorId, GraphError> {
+    let gamma = b.weight_const(&format!("{name}.gamma"), &[d], 1.0)?;
+    let beta = b.weight_const(&format!("{name}.beta"), &[d], 0.0)?;
+    b.op1(
+        "layernorm",
+        name,
+        &[x, gamma, beta],
+        &[("eps", float(1e-5))],
+    )
+}
+
+/// Multi-head self-attention of `h[B, S, D]` with `heads` heads, named
+/// `{p}.*`: `dense` + `bias_add` for q, k, v (`[D, D]` each) →
+/// `split_heads<A>` → `batch_matmul_nt` (scores `[B, A, S, S]`) →
+/// `scale<1/√(D/A)>` → `causal_mask` (only when `causal`) → `softmax` →
+/// `batch_matmul` with v → `merge_heads` → `dense` + `bias_add` (the output
+/// projection). Gives the projection's output `[B, S, D]`.
+pub(crate) fn self_attention(
+    b: &mut GraphBuilder,
+    p: &str,
+    h: TensorId,
+    d: usize,
+    heads: usize,
+    causal: bool,
+) -> Result<TensorId, GraphError> {
+    let dh = d / heads;
+    let heads = [("heads", int(heads as i64))];
+    let q = linear(b, &format!("{p}.q"), h, d, d)?;
+    let k = linear(b, &format!("{p}.k"), h, d, d)?;
+    let v = linear(b, &format!("{p}.v"), h, d, d)?;
+    let q = b.op1("split_heads", &format!("{p}.q.split"), &[q], &heads)?;
+    let k = b.op1("split_heads", &format!("{p}.k.split"), &[k], &heads)?;
+    let v = b.op1("split_heads", &format!("{p}.v.split"), &[v], &heads)?;
+    let a = b.op1("batch_matmul_nt", &format!("{p}.scores"), &[q, k], &[])?;
+    let mut a = b.op1(
+        "scale",
+        &format!("{p}.scaled"),
+        &[a],
+        &[("alpha", float(1.0 / (dh as f64).sqrt()))],
+    )?;
+    if causal {
+        a = b.op1("causal_mask", &format!("{p}.mask"), &[a], &[])?;
+    }
+    let a = b.op1("softmax", &format!("{p}.probs"), &[a], &[])?;
+    let o = b.op1("batch_matmul", &format!("{p}.context"), &[a, v], &[])?;
+    let o = b.op1("merge_heads", &format!("{p}.merge"), &[o], &[])?;
+    linear(b, &format!("{p}.proj"), o, d, d)
+}
+
+/// The inputs and embeddings of a language model with vocabulary `vocab`:
+/// inputs `ids[B, S]`, `positions[B, S]` and `labels[B, S, V]`, weights
+/// `wte[V, D]` and `wpe[S, D]`, and `embed` = `embedding(wte, ids)` +
+/// `embedding(wpe, positions)`. Gives (`embed[B, S, D]`, `labels`, `wte`).
+pub(crate) fn token_and_position_embedding(
+    b: &mut GraphBuilder,
+    (bsz, s, d): (usize, usize, usize),
+    vocab: usize,
+) -> Result<(TensorId, TensorId, TensorId), GraphError> {
+    let ids = b.input("ids", &[bsz, s], DType::I32, Fill::Indices { bound: vocab })?;
+    let pos = b.input("positions", &[bsz, s], DType::I32, Fill::Positions)?;
+    let labels = b.input("labels", &[bsz, s, vocab], DType::F32, Fill::Probabilities)?;
+    let wte = b.weight("wte", &[vocab, d], 0.5)?;
+    let wpe = b.weight("wpe", &[s, d], 0.5)?;
+    let te = b.op1("embedding", "embed.tokens", &[wte, ids], &[])?;
+    let pe = b.op1("embedding", "embed.positions", &[wpe, pos], &[])?;
+    let x = b.op1("add", "embed", &[te, pe], &[])?;
+    Ok((x, labels, wte))
+}
