@@ -7,6 +7,7 @@ pub mod graph_summary;
 pub mod launch;
 pub mod loops;
 pub mod plan;
+pub mod plan_topology;
 pub mod run;
 pub mod ssp;
 pub mod ssp_bench;

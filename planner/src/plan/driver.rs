@@ -24,6 +24,7 @@ use super::memory::{per_worker, WorkerMemory};
 use super::model::{Model, ModelError};
 use super::searches::Candidate;
 pub use super::searches::SearchKind;
+use super::topology::{price, LinkReport, Topology, TopologyError};
 use crate::graph::{Graph, OpId};
 use crate::search::{ProblemError, StopReason};
 
@@ -36,6 +37,9 @@ pub enum PlanError {
     /// The graph's operators do not fit their specs.
     #[error(transparent)]
     Model(#[from] ModelError),
+    /// The topology does not fit the workers.
+    #[error(transparent)]
+    Topology(#[from] TopologyError),
     /// A level's search failed.
     #[error("level {level} ({factor} groups): {source}")]
     Search {
@@ -57,7 +61,8 @@ pub struct LevelReport {
     pub nodes: usize,
     /// Edges of the coarsened problem.
     pub edges: usize,
-    /// Exact communication (bytes per step) of the plan made of the levels so far.
+    /// Exact communication (bytes per step) of the plan made of the levels
+    /// so far (what the search minimised, unless a topology priced it in time).
     pub comm_bytes: f64,
     /// Why this level's search stopped.
     pub stop_reason: StopReason,
@@ -94,6 +99,19 @@ pub struct Planned {
     /// [`Planned::choice`] label, bytes per step and largest worker's memory
     /// (bytes). `None` when the search had one candidate.
     pub runner_up: Option<(String, u64, u64)>,
+    /// With [`PlanOptions::topology`]: bytes and estimated seconds per link
+    /// level, what the search minimised ([`super::topology`]).
+    pub links: Option<LinkReport>,
+}
+
+impl Planned {
+    /// What candidates are compared by: estimated seconds of communication
+    /// on the topology when there is one, else bytes per step.
+    pub fn objective(&self) -> f64 {
+        self.links
+            .as_ref()
+            .map_or(self.comm_bytes as f64, LinkReport::seconds)
+    }
 }
 
 /// Options of [`plan_with`].
@@ -105,6 +123,19 @@ pub struct PlanOptions {
     /// The Megatron baseline's tensor-parallel group size t (a divisor of
     /// k); `None`: every divisor is tried and the best kept.
     pub tensor_parallel: Option<usize>,
+    /// The cluster: outer recursion levels across nodes, levels priced in
+    /// estimated seconds instead of bytes ([`super::topology`]); `None`:
+    /// bytes, levels from k's prime factors.
+    pub topology: Option<Topology>,
+}
+
+impl PlanOptions {
+    /// The recursion levels of `workers` (outermost first): the topology's
+    /// [`Topology::factors`], else k's prime factors, largest first.
+    pub fn factors(&self, workers: usize) -> Vec<usize> {
+        self.topology
+            .map_or_else(|| super::tile::factorize(workers), |t| t.factors())
+    }
 }
 
 /// The coarsened graph and the first level's decision per node (for `--dot`).
@@ -136,11 +167,12 @@ pub fn plan(
 
 /// Plan `graph` for `workers` workers with `search` (see the module doc).
 ///
-/// Errors: k = 0; an operator whose spec is missing or does not fit; a level
-/// whose problem has no feasible assignment.
+/// Errors: k = 0; a topology without k GPUs; an operator whose spec is
+/// missing or does not fit; a level whose problem has no feasible assignment.
 ///
 /// The search names its candidate plans ([`super::searches::Search::candidates`]);
-/// the driver builds each and keeps the one with the fewest bytes among
+/// the driver builds each and keeps the one with the fewest bytes (with a
+/// topology: the least estimated time, [`Planned::objective`]) among
 /// those whose largest worker fits `opts.device_memory` (all of them when no
 /// limit is given; the search's own plans when none fits). An alternative
 /// marked `only_if_fits` (CriticalDP's whole-model data parallelism) is kept
@@ -155,6 +187,9 @@ pub fn plan_with(
 ) -> Result<Planned, PlanError> {
     if workers == 0 {
         return Err(PlanError::NoWorkers);
+    }
+    if let Some(t) = &opts.topology {
+        t.check_workers(workers)?;
     }
     let start = Instant::now();
     let model = Model::new(graph, lib, cache)?;
@@ -171,7 +206,7 @@ pub fn plan_with(
     for cand in candidates {
         let only_if_fits = cand.only_if_fits;
         let label = cand.label.clone();
-        let mut p = plan_levels(graph, &model, &clusters, cand, search)?;
+        let mut p = plan_levels(graph, &model, &clusters, cand, search, opts.topology)?;
         p.choice = if let Some(label) = label {
             label
         } else if p.factors.len() > 1 {
@@ -196,7 +231,7 @@ pub fn plan_with(
         }
         let better = match &best {
             None => true,
-            Some((bf, b)) => (f && !bf) || (f == *bf && p.comm_bytes < b.comm_bytes),
+            Some((bf, b)) => (f && !bf) || (f == *bf && p.objective() < b.objective()),
         };
         if better {
             if let Some((_, old)) = best.replace((f, p)) {
@@ -219,6 +254,7 @@ fn plan_levels(
     clusters: &[Cluster],
     cand: Candidate,
     search: SearchKind,
+    topology: Option<Topology>,
 ) -> Result<Planned, PlanError> {
     let Candidate { factors, rules, .. } = cand;
     let mut input = LevelInput {
@@ -227,6 +263,7 @@ fn plan_levels(
         clusters,
         factors: &factors,
         rule: LayoutRule::Free,
+        topology: topology.as_ref(),
     };
     let mut decisions = Decisions::empty(graph);
     let mut levels = Vec::new();
@@ -274,16 +311,22 @@ fn plan_levels(
         for d in decisions.tensors.iter_mut().filter(|d| d.len() == level) {
             d.push(None);
         }
+        let comm_bytes = if topology.is_some() {
+            exact_cost(graph, model, &factors[..=level], &decisions).0 as f64
+        } else {
+            result.cost
+        };
         levels.push(LevelReport {
             factor,
             nodes: lp.problem.nodes.len(),
             edges: lp.problem.edges.len(),
-            comm_bytes: result.cost,
+            comm_bytes,
             stop_reason: result.stop_reason,
         });
     }
     let (comm_bytes, op_comm_bytes) = exact_cost(graph, model, &factors, &decisions);
     let memory = per_worker(graph, &decisions.tensors, &factors);
+    let links = topology.map(|t| price(graph, model, &factors, &decisions, &t));
     let stop_reason = if levels.iter().all(|l| l.stop_reason == StopReason::Optimal) {
         StopReason::Optimal
     } else {
@@ -302,6 +345,7 @@ fn plan_levels(
         coarse,
         choice: String::new(),
         runner_up: None,
+        links,
     })
 }
 
