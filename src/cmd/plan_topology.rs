@@ -41,6 +41,17 @@ pub fn parse(
     Ok(Some(t))
 }
 
+/// Seconds in a readable unit: `1.23 s`, `4.56 ms`, `7.89 µs`.
+fn seconds(s: f64) -> String {
+    if s >= 1.0 {
+        format!("{s:.3} s")
+    } else if s >= 1e-3 {
+        format!("{:.3} ms", s * 1e3)
+    } else {
+        format!("{:.3} µs", s * 1e6)
+    }
+}
+
 /// Which levels of `factors` cross nodes, in words, e.g. `level 0 across
 /// nodes, levels 1–3 inside nodes`.
 fn level_words(t: &Topology, factors: &[usize]) -> String {
@@ -75,18 +86,18 @@ pub fn summary(p: &Planned) -> Vec<String> {
     for link in Link::ALL {
         let l = link as usize;
         out.push(format!(
-            "  {:<10} {:>12} per step, {:>9.4} s estimated ({:.0} GB/s per GPU)",
+            "  {:<10} {:>12} per step, {:>11} estimated ({:.0} GB/s per GPU)",
             link.name(),
             human(r.load.bytes[l]),
-            r.load.seconds[l],
+            seconds(r.load.seconds[l]),
             t.bandwidth(link) as f64 / 1e9
         ));
     }
     out.push(format!(
-        "  {:<10} {:>12} per step, {:>9.4} s estimated (what the search minimised)",
+        "  {:<10} {:>12} per step, {:>11} estimated (what the search minimised)",
         "total",
         human(r.load.total_bytes()),
-        r.seconds()
+        seconds(r.seconds())
     ));
     out
 }

@@ -203,10 +203,19 @@ pub fn plan_with(
     let mut best: Option<(bool, Planned)> = None;
     let mut others: Vec<(String, u64, u64)> = Vec::new();
     let max_mem = |p: &Planned| p.memory.iter().map(|m| m.total()).max().unwrap_or(0);
+    let mut solved = Prefixes::new();
     for cand in candidates {
         let only_if_fits = cand.only_if_fits;
         let label = cand.label.clone();
-        let mut p = plan_levels(graph, &model, &clusters, cand, search, opts.topology)?;
+        let mut p = plan_levels(
+            graph,
+            &model,
+            &clusters,
+            cand,
+            search,
+            opts.topology,
+            &mut solved,
+        )?;
         p.choice = if let Some(label) = label {
             label
         } else if p.factors.len() > 1 {
@@ -247,7 +256,23 @@ pub fn plan_with(
     Ok(best)
 }
 
-/// Plan one candidate of `search` (its factorisation of k and layout rules).
+/// Outer levels an earlier candidate of the same [`plan_with`] call already
+/// solved: their factors and layout rules, and the decisions, level reports
+/// and coarse picture after them. A level's problem depends only on these
+/// (and the search), so candidates sharing outer levels (CriticalDP's
+/// hybrids share their data-parallel levels with whole-model data
+/// parallelism) solve them once and get the same plans.
+type Prefixes = Vec<(
+    Vec<usize>,
+    Vec<LayoutRule>,
+    Decisions,
+    Vec<LevelReport>,
+    CoarseGraph,
+)>;
+
+/// Plan one candidate of `search` (its factorisation of k and layout rules),
+/// starting after the longest prefix of its levels in `solved` and adding
+/// the levels it solves there.
 fn plan_levels(
     graph: &Graph,
     model: &Model,
@@ -255,8 +280,12 @@ fn plan_levels(
     cand: Candidate,
     search: SearchKind,
     topology: Option<Topology>,
+    solved: &mut Prefixes,
 ) -> Result<Planned, PlanError> {
     let Candidate { factors, rules, .. } = cand;
+    let rules: Vec<LayoutRule> = (0..factors.len())
+        .map(|l| rules.get(l).copied().unwrap_or(LayoutRule::Free))
+        .collect();
     let mut input = LevelInput {
         graph,
         model,
@@ -275,8 +304,19 @@ fn plan_levels(
             .collect(),
         ..CoarseGraph::default()
     };
-    for (level, &factor) in factors.iter().enumerate() {
-        input.rule = rules.get(level).copied().unwrap_or(LayoutRule::Free);
+    let known = solved
+        .iter()
+        .filter(|(f, r, ..)| factors.starts_with(f) && rules.starts_with(r))
+        .max_by_key(|(f, ..)| f.len());
+    let first = match known {
+        Some((f, _, d, l, c)) => {
+            (decisions, levels, coarse) = (d.clone(), l.clone(), c.clone());
+            f.len()
+        }
+        None => 0,
+    };
+    for (level, &factor) in factors.iter().enumerate().skip(first) {
+        input.rule = rules[level];
         let lp = input.build(&decisions, level);
         let result = search
             .0
@@ -323,6 +363,13 @@ fn plan_levels(
             comm_bytes,
             stop_reason: result.stop_reason,
         });
+        solved.push((
+            factors[..=level].to_vec(),
+            rules[..=level].to_vec(),
+            decisions.clone(),
+            levels.clone(),
+            coarse.clone(),
+        ));
     }
     let (comm_bytes, op_comm_bytes) = exact_cost(graph, model, &factors, &decisions);
     let memory = per_worker(graph, &decisions.tensors, &factors);
