@@ -15,6 +15,11 @@
 //! Batch, widths, channels and image sizes are 1..=6 (so some dims are
 //! smaller than k).
 //!
+//! Every case also runs CriticalDP priced on a cluster topology (`--topology`:
+//! k = nodes × GPUs with nodes the smallest prime factor of k, node levels
+//! outermost, levels priced in estimated seconds): a different objective over
+//! the same plan space, so other plans, which must run as exactly.
+//!
 //! Cases: 64 by default (each plans and runs all six searches; about 2 s in
 //! all at the test profile); set `PROPTEST_CASES=N` for more, e.g.
 //! `PROPTEST_CASES=5000 cargo test -p runner --test random_graphs`.
@@ -22,10 +27,11 @@
 mod partition;
 
 use interval::cache::StrategyCache;
-use partition::{check_one, lib, reference};
+use partition::{check_one, check_one_opts, cpu, lib, reference};
 use planner::graph::{int, DType, Fill, Graph, GraphBuilder, GraphError, Optimizer, TensorId};
 use planner::plan::model::Model;
-use planner::plan::SearchKind;
+use planner::plan::topology::Topology;
+use planner::plan::{PlanOptions, SearchKind};
 use proptest::prelude::*;
 
 /// One layer of the 2-D chain.
@@ -220,5 +226,12 @@ proptest! {
             check_one(&format!("{d:?} steps={steps}"), &g, &model, &cache, k, s, steps, &r1)
                 .map_err(TestCaseError::fail)?;
         }
+        let nodes = (2..=k).find(|p| k % p == 0).unwrap_or(1);
+        let opts = PlanOptions {
+            topology: Some(Topology::new(nodes, k / nodes)),
+            ..PlanOptions::default()
+        };
+        check_one_opts(&cpu, &format!("{d:?} steps={steps}"), &g, &model, &cache, k, SearchKind::CriticalDp, opts, steps, &r1)
+            .map_err(TestCaseError::fail)?;
     }
 }

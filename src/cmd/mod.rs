@@ -8,6 +8,7 @@ pub mod launch;
 pub mod loops;
 pub mod plan;
 pub mod plan_memory;
+pub mod plan_topology;
 pub mod run;
 pub mod ssp;
 pub mod ssp_bench;

@@ -1,12 +1,15 @@
 //! `tofu plan (--model NAME | FILE.json | FILE.onnx) --workers K [--batch N] [--search S]
 //! [--tensor-parallel T]
-//! [--device-memory BYTES] [--pareto [--pareto-point I]] [-o plan.json] [--dot plan.dot] [--json]`:
+//! [--device-memory BYTES] [--pareto [--pareto-point I]] [--topology NODESxGPUS
+//! [--link-bandwidth intra=BW,inter=BW]] [-o plan.json] [--dot plan.dot] [--json]`:
 //! find a partition plan (Tofu §4) and explain it.
 //!
 //! Takes a zoo model or a graph file; prints workers, per-worker memory
 //! against the device memory, communication bytes per training step, the ten
 //! operators that communicate most, the same figures for data parallelism,
-//! why the search stopped and which candidate plan it kept. `--json` prints one object with `workers`,
+//! why the search stopped and which candidate plan it kept; with a topology,
+//! bytes and estimated seconds per link level ([`super::plan_topology`]).
+//! `--json` prints one object with `workers`,
 //! `search`, `comm_bytes_per_step`, `max_worker_memory_bytes`,
 //! `plan_seconds`, `stop_reason`, `budget` (what `--device-memory` traded)
 //! and, with `--pareto`, `pareto` (the frontier of bytes per step against
@@ -70,6 +73,16 @@ pub struct Args {
     /// With --pareto: the index of the frontier point to summarise and write.
     #[arg(long, requires = "pareto")]
     pareto_point: Option<usize>,
+    /// The cluster, NODESxGPUS (e.g. 2x8; NODES·GPUS = --workers): the
+    /// outer recursion levels split between nodes, and the search minimises
+    /// the estimated communication time (NVLink 4 inside a node, 450 GB/s
+    /// per GPU; 400 Gb/s NDR InfiniBand per GPU across nodes) instead of bytes.
+    #[arg(long)]
+    topology: Option<String>,
+    /// With --topology: link bandwidths per GPU and direction, e.g.
+    /// `intra=450G,inter=50G` (bytes/s; K, M, G, T = 10^3…10^12; `400Gb` = bits).
+    #[arg(long, value_name = "intra=BW,inter=BW")]
+    link_bandwidth: Option<String>,
     /// Write the plan file (JSON, `tofu-plan` v1) here.
     #[arg(short = 'o', long = "output")]
     output: Option<PathBuf>,
@@ -194,9 +207,15 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
             ));
         }
     }
+    let topology = super::plan_topology::parse(
+        args.topology.as_deref(),
+        args.link_bandwidth.as_deref(),
+        args.workers,
+    )?;
     let opts = PlanOptions {
         device_memory: args.device_memory,
         tensor_parallel: args.tensor_parallel,
+        topology,
     };
     let (planned, front) = if args.pareto {
         match pareto(&graph, &lib, &cache, args.workers, search, opts) {
@@ -260,6 +279,7 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
             "data_parallel_max_worker_memory_bytes": dp.as_ref().map(|d| d.memory.iter().map(|m| m.total()).max().unwrap_or(0)),
             "budget": plan_memory::budget_json(&planned),
             "pareto": front.as_ref().map(|(f, _)| plan_memory::pareto_json(f)),
+            "topology": super::plan_topology::json(&planned),
             "top_ops": top.iter().map(|(n, s, b)| serde_json::json!({"op": n, "spec": s, "comm_bytes": b})).collect::<Vec<_>>(),
         });
         println!("{obj}");
@@ -361,6 +381,9 @@ fn print_summary(
                 ""
             }
         );
+    }
+    for line in super::plan_topology::summary(p) {
+        println!("{line}");
     }
     if let Some(d) = dp {
         let dmem = d.memory.iter().map(|m| m.total()).max().unwrap_or(0);

@@ -1,7 +1,8 @@
 //! End-to-end tests of `tofu plan`: the summary and `--json` fields, the
 //! plan file and the picture, `--device-memory` reports, and that bad
 //! arguments, missing files and unknown operators exit non-zero with an
-//! explanation and leave no partial plan file.
+//! explanation and leave no partial plan file; `--topology` reports bytes
+//! and estimated seconds per link level.
 
 use tofu_tests::{temp_dir, text, tofu};
 
@@ -260,4 +261,74 @@ fn device_memory_that_binds_says_what_it_traded() {
     let (out, _) = text(&o);
     assert!(o.status.success(), "{out}");
     assert!(out.contains("bound") && out.contains("traded"), "{out}");
+
+#[test]
+fn topology_reports_bytes_and_seconds_per_link_level() {
+    let o = tofu(&[
+        "plan",
+        "--model",
+        "mlp-3-64",
+        "--batch",
+        "16",
+        "-k",
+        "4",
+        "--topology",
+        "2x2",
+        "--link-bandwidth",
+        "inter=400Gb",
+        "--json",
+    ]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{err}");
+    let v: serde_json::Value = serde_json::from_str(out.trim()).expect("one JSON object");
+    let t = &v["topology"];
+    assert_eq!(t["nodes"], 2);
+    assert_eq!(t["gpus_per_node"], 2);
+    assert_eq!(t["node_levels"], 1);
+    let links = t["links"].as_array().unwrap();
+    assert_eq!(links[0]["link"], "inter-node");
+    assert_eq!(links[0]["bandwidth_bytes_per_s"], 50_000_000_000u64);
+    assert_eq!(links[1]["link"], "intra-node");
+    let bytes: u64 = links.iter().map(|l| l["bytes"].as_u64().unwrap()).sum();
+    assert_eq!(bytes, v["comm_bytes_per_step"].as_u64().unwrap());
+    let secs: f64 = links.iter().map(|l| l["seconds"].as_f64().unwrap()).sum();
+    let total = t["estimated_comm_seconds"].as_f64().unwrap();
+    assert!((secs - total).abs() <= 1e-12 + 1e-9 * total);
+
+    let o = tofu(&[
+        "plan",
+        "--model",
+        "mlp-3-64",
+        "-k",
+        "4",
+        "--topology",
+        "2x2",
+    ]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{err}");
+    assert!(
+        out.contains("level 0 across nodes, level 1 inside nodes"),
+        "{out}"
+    );
+    assert!(
+        out.contains("inter-node") && out.contains("intra-node"),
+        "{out}"
+    );
+
+    for (args, want) in [
+        (vec!["--topology", "2x3"], "use -k 6"),
+        (vec!["--topology", "2by2"], "NODESxGPUS"),
+        (
+            vec!["--topology", "2x2", "--link-bandwidth", "fast"],
+            "intra=450G",
+        ),
+        (vec!["--link-bandwidth", "intra=1G"], "needs --topology"),
+    ] {
+        let mut a = vec!["plan", "--model", "mlp-3-64", "-k", "4"];
+        a.extend(args);
+        let o = tofu(&a);
+        let (_, err) = text(&o);
+        assert!(!o.status.success(), "{a:?}");
+        assert!(err.contains(want), "{a:?}: {err}");
+    }
 }

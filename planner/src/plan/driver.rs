@@ -28,6 +28,7 @@ use super::memory::{per_worker, WorkerMemory};
 use super::model::{Model, ModelError};
 use super::searches::Candidate;
 pub use super::searches::SearchKind;
+use super::topology::{self, LinkReport, Topology, TopologyError};
 use crate::graph::{Graph, OpId};
 use crate::search::{ProblemError, StopReason};
 
@@ -53,6 +54,9 @@ pub enum PlanError {
         /// worker and tile).
         plan: Box<Planned>,
     },
+    /// The topology does not fit the workers.
+    #[error(transparent)]
+    Topology(#[from] TopologyError),
     /// A level's search failed.
     #[error("level {level} ({factor} groups): {source}")]
     Search {
@@ -74,7 +78,8 @@ pub struct LevelReport {
     pub nodes: usize,
     /// Edges of the coarsened problem.
     pub edges: usize,
-    /// Exact communication (bytes per step) of the plan made of the levels so far.
+    /// Exact communication (bytes per step) of the plan made of the levels
+    /// so far (what the search minimised, unless a topology priced it in time).
     pub comm_bytes: f64,
     /// Why this level's search stopped.
     pub stop_reason: StopReason,
@@ -114,6 +119,19 @@ pub struct Planned {
     /// How `--device-memory` shaped the search (`None` without a limit):
     /// whether it bound and what it traded ([`super::budget`]).
     pub budget: Option<BudgetReport>,
+    /// With [`PlanOptions::topology`]: bytes and estimated seconds per link
+    /// level, what the search minimised ([`super::topology`]).
+    pub links: Option<LinkReport>,
+}
+
+impl Planned {
+    /// What candidates are compared by: estimated seconds of communication
+    /// on the topology when there is one, else bytes per step.
+    pub fn objective(&self) -> f64 {
+        self.links
+            .as_ref()
+            .map_or(self.comm_bytes as f64, LinkReport::seconds)
+    }
 }
 
 /// Options of [`plan_with`].
@@ -127,6 +145,19 @@ pub struct PlanOptions {
     /// The Megatron baseline's tensor-parallel group size t (a divisor of
     /// k); `None`: every divisor is tried and the best kept.
     pub tensor_parallel: Option<usize>,
+    /// The cluster: outer recursion levels across nodes, levels priced in
+    /// estimated seconds instead of bytes ([`super::topology`]); `None`:
+    /// bytes, levels from k's prime factors.
+    pub topology: Option<Topology>,
+}
+
+impl PlanOptions {
+    /// The recursion levels of `workers` (outermost first): the topology's
+    /// [`Topology::factors`], else k's prime factors, largest first.
+    pub fn factors(&self, workers: usize) -> Vec<usize> {
+        self.topology
+            .map_or_else(|| super::tile::factorize(workers), |t| t.factors())
+    }
 }
 
 /// The coarsened graph and the first level's decision per node (for `--dot`).
@@ -158,11 +189,12 @@ pub fn plan(
 
 /// Plan `graph` for `workers` workers with `search` (see the module doc).
 ///
-/// Errors: k = 0; an operator whose spec is missing or does not fit; a level
-/// whose problem has no feasible assignment.
+/// Errors: k = 0; a topology without k GPUs; an operator whose spec is
+/// missing or does not fit; a level whose problem has no feasible assignment.
 ///
 /// The search names its candidate plans ([`super::searches::Search::candidates`]);
-/// the driver builds each and keeps the one with the fewest bytes among
+/// the driver builds each and keeps the one with the fewest bytes (with a
+/// topology: the least estimated time, [`Planned::objective`]) among
 /// those whose largest worker fits `opts.device_memory` (all of them when no
 /// limit is given). An alternative marked `only_if_fits` (CriticalDP's
 /// whole-model data parallelism) is kept only when it fits. When none fits,
@@ -180,6 +212,9 @@ pub fn plan_with(
     search: SearchKind,
     opts: PlanOptions,
 ) -> Result<Planned, PlanError> {
+    if let Some(t) = &opts.topology {
+        t.check_workers(workers)?;
+    }
     let start = Instant::now();
     let ctx = Candidates::new(graph, lib, cache, workers, search, &opts)?;
     let plans = ctx.plan_all(None)?;
@@ -236,6 +271,8 @@ pub(crate) struct Candidates<'a> {
     candidates: Vec<Candidate>,
     search: SearchKind,
     workers: usize,
+    /// Prices levels in estimated seconds ([`PlanOptions::topology`]).
+    topology: Option<Topology>,
     /// Level problems built so far, by (candidate, level, outer decisions):
     /// a priced search whose outer levels decided as before reuses them.
     problems: ProblemMemo,
@@ -272,6 +309,7 @@ impl<'a> Candidates<'a> {
             candidates,
             search,
             workers,
+            topology: opts.topology,
             problems: Mutex::default(),
         })
     }
@@ -292,39 +330,31 @@ impl<'a> Candidates<'a> {
     /// Errors: a level whose problem has no feasible assignment.
     pub fn plan_all(&self, price: Option<&MemoryPrice>) -> Result<Vec<Built>, PlanError> {
         let workers = self.workers;
-        self.candidates
-            .iter()
-            .enumerate()
-            .map(|(ci, cand)| {
-                let mut p = plan_levels(
-                    self.graph,
-                    &self.model,
-                    &self.clusters,
-                    cand.clone(),
-                    self.search,
-                    price,
-                    (&self.problems, ci),
-                )?;
-                p.choice = if let Some(label) = &cand.label {
-                    label.clone()
-                } else if p.factors.len() > 1 {
-                    format!(
-                        "recursion {}",
-                        p.factors
-                            .iter()
-                            .map(|f| f.to_string())
-                            .collect::<Vec<_>>()
-                            .join("·")
-                    )
-                } else {
-                    format!("one {workers}-way level")
-                };
-                Ok(Built {
-                    only_if_fits: cand.only_if_fits,
-                    plan: p,
-                })
-            })
-            .collect()
+        // Outer levels solved by an earlier candidate (same price): reused.
+        let mut solved = Prefixes::new();
+        let mut built = Vec::with_capacity(self.candidates.len());
+        for (ci, cand) in self.candidates.iter().enumerate() {
+            let mut p = plan_levels(self, ci, cand.clone(), price, &mut solved)?;
+            p.choice = if let Some(label) = &cand.label {
+                label.clone()
+            } else if p.factors.len() > 1 {
+                format!(
+                    "recursion {}",
+                    p.factors
+                        .iter()
+                        .map(|f| f.to_string())
+                        .collect::<Vec<_>>()
+                        .join("·")
+                )
+            } else {
+                format!("one {workers}-way level")
+            };
+            built.push(Built {
+                only_if_fits: cand.only_if_fits,
+                plan: p,
+            });
+        }
+        Ok(built)
     }
 }
 
@@ -351,7 +381,7 @@ pub(crate) fn choose(plans: Vec<Built>, cap: Option<u64>) -> Planned {
         }
         let better = match &best {
             None => true,
-            Some((bf, b)) => (f && !bf) || (f == *bf && p.comm_bytes < b.comm_bytes),
+            Some((bf, b)) => (f && !bf) || (f == *bf && p.objective() < b.objective()),
         };
         if better {
             if let Some((_, old)) = best.replace((f, p)) {
@@ -366,23 +396,43 @@ pub(crate) fn choose(plans: Vec<Built>, cap: Option<u64>) -> Planned {
     best
 }
 
-/// Plan one candidate of `search` (its factorisation of k and layout rules).
+/// Outer levels an earlier candidate of the same [`plan_with`] call already
+/// solved: their factors and layout rules, and the decisions, level reports
+/// and coarse picture after them. A level's problem depends only on these
+/// (and the search), so candidates sharing outer levels (CriticalDP's
+/// hybrids share their data-parallel levels with whole-model data
+/// parallelism) solve them once and get the same plans.
+type Prefixes = Vec<(
+    Vec<usize>,
+    Vec<LayoutRule>,
+    Decisions,
+    Vec<LevelReport>,
+    CoarseGraph,
+)>;
+
+/// Plan one candidate of `search` (its factorisation of k and layout rules),
+/// starting after the longest prefix of its levels in `solved` and adding
+/// the levels it solves there.
 fn plan_levels(
-    graph: &Graph,
-    model: &Model,
-    clusters: &[Cluster],
+    ctx: &Candidates,
+    ci: usize,
     cand: Candidate,
-    search: SearchKind,
     price: Option<&MemoryPrice>,
-    (memo, ci): (&ProblemMemo, usize),
+    solved: &mut Prefixes,
 ) -> Result<Planned, PlanError> {
+    let (graph, model, clusters) = (ctx.graph, &ctx.model, &ctx.clusters[..]);
+    let (search, topology, memo) = (ctx.search, ctx.topology, &ctx.problems);
     let Candidate { factors, rules, .. } = cand;
+    let rules: Vec<LayoutRule> = (0..factors.len())
+        .map(|l| rules.get(l).copied().unwrap_or(LayoutRule::Free))
+        .collect();
     let mut input = LevelInput {
         graph,
         model,
         clusters,
         factors: &factors,
         rule: LayoutRule::Free,
+        topology: topology.as_ref(),
     };
     let mut decisions = Decisions::empty(graph);
     let mut levels = Vec::new();
@@ -394,8 +444,19 @@ fn plan_levels(
             .collect(),
         ..CoarseGraph::default()
     };
-    for (level, &factor) in factors.iter().enumerate() {
-        input.rule = rules.get(level).copied().unwrap_or(LayoutRule::Free);
+    let known = solved
+        .iter()
+        .filter(|(f, r, ..)| factors.starts_with(f) && rules.starts_with(r))
+        .max_by_key(|(f, ..)| f.len());
+    let first = match known {
+        Some((f, _, d, l, c)) => {
+            (decisions, levels, coarse) = (d.clone(), l.clone(), c.clone());
+            f.len()
+        }
+        None => 0,
+    };
+    for (level, &factor) in factors.iter().enumerate().skip(first) {
+        input.rule = rules[level];
         let key = (ci, level, decisions.clone());
         let hit = memo.lock().ok().and_then(|m| m.get(&key).cloned());
         let lp = hit.unwrap_or_else(|| {
@@ -445,16 +506,29 @@ fn plan_levels(
         for d in decisions.tensors.iter_mut().filter(|d| d.len() == level) {
             d.push(None);
         }
+        let comm_bytes = if topology.is_some() {
+            exact_cost(graph, model, &factors[..=level], &decisions).0 as f64
+        } else {
+            result.cost
+        };
         levels.push(LevelReport {
             factor,
             nodes: lp.problem.nodes.len(),
             edges: lp.problem.edges.len(),
-            comm_bytes: result.cost,
+            comm_bytes,
             stop_reason: result.stop_reason,
         });
+        solved.push((
+            factors[..=level].to_vec(),
+            rules[..=level].to_vec(),
+            decisions.clone(),
+            levels.clone(),
+            coarse.clone(),
+        ));
     }
     let (comm_bytes, op_comm_bytes) = exact_cost(graph, model, &factors, &decisions);
     let memory = per_worker(graph, &decisions.tensors, &factors);
+    let links = topology.map(|t| topology::price(graph, model, &factors, &decisions, &t));
     let stop_reason = if levels.iter().all(|l| l.stop_reason == StopReason::Optimal) {
         StopReason::Optimal
     } else {
@@ -474,6 +548,7 @@ fn plan_levels(
         choice: String::new(),
         runner_up: None,
         budget: None,
+        links,
     })
 }
 

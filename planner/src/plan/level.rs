@@ -5,7 +5,8 @@
 //! clusters (in topological order), whose configurations are the clusters'
 //! joint choices at this level (operator strategies, tensor split dims), and
 //! whose costs are the exact bytes of the plan made of the outer levels plus
-//! this one ([`CostModel`]). Costs between an operator and a tensor of the
+//! this one ([`CostModel`]; with a topology, their estimated nanoseconds,
+//! [`super::topology`]). Costs between an operator and a tensor of the
 //! same cluster are node costs; across clusters they are edge costs.
 
 use rustc_hash::FxHashMap as HashMap;
@@ -91,6 +92,9 @@ pub struct LevelInput<'a> {
     pub factors: &'a [usize],
     /// Layout restriction.
     pub rule: LayoutRule,
+    /// With a topology, costs are estimated nanoseconds of communication
+    /// ([`super::topology`]) instead of bytes.
+    pub topology: Option<&'a super::topology::Topology>,
 }
 
 impl LevelInput<'_> {
@@ -379,11 +383,12 @@ impl LevelInput<'_> {
                             chs.push(ch);
                             let mut sp = d.tensors[t.index()][..level].to_vec();
                             sp.push(l);
-                            (if is_input {
-                                cm.input_bytes(o, j, &chs, &sp)
-                            } else {
-                                cm.output_bytes(o, j, &chs, &sp)
-                            }) as f64
+                            match (self.topology, is_input) {
+                                (Some(t), true) => cm.input_load(o, j, &chs, &sp, t).nanos(),
+                                (Some(t), false) => cm.output_load(o, j, &chs, &sp, t).nanos(),
+                                (None, true) => cm.input_bytes(o, j, &chs, &sp) as f64,
+                                (None, false) => cm.output_bytes(o, j, &chs, &sp) as f64,
+                            }
                         })
                 };
                 if a == b {

@@ -8,6 +8,7 @@
 //! * [`coarsen`]: the coarsening rules of §4.2.1, one file each.
 //! * [`level`]: one recursion level as a pairwise search problem.
 //! * [`memory`]: per-worker memory of a plan.
+//! * [`topology`]: a cluster's link levels and a plan's estimated communication time on them.
 //! * [`transfer`]: the point-to-point transfers behind every byte the cost model counts.
 //! * [`searches`]: the searches `--search` names, one file each, in one list.
 //! * [`driver`]: the recursive planner that runs them.
@@ -30,6 +31,7 @@ pub mod model;
 pub mod pareto;
 pub mod searches;
 pub mod tile;
+pub mod topology;
 pub mod transfer;
 
 pub use cost::OpChoice;

@@ -11,7 +11,7 @@ use interval::cache::StrategyCache;
 use planner::graph::execute::{execute, synthesize};
 use planner::graph::Graph;
 use planner::plan::model::Model;
-use planner::plan::{plan, Decisions, SearchKind};
+use planner::plan::{plan_with, Decisions, PlanOptions, SearchKind};
 use runner::{max_rel_error, run_programs, RunOptions, RunReport};
 use tdl::Library;
 
@@ -81,8 +81,32 @@ pub fn run_plan_with(
     s: SearchKind,
     steps: usize,
 ) -> Result<RunReport, String> {
-    let case = format!("{} k={k} {}", g.name(), s.name());
-    let p = plan(g, lib(), cache, k, s).map_err(|e| format!("{case}: plan: {e}"))?;
+    run_plan_opts(exec, g, model, cache, k, s, PlanOptions::default(), steps)
+}
+
+/// [`run_plan_with`] with planner options (e.g. a topology).
+#[allow(clippy::too_many_arguments)]
+pub fn run_plan_opts(
+    exec: &Exec,
+    g: &Graph,
+    model: &Model,
+    cache: &StrategyCache,
+    k: usize,
+    s: SearchKind,
+    opts: PlanOptions,
+    steps: usize,
+) -> Result<RunReport, String> {
+    let case = match opts.topology {
+        Some(t) => format!(
+            "{} k={k} {} topology {}x{}",
+            g.name(),
+            s.name(),
+            t.nodes,
+            t.gpus_per_node
+        ),
+        None => format!("{} k={k} {}", g.name(), s.name()),
+    };
+    let p = plan_with(g, lib(), cache, k, s, opts).map_err(|e| format!("{case}: plan: {e}"))?;
     let progs = generate(g, lib(), model, &p.factors, &p.decisions)
         .map_err(|e| format!("{case}: codegen: {e}"))?;
     validate(g, model, &p.factors, &p.decisions, &progs)
@@ -140,8 +164,36 @@ pub fn check_one_with(
     steps: usize,
     r1: &RunReport,
 ) -> Result<f64, String> {
-    let r =
-        run_plan_with(exec, g, model, cache, k, s, steps).map_err(|e| format!("{name}: {e}"))?;
+    check_one_opts(
+        exec,
+        name,
+        g,
+        model,
+        cache,
+        k,
+        s,
+        PlanOptions::default(),
+        steps,
+        r1,
+    )
+}
+
+/// [`check_one_with`] with planner options (e.g. a topology).
+#[allow(clippy::too_many_arguments)]
+pub fn check_one_opts(
+    exec: &Exec,
+    name: &str,
+    g: &Graph,
+    model: &Model,
+    cache: &StrategyCache,
+    k: usize,
+    s: SearchKind,
+    opts: PlanOptions,
+    steps: usize,
+    r1: &RunReport,
+) -> Result<f64, String> {
+    let r = run_plan_opts(exec, g, model, cache, k, s, opts, steps)
+        .map_err(|e| format!("{name}: {e}"))?;
     let (err, per) = max_rel_error(&r, r1);
     if err > TOLERANCE {
         let worst: Vec<(String, f64)> = per

@@ -1,10 +1,10 @@
 //! `critical-dp`: Tofu's search (§4.2.2, §4.4) and the candidates it weighs.
 
 use super::{Candidate, LayoutRule, PlanOptions, Search};
-use crate::plan::tile::factorize;
 
 /// CriticalDP on the coarsened graph, recursively. Candidates: the recursion
-/// over the prime factors of k (Tofu §4.4); for composite k, one k-way level
+/// over the prime factors of k (Tofu §4.4; with a topology, node levels
+/// outermost, [`PlanOptions::factors`]); for composite k, one k-way level
 /// (the greedy level-by-level recursion can lose to a direct split, e.g. on
 /// unrolled RNNs); whole-model data parallelism, kept only when it fits
 /// (it moves fewer bytes than any partitioning when weights are small next to
@@ -19,8 +19,8 @@ impl Search for CriticalDp {
         "critical-dp"
     }
 
-    fn candidates(&self, workers: usize, _opts: &PlanOptions) -> Vec<Candidate> {
-        let factors = factorize(workers);
+    fn candidates(&self, workers: usize, opts: &PlanOptions) -> Vec<Candidate> {
+        let factors = opts.factors(workers);
         let mut out = Candidate::uniform(factors.clone(), LayoutRule::Free, None);
         if factors.len() > 1 {
             out.extend(Candidate::uniform(vec![workers], LayoutRule::Free, None));

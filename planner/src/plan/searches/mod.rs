@@ -19,7 +19,6 @@ mod spartan;
 
 use super::driver::PlanOptions;
 use super::level::LayoutRule;
-use super::tile::factorize;
 use crate::search::{critical_dp::critical_dp, Problem, ProblemError, SearchResult};
 
 /// Every search, in the order `--search` help and the benchmark list them.
@@ -42,10 +41,10 @@ pub trait Search: Sync {
 
     /// The candidate plans for `workers` workers (at least one); the driver
     /// builds each and keeps the best (see [`super::driver::plan_with`]).
-    /// Default: the recursion over the prime factors of k with
-    /// [`Search::rule`] at every level.
-    fn candidates(&self, workers: usize, _opts: &PlanOptions) -> Vec<Candidate> {
-        Candidate::uniform(factorize(workers), self.rule(), None)
+    /// Default: the recursion over the prime factors of k (the topology's
+    /// levels, [`PlanOptions::factors`]) with [`Search::rule`] at every level.
+    fn candidates(&self, workers: usize, opts: &PlanOptions) -> Vec<Candidate> {
+        Candidate::uniform(opts.factors(workers), self.rule(), None)
     }
 
     /// The layout rule of [`Search::candidates`]' default (every level).
