@@ -261,6 +261,7 @@ fn device_memory_that_binds_says_what_it_traded() {
     let (out, _) = text(&o);
     assert!(o.status.success(), "{out}");
     assert!(out.contains("bound") && out.contains("traded"), "{out}");
+}
 
 #[test]
 fn topology_reports_bytes_and_seconds_per_link_level() {
