@@ -37,6 +37,7 @@ fn enumerate(g: &Graph, lib: &Library, factor: usize) -> Vec<(u64, u64)> {
         clusters: &clusters,
         factors: &factors,
         rule: LayoutRule::Free,
+        topology: None,
     };
     let lp = input.build(&Decisions::empty(g), 0);
     let sizes: Vec<usize> = lp.configs.iter().map(Vec::len).collect();
