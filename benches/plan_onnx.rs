@@ -3,14 +3,17 @@
 //! `scripts/fetch-onnx-data.sh` into `$TOFU_ONNX_CACHE`, default
 //! `~/.cache/tofu/onnx-1.22.0`), trained with softmax cross-entropy on their
 //! output, at the worker counts of `TOFU_BENCH_K` (default 2, 4, 6, 8, 16, 64)
-//! and batch `TOFU_BENCH_BATCH` (default 32). Prints Markdown rows; ratios to
-//! the ILP are measured in the same run.
+//! and batch `TOFU_BENCH_BATCH` (default 32). Prints Markdown: every row,
+//! then the summary (one line per model and k); ratios to the ILP are
+//! measured in the same run.
 //!
 //! `cargo bench -p tofu --bench plan_onnx`
 
 use std::path::PathBuf;
 
-use planner::plan::compare::{compare, ks_from_env, markdown_row, MARKDOWN_HEADER};
+use planner::plan::compare::{
+    compare, ks_from_env, markdown_row, summary_markdown, MARKDOWN_HEADER,
+};
 
 fn main() {
     let cache = std::env::var_os("TOFU_ONNX_CACHE")
@@ -41,6 +44,7 @@ fn main() {
     let lib = tdl::Library::shipped().expect("shipped specs");
     let ks = ks_from_env();
     println!("{MARKDOWN_HEADER}");
+    let mut all = Vec::new();
     for f in files {
         let opts = onnx::Options {
             training: true,
@@ -64,6 +68,8 @@ fn main() {
         eprintln!("{name}: {} ops", imported.graph.ops().len());
         for r in compare(&name, &imported.graph, &imported.library, &ks, 5000) {
             println!("{}", markdown_row(&r));
+            all.push(r);
         }
     }
+    println!("\n{}", summary_markdown(&all));
 }

@@ -22,7 +22,8 @@
 //! * **Bytes**: the bytes each rank sends equal the planner's transfers.
 //!
 //! [`check_recorded`] checks a loaded plan file before programs are even
-//! built: the bytes it records per operator and the memory it records per
+//! built (the check itself is [`PlanFile::check_recorded`], with the plan
+//! file): the bytes it records per operator and the memory it records per
 //! worker must be what its decisions imply, so an edited tile (a split
 //! changed to another valid dim, which the file's structural checks cannot
 //! see) is caught.
@@ -31,8 +32,7 @@ use std::collections::HashMap;
 
 use planner::graph::Graph;
 use planner::plan::cost::CostModel;
-use planner::plan::driver::exact_cost;
-use planner::plan::memory::per_worker;
+use planner::plan::file::RecordedError;
 use planner::plan::model::Model;
 use planner::plan::tile::{digits, Region};
 use planner::plan::{Decisions, Phase, PlanFile};
@@ -164,9 +164,8 @@ pub fn validate(
 }
 
 /// Check that a plan file's recorded costs are the ones its decisions imply:
-/// `comm_bytes` of every operator (bytes per step), `comm_bytes_per_step`,
-/// and every worker's memory (`memory[w]`, bytes). `graph` and `d` are what
-/// [`planner::plan::PlanFile::load`] gave for `file`.
+/// [`PlanFile::check_recorded`] (the check lives with the plan file), its
+/// errors as codegen's.
 ///
 /// Errors: [`CodegenError::Tampered`] naming the first operator or worker
 /// whose record differs; [`CodegenError::Mismatch`] when the file's lists do
@@ -177,48 +176,10 @@ pub fn check_recorded(
     model: &Model,
     d: &Decisions,
 ) -> Result<(), CodegenError> {
-    if file.ops.len() != graph.ops().len() || d.ops.len() != graph.ops().len() {
-        return Err(CodegenError::Mismatch(format!(
-            "{} op entries in the plan for {} ops in the graph",
-            file.ops.len(),
-            graph.ops().len()
-        )));
-    }
-    let (total, per_op) = exact_cost(graph, model, &file.factors, d);
-    for ((rec, &implied), op) in file.ops.iter().zip(&per_op).zip(graph.ops()) {
-        if rec.comm_bytes != implied {
-            return Err(CodegenError::Tampered(format!(
-                "op `{}` records {} bytes per step but the plan's tiles and strategies imply {implied}",
-                op.name, rec.comm_bytes
-            )));
-        }
-    }
-    if file.comm_bytes_per_step != total {
-        return Err(CodegenError::Tampered(format!(
-            "the plan records {} bytes per step but its decisions imply {total}",
-            file.comm_bytes_per_step
-        )));
-    }
-    let mem = per_worker(graph, &d.tensors, &file.factors);
-    if file.memory.len() != mem.len() {
-        return Err(CodegenError::Mismatch(format!(
-            "memory recorded for {} workers, the plan has {}",
-            file.memory.len(),
-            mem.len()
-        )));
-    }
-    for (w, (rec, implied)) in file.memory.iter().zip(&mem).enumerate() {
-        if rec != implied {
-            return Err(CodegenError::Tampered(format!(
-                "worker {w} records {} bytes of training state and {} of activations, but the plan's tiles imply {} and {}",
-                rec.training_state_bytes,
-                rec.peak_activation_bytes,
-                implied.training_state_bytes,
-                implied.peak_activation_bytes
-            )));
-        }
-    }
-    Ok(())
+    file.check_recorded(graph, model, d).map_err(|e| match e {
+        RecordedError::Mismatch(m) => CodegenError::Mismatch(m),
+        RecordedError::Tampered(m) => CodegenError::Tampered(m),
+    })
 }
 
 /// The global order of (operator, phase): inputs by slot, then per output

@@ -27,8 +27,7 @@ use interval::{OpStrategies, SplitKind, StrategyCache};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
 use tdl::{
-    AttrType, AttrValue, Attrs, DimEntry, DimExpr, Expr, ExprKind, Index, Library, OpSpec, Tensor,
-    VarId,
+    AttrType, AttrValue, Attrs, DimEntry, DimExpr, Expr, ExprKind, Library, OpSpec, Tensor, VarId,
 };
 
 /// Part evaluations checked (reported, so a vacuous pass shows).
@@ -55,28 +54,17 @@ fn trace(
 fn index_inputs(spec: &OpSpec) -> BTreeSet<u32> {
     fn go(e: &Expr, in_index: bool, out: &mut BTreeSet<u32>) {
         match &e.kind {
-            ExprKind::Read { tensor, indices } => {
+            ExprKind::Read { tensor, .. } => {
                 if let (tdl::TensorRef::Input(i), true) = (tensor, in_index) {
                     out.insert(*i);
                 }
-                for ix in indices {
-                    if let Index::Expr(x) = ix {
-                        go(x, true, out);
-                    }
-                }
+                e.children().for_each(|c| go(c, true, out));
             }
-            ExprKind::Unary(_, a) => go(a, in_index, out),
-            ExprKind::Binary(_, a, b) => {
-                go(a, in_index, out);
-                go(b, in_index, out);
-            }
-            ExprKind::Call(_, args) => args.iter().for_each(|a| go(a, in_index, out)),
-            ExprKind::Reduce { body, .. } => go(body, in_index, out),
             ExprKind::Opaque { args, index, .. } => {
                 args.iter().for_each(|a| go(a, in_index, out));
                 index.iter().for_each(|a| go(a, true, out));
             }
-            _ => {}
+            _ => e.children().for_each(|c| go(c, in_index, out)),
         }
     }
     let mut out = BTreeSet::new();
@@ -86,17 +74,13 @@ fn index_inputs(spec: &OpSpec) -> BTreeSet<u32> {
 
 fn reduce_vars(e: &Expr, out: &mut BTreeSet<VarId>) {
     match &e.kind {
-        ExprKind::Reduce { vars, body, .. } => {
+        // Reads and opaque calls end the walk (their indices and slices are not searched).
+        ExprKind::Read { .. } | ExprKind::Opaque { .. } => {}
+        ExprKind::Reduce { vars, .. } => {
             out.extend(vars.iter().copied());
-            reduce_vars(body, out);
+            e.children().for_each(|c| reduce_vars(c, out));
         }
-        ExprKind::Unary(_, a) => reduce_vars(a, out),
-        ExprKind::Binary(_, a, b) => {
-            reduce_vars(a, out);
-            reduce_vars(b, out);
-        }
-        ExprKind::Call(_, args) => args.iter().for_each(|a| reduce_vars(a, out)),
-        _ => {}
+        _ => e.children().for_each(|c| reduce_vars(c, out)),
     }
 }
 

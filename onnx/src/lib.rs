@@ -41,6 +41,7 @@ pub mod map_quant;
 pub mod map_reduce;
 pub mod map_resize;
 pub mod map_shape;
+pub mod mapping;
 pub mod node;
 pub mod opaque;
 pub mod opaque_shape;

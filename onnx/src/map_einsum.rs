@@ -28,8 +28,8 @@ use planner::graph::TensorId;
 
 use crate::lower::{unsupported, LResult, Lower, NodeError, Out};
 use crate::map_elementwise::input;
+use crate::mapping::Mapping;
 use crate::node::Node;
-use crate::table::Mapping;
 use crate::tensor::Data;
 
 /// An index of the equation: a letter (its ASCII code) or the `j`-th

@@ -13,8 +13,8 @@ use planner::graph::{float, int, Attr, Fill, TensorId};
 use tdl::AttrValue;
 
 use crate::lower::{broadcast_shape, unsupported, Kind, Known, LResult, Lower, Out, Src};
+use crate::mapping::Mapping;
 use crate::node::Node;
-use crate::table::Mapping;
 use crate::tensor::{Elem, FloatFormat, F8};
 
 /// A unary op: one spec, float attributes copied from ONNX (with ONNX's defaults).

@@ -11,8 +11,8 @@
 use crate::lower::{unsupported, LResult, Lower, Out};
 use crate::map_elementwise::input;
 use crate::map_nn::axis_of;
+use crate::mapping::Mapping;
 use crate::node::Node;
-use crate::table::Mapping;
 
 /// Lower a GatherElements node (see the module doc).
 ///

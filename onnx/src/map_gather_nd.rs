@@ -11,8 +11,8 @@ use planner::graph::TensorId;
 
 use crate::lower::{unsupported, LResult, Lower, Out};
 use crate::map_elementwise::input;
+use crate::mapping::Mapping;
 use crate::node::Node;
-use crate::table::Mapping;
 
 /// Largest index tuple length with a spec (`gather_nd_1`, `gather_nd_2`).
 pub const MAX_TUPLE: usize = 2;

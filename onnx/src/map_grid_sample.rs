@@ -13,8 +13,8 @@ use tdl::AttrValue;
 
 use crate::lower::{unsupported, LResult, Lower, Out};
 use crate::map_elementwise::input;
+use crate::mapping::Mapping;
 use crate::node::Node;
-use crate::table::Mapping;
 
 /// Lower a GridSample node (see the module doc).
 ///

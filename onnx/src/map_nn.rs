@@ -11,8 +11,8 @@ use planner::graph::{float, int, Attr, TensorId};
 
 use crate::lower::{unsupported, LResult, Lower, Out};
 use crate::map_elementwise::{broadcast_binary, input, shape, splat_const};
+use crate::mapping::Mapping;
 use crate::node::Node;
-use crate::table::Mapping;
 
 fn norm_axis(axis: i64, rank: usize) -> LResult<usize> {
     let a = if axis < 0 { axis + rank as i64 } else { axis };

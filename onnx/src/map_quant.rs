@@ -15,8 +15,8 @@ use tdl::AttrValue;
 
 use crate::lower::{unsupported, LResult, Lower, NodeError, Out};
 use crate::map_elementwise::{input, splat_const};
+use crate::mapping::Mapping;
 use crate::node::Node;
-use crate::table::Mapping;
 use crate::tensor::Elem;
 
 /// How scale and zero point apply to x.

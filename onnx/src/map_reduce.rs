@@ -11,8 +11,8 @@ use crate::lower::{unsupported, LResult, Lower, NodeError, Out};
 use crate::map_elementwise::{input, shape};
 use crate::map_nn::axis_of;
 use crate::map_shape::ints_input;
+use crate::mapping::Mapping;
 use crate::node::Node;
-use crate::table::Mapping;
 use crate::tensor::Data;
 
 /// Reduce* → `reduce_*` on a view whose last dim holds the reduced axes.

@@ -17,8 +17,8 @@
 use crate::lower::Out;
 use crate::lower::{unsupported, Kind, Known, LResult, Lower, NodeError, Src};
 use crate::map_elementwise::{broadcast_binary, input};
+use crate::mapping::Mapping;
 use crate::node::Node;
-use crate::table::Mapping;
 use crate::tensor::{Data, Elem};
 use tdl::AttrValue;
 

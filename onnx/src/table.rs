@@ -14,25 +14,11 @@
 
 use crate::lower::{LResult, Lower, Out};
 use crate::map_grid_sample as gs;
+use crate::mapping::{LowerFn, Mapping};
 use crate::node::Node;
 use crate::{map_einsum as es, map_gather_elements as ge, map_gather_nd as gnd};
 use crate::{map_elementwise as ew, map_nn as nn, map_reduce as red, map_shape as sh};
 use crate::{map_quant as quant, map_resize as rs, rnn};
-
-/// A lowering function: emits the node's operators and gives its outputs in order.
-pub type LowerFn = fn(&mut Lower, &Node, &Mapping) -> LResult<Vec<Out>>;
-
-/// One row of the table.
-pub struct Mapping {
-    /// ONNX op type (domain ai.onnx).
-    pub op: &'static str,
-    /// TDL specs the node lowers to (empty: folded at import).
-    pub specs: &'static [&'static str],
-    /// ONNX float attribute → spec attribute, with ONNX's default.
-    pub attrs: &'static [(&'static str, &'static str, f64)],
-    /// The lowering.
-    pub lower: LowerFn,
-}
 
 const fn row(op: &'static str, specs: &'static [&'static str], lower: LowerFn) -> Mapping {
     Mapping {

@@ -1,7 +1,9 @@
 //! The planner benchmark of issue 6 on the zoo models: for each model and
 //! worker count, the plan time and communication bytes per step of
-//! CriticalDP, the exact ILP and every baseline, with the ratio to the ILP
-//! measured in the same run (never a timed assertion). Prints Markdown.
+//! CriticalDP, the exact ILP (on CriticalDP's candidate plans) and every
+//! baseline, with the ratio to the ILP measured in the same run (never a
+//! timed assertion). Prints Markdown: the full table, then the summary (one
+//! line per model and k).
 //!
 //! `cargo bench -p planner --bench plan_table` runs the full grid (minutes).
 //! `TOFU_BENCH_MODELS=mlp-8-8192,rnn-4-8k:512` (`name[:batch]`) and
@@ -10,7 +12,7 @@
 //! `plan_onnx` bench.
 
 use planner::graph::Optimizer;
-use planner::plan::compare::{compare, markdown_row, MARKDOWN_HEADER};
+use planner::plan::compare::{compare, markdown_row, summary_markdown, MARKDOWN_HEADER};
 use planner::zoo;
 
 fn main() {
@@ -24,6 +26,7 @@ fn main() {
         .unwrap_or(5000);
     let lib = tdl::Library::shipped().expect("shipped specs");
     println!("{MARKDOWN_HEADER}");
+    let mut all = Vec::new();
     for spec in models.split(',') {
         let (name, batch) = match spec.split_once(':') {
             Some((n, b)) => (n, b.parse().ok()),
@@ -51,6 +54,8 @@ fn main() {
             ilp_max_ops,
         ) {
             println!("{}", markdown_row(&r));
+            all.push(r);
         }
     }
+    println!("\n{}", summary_markdown(&all));
 }

@@ -41,8 +41,8 @@ use planner::graph::{int, TensorId};
 
 use crate::lower::{unsupported, Kind, Known, LResult, Lower, Out, Src};
 use crate::map_elementwise::shape;
+use crate::mapping::Mapping;
 use crate::node::Node;
-use crate::table::Mapping;
 use crate::tensor::{Data, Elem};
 use act::Act;
 use cell::{Cell, DirWeights, State};

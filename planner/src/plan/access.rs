@@ -278,6 +278,10 @@ impl Walker<'_> {
         }
     }
 
+    /// Walks `e` through the one expression visitor ([`Expr::children`]):
+    /// input reads are noted, temporaries are inlined at their reads (one
+    /// level deeper), reductions are recorded; every other node just walks
+    /// its children.
     fn expr(&mut self, e: &Expr, env: &BTreeMap<VarId, Option<Affine>>, depth: usize) {
         if depth > 64 {
             return;
@@ -286,13 +290,9 @@ impl Walker<'_> {
             ExprKind::Read {
                 tensor: TensorRef::Input(i),
                 indices,
-            } => self.note_read(*i as usize, indices, env, depth),
+            } => return self.note_read(*i as usize, indices, env, depth),
             ExprKind::Read { tensor, indices } => {
-                for ix in indices {
-                    if let Index::Expr(x) = ix {
-                        self.expr(x, env, depth);
-                    }
-                }
+                e.children().for_each(|x| self.expr(x, env, depth));
                 let b = self.b;
                 if let Some(stmt) = b.spec.defining_stmt(*tensor) {
                     // Inline: the temporary's coordinates are the read's index forms.
@@ -308,38 +308,13 @@ impl Walker<'_> {
                     // index that uses it read the whole dim.
                     self.expr(&stmt.body, &inner, depth + 1);
                 }
+                return;
             }
-            ExprKind::Unary(_, x) => self.expr(x, env, depth),
-            ExprKind::Binary(_, x, y) => {
-                self.expr(x, env, depth);
-                self.expr(y, env, depth);
-            }
-            ExprKind::Call(_, args) => args.iter().for_each(|a| self.expr(a, env, depth)),
-            ExprKind::Reduce {
-                reducer,
-                vars,
-                body,
-            } => {
-                for v in vars {
-                    self.reductions.push((*v, *reducer));
-                }
-                self.expr(body, env, depth);
-            }
-            ExprKind::Opaque { args, index, .. } => {
-                for a in args {
-                    if let ExprKind::Read {
-                        tensor: TensorRef::Input(i),
-                        indices,
-                    } = &a.kind
-                    {
-                        self.note_read(*i as usize, indices, env, depth);
-                    } else {
-                        self.expr(a, env, depth);
-                    }
-                }
-                index.iter().for_each(|x| self.expr(x, env, depth));
+            ExprKind::Reduce { reducer, vars, .. } => {
+                self.reductions.extend(vars.iter().map(|v| (*v, *reducer)));
             }
             _ => {}
         }
+        e.children().for_each(|c| self.expr(c, env, depth));
     }
 }

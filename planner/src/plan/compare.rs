@@ -2,8 +2,11 @@
 //! benchmark of issue 6, and `docs/benchmarks.md`).
 //!
 //! Takes a graph, its library and worker counts; gives one [`Row`] per
-//! (k, search) with the plan time (seconds), the bytes per step and the ratio
-//! to the ILP's bytes measured in the same run, and prints them as Markdown.
+//! (k, search) with the plan time (seconds), the bytes per step, the ratio
+//! to the ILP's bytes measured in the same run and the candidate plan each
+//! search kept, and prints them as Markdown: every row ([`markdown_row`]),
+//! or one line per (model, k) with CriticalDP, the ILP and the best baseline
+//! ([`summary_row`]).
 
 use interval::cache::StrategyCache;
 use tdl::Library;
@@ -28,6 +31,9 @@ pub struct Row {
     pub vs_ilp: Option<f64>,
     /// Largest per-worker memory in bytes.
     pub max_memory: Option<u64>,
+    /// Which of the search's candidate plans was kept
+    /// ([`super::driver::Planned::choice`], e.g. `recursion 2·2·2`).
+    pub choice: Option<String>,
 }
 
 /// Plan `graph` with every search at every k (the ILP only when the graph
@@ -61,6 +67,7 @@ pub fn compare(
                     max_memory: p
                         .as_ref()
                         .map(|p| p.memory.iter().map(|m| m.total()).max().unwrap_or(0)),
+                    choice: p.as_ref().map(|p| p.choice.clone()),
                 }
             })
             .collect();
@@ -95,6 +102,58 @@ pub fn markdown_row(r: &Row) -> String {
         opt(r.vs_ilp.map(|v| format!("{v:.3}"))),
         opt(r.max_memory.map(|b| b.to_string())),
     )
+}
+
+/// The header of [`summary_row`]'s table.
+pub const SUMMARY_HEADER: &str = "| model | k | CriticalDP bytes (kept) | ILP bytes (kept) | CDP/ILP | best baseline (bytes) | CDP plan s | ILP plan s |\n|---|---|---|---|---|---|---|---|";
+
+/// The summary line of one (model, k): CriticalDP's and the ILP's bytes per
+/// step with the candidate each kept, their ratio, the baseline (every other
+/// search) with the fewest bytes, and both plan times (seconds). `rows` are
+/// [`compare`]'s rows of that k; `None` when CriticalDP has no result.
+pub fn summary_row(rows: &[Row]) -> Option<String> {
+    let find = |s: SearchKind| rows.iter().find(|r| r.search == s);
+    let cdp = find(SearchKind::CriticalDp)?;
+    let ilp = find(SearchKind::Ilp);
+    let dash = || "–".to_string();
+    let with_choice = |r: &Row| match (r.comm_bytes, &r.choice) {
+        (Some(b), Some(c)) => format!("{b} ({c})"),
+        (Some(b), None) => b.to_string(),
+        _ => dash(),
+    };
+    let best = rows
+        .iter()
+        .filter(|r| r.search != SearchKind::CriticalDp && r.search != SearchKind::Ilp)
+        .filter_map(|r| Some((r.comm_bytes?, r.search.name())))
+        .min();
+    let secs = |r: Option<&Row>| {
+        r.and_then(|r| r.seconds)
+            .map_or_else(dash, |s| format!("{s:.3}"))
+    };
+    Some(format!(
+        "| {} | {} | {} | {} | {} | {} | {} | {} |",
+        cdp.model,
+        cdp.k,
+        with_choice(cdp),
+        ilp.map_or_else(dash, with_choice),
+        cdp.vs_ilp.map_or_else(dash, |v| format!("{v:.3}")),
+        best.map_or_else(dash, |(b, n)| format!("{n} ({b})")),
+        secs(Some(cdp)),
+        secs(ilp),
+    ))
+}
+
+/// [`summary_row`] for every (model, k) of `rows` (consecutive rows of one
+/// model and k, as [`compare`] gives them), under [`SUMMARY_HEADER`].
+pub fn summary_markdown(rows: &[Row]) -> String {
+    let mut out = SUMMARY_HEADER.to_string();
+    for group in rows.chunk_by(|a, b| a.model == b.model && a.k == b.k) {
+        if let Some(line) = summary_row(group) {
+            out.push('\n');
+            out.push_str(&line);
+        }
+    }
+    out
 }
 
 /// Worker counts from `TOFU_BENCH_K` (comma-separated), default 2, 4, 6, 8, 16, 64.

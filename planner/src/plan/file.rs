@@ -27,9 +27,9 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use super::cost::OpChoice;
-use super::driver::{Planned, SearchKind};
+use super::driver::{exact_cost, Planned, SearchKind};
 use super::level::Decisions;
-use super::memory::WorkerMemory;
+use super::memory::{per_worker, WorkerMemory};
 use super::model::Model;
 use crate::graph::{format, Graph};
 use crate::search::StopReason;
@@ -138,6 +138,18 @@ pub enum PlanFileError {
         /// What does not match.
         message: String,
     },
+}
+
+/// Why a plan file's recorded costs are not the ones its decisions imply
+/// ([`PlanFile::check_recorded`]).
+#[derive(Debug, thiserror::Error)]
+pub enum RecordedError {
+    /// The file's lists do not have one entry per operator or worker.
+    #[error("plan does not fit the graph: {0}")]
+    Mismatch(String),
+    /// A recorded cost differs from what the decisions imply (an edited plan).
+    #[error("{0}; the plan file was edited or comes from another planner: make it again with `tofu plan`")]
+    Tampered(String),
 }
 
 /// SHA-256 (hex) of a graph's canonical JSON document.
@@ -340,5 +352,65 @@ impl PlanFile {
             tensors: self.tensors.iter().map(|t| t.splits.clone()).collect(),
             ops: self.ops.iter().map(|o| o.choices.clone()).collect(),
         })
+    }
+
+    /// Check that the recorded costs are the ones the decisions imply:
+    /// `comm_bytes` of every operator (bytes per step),
+    /// `comm_bytes_per_step`, and every worker's memory (`memory[w]`,
+    /// bytes), so that an edited tile (a split changed to another valid dim,
+    /// which [`PlanFile::check`] cannot see) is caught before programs are
+    /// built. `graph` and `d` are what [`PlanFile::load`] gave for `self`.
+    ///
+    /// Errors: [`RecordedError::Tampered`] naming the first operator or
+    /// worker whose record differs; [`RecordedError::Mismatch`] when the
+    /// file's lists do not have one entry per operator or worker.
+    pub fn check_recorded(
+        &self,
+        graph: &Graph,
+        model: &Model,
+        d: &Decisions,
+    ) -> Result<(), RecordedError> {
+        if self.ops.len() != graph.ops().len() || d.ops.len() != graph.ops().len() {
+            return Err(RecordedError::Mismatch(format!(
+                "{} op entries in the plan for {} ops in the graph",
+                self.ops.len(),
+                graph.ops().len()
+            )));
+        }
+        let (total, per_op) = exact_cost(graph, model, &self.factors, d);
+        for ((rec, &implied), op) in self.ops.iter().zip(&per_op).zip(graph.ops()) {
+            if rec.comm_bytes != implied {
+                return Err(RecordedError::Tampered(format!(
+                    "op `{}` records {} bytes per step but the plan's tiles and strategies imply {implied}",
+                    op.name, rec.comm_bytes
+                )));
+            }
+        }
+        if self.comm_bytes_per_step != total {
+            return Err(RecordedError::Tampered(format!(
+                "the plan records {} bytes per step but its decisions imply {total}",
+                self.comm_bytes_per_step
+            )));
+        }
+        let mem = per_worker(graph, &d.tensors, &self.factors);
+        if self.memory.len() != mem.len() {
+            return Err(RecordedError::Mismatch(format!(
+                "memory recorded for {} workers, the plan has {}",
+                self.memory.len(),
+                mem.len()
+            )));
+        }
+        for (w, (rec, implied)) in self.memory.iter().zip(&mem).enumerate() {
+            if rec != implied {
+                return Err(RecordedError::Tampered(format!(
+                    "worker {w} records {} bytes of training state and {} of activations, but the plan's tiles imply {} and {}",
+                    rec.training_state_bytes,
+                    rec.peak_activation_bytes,
+                    implied.training_state_bytes,
+                    implied.peak_activation_bytes
+                )));
+            }
+        }
+        Ok(())
     }
 }

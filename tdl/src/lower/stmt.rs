@@ -148,38 +148,25 @@ impl Lowerer<'_> {
         });
     }
 
-    /// The range of `v`: the dim of the first read where it is a bare index.
+    /// The range of `v`: the dim of the first read where it is a bare index
+    /// (pre-order through [`Expr::children`]).
     pub(super) fn infer_range(&self, v: VarId, e: &Expr) -> Option<DimExpr> {
-        match &e.kind {
-            ExprKind::Read { tensor, indices } => {
-                for (pos, ix) in indices.iter().enumerate() {
-                    if let Index::Expr(Expr {
-                        kind: ExprKind::Var(w),
-                        ..
-                    }) = ix
-                    {
-                        if *w == v {
-                            if let Some(DimEntry::Dim(d)) = self.op_tensor_dims(*tensor).get(pos) {
-                                return Some(d.clone());
-                            }
+        if let ExprKind::Read { tensor, indices } = &e.kind {
+            for (pos, ix) in indices.iter().enumerate() {
+                if let Index::Expr(Expr {
+                    kind: ExprKind::Var(w),
+                    ..
+                }) = ix
+                {
+                    if *w == v {
+                        if let Some(DimEntry::Dim(d)) = self.op_tensor_dims(*tensor).get(pos) {
+                            return Some(d.clone());
                         }
                     }
                 }
-                indices.iter().find_map(|ix| match ix {
-                    Index::Expr(x) => self.infer_range(v, x),
-                    _ => None,
-                })
             }
-            ExprKind::Unary(_, a) => self.infer_range(v, a),
-            ExprKind::Binary(_, a, b) => self.infer_range(v, a).or_else(|| self.infer_range(v, b)),
-            ExprKind::Call(_, args) => args.iter().find_map(|a| self.infer_range(v, a)),
-            ExprKind::Reduce { body, .. } => self.infer_range(v, body),
-            ExprKind::Opaque { args, index, .. } => args
-                .iter()
-                .chain(index)
-                .find_map(|a| self.infer_range(v, a)),
-            _ => None,
         }
+        e.children().find_map(|x| self.infer_range(v, x))
     }
 
     pub(super) fn op_tensor_dims(&self, t: TensorRef) -> &[DimEntry] {

@@ -1,14 +1,27 @@
-//! `ilp`: the exact pairwise MIP at every recursion level (the reference).
+//! `ilp`: the exact pairwise MIP at every recursion level (the reference),
+//! over the same candidate plans as CriticalDP.
 
-use super::{Problem, ProblemError, Search, SearchResult};
+use super::critical_dp::CriticalDp;
+use super::{Candidate, PlanOptions, Problem, ProblemError, Search, SearchResult};
 
-/// The exact marginal MIP ([`crate::search::ilp`], good_lp) per level over
-/// the prime factors of k, free layouts.
+/// The exact marginal MIP ([`crate::search::ilp`], good_lp) per level, on
+/// every candidate plan CriticalDP weighs ([`CriticalDp`]'s candidates: the
+/// recursion over the prime factors of k with weights, gradients and
+/// optimizer state replicable at every level, one k-way level, whole-model
+/// data parallelism when it fits, and the hybrids with data parallelism on
+/// the outer levels). Same space, same level problems and the same exact
+/// byte count of the chosen plan; only the solver of a level differs, so the
+/// ILP stays the exact judge of CriticalDP's per-level choices (Tofu §6.3,
+/// issue 14).
 pub struct Ilp;
 
 impl Search for Ilp {
     fn name(&self) -> &'static str {
         "ilp"
+    }
+
+    fn candidates(&self, workers: usize, opts: &PlanOptions) -> Vec<Candidate> {
+        CriticalDp.candidates(workers, opts)
     }
 
     fn solve(&self, problem: &Problem) -> Result<SearchResult, ProblemError> {
