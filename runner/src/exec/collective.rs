@@ -3,14 +3,14 @@
 //! order), the collective, and the result unpacked into the program's
 //! buffers.
 
+use codegen::Region;
 use comm::Collectives;
-use planner::plan::tile::Region;
 
-use super::worker::Worker;
+use super::rank::RankRunner;
 use super::ExecError;
 use crate::backend::Backend;
 
-impl<B: Backend, C: Collectives<B::Buffer>> Worker<'_, B, C> {
+impl<B: Backend, C: Collectives<B::Buffer>> RankRunner<'_, B, C> {
     /// [`Instr::AllReduce`]: `dst` (taken out, holding `region`) gets `src`'s
     /// region, then the all-reduce runs on it in place.
     pub(super) fn all_reduce(

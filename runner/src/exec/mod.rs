@@ -2,22 +2,26 @@
 //! one thread per rank, each with its own [`Backend`] and communicator
 //! ([`Collectives`] on that backend's buffers) (Tofu §5). [`run_programs`]
 //! runs on [`CpuBackend`]s and a [`LocalCommunicator`] clique;
-//! [`run_programs_on`] on any backend × communicator pairs.
+//! [`run_programs_on`] on any backend × communicator pairs. Each rank is a
+//! [`RankRunner`] (`rank.rs`), the per-rank API another schedule can drive
+//! step by step (`set` values, `step`, `get` kept tiles).
 //!
-//! Takes the graph (for synthetic data and specs), the operator library and
-//! the programs; gives per step its wall time, the bytes each rank sent
-//! (from the communicator's counters), the time each rank spent in
-//! exchanges, the peak bytes each rank's backend held, and the final values
-//! of the kept tensors (loss, updated weights and state) assembled from the
-//! ranks' tiles.
+//! Takes the programs alone (they carry their specs, shapes and fills; no
+//! graph, no operator library); gives per step its wall time, the bytes each
+//! rank sent (from the communicator's counters), the time each rank spent
+//! in exchanges, the peak bytes each rank's backend held, and the final
+//! values of the kept tensors (loss, updated weights and state) assembled
+//! from the ranks' tiles.
 //!
-//! Data: every tensor with a [`planner::graph::Fill`] gets the values of
-//! [`planner::graph::execute::synthesize`] (same seed, same data, whatever
-//! the partition); a tile is the slice of its region. After a step, the
-//! kept tile of an updated tensor (`w'`) becomes the tile of the tensor it
-//! replaces (`w`) for the next step: in place when both tiles are the same
-//! region, else through a host-side hand-off (not counted as communication:
-//! it is a change of layout between steps, not part of the plan's step).
+//! Data: every leaf tile is allocated with its synthetic fill
+//! ([`codegen::program::Synthetic`], generated for the tile alone: same
+//! seed, same data, whatever the partition) unless a value is given. After a
+//! step, the kept tile of an updated tensor (`w'`) becomes the tile of the
+//! tensor it replaces (`w`) for the next step: in place when both tiles are
+//! the same region (inside the [`RankRunner`]), else through a host-side
+//! hand-off here (the kept tiles assembled on the host, the new tile
+//! [`RankRunner::set`]; not counted as communication: it is a change of
+//! layout between steps, not part of the plan's step).
 //!
 //! Exchanges: each message's region is packed into a work buffer on the
 //! backend ([`Backend::copy_region`]), the grouped send/recv runs on those
@@ -29,23 +33,23 @@
 //! message staging and kernel workspace are not counted.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Barrier, Mutex};
+use std::sync::{Barrier, Mutex};
 use std::time::Instant;
 
-use codegen::Programs;
-use planner::graph::{Graph, TensorId};
-use tdl::Library;
+use codegen::{Program, Region, TensorId};
 
 use comm::{Collectives, CommError, LocalCommunicator};
 
 use crate::backend::{Backend, BackendError, CpuBackend};
 use crate::given::Given;
 use crate::launch::on_threads;
+use crate::region::{copy_region, slice};
 
 mod collective;
-mod worker;
+mod instr;
+mod rank;
 
-use worker::Worker;
+pub use rank::{RankRunner, StepStats};
 
 /// Why a run failed.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -66,7 +70,7 @@ pub enum ExecError {
         /// The error.
         source: CommError,
     },
-    /// The programs do not fit the graph or library.
+    /// The programs are inconsistent, or a value does not fit its tensor.
     #[error("{0}")]
     Invalid(String),
     /// A rank's thread panicked.
@@ -112,24 +116,20 @@ impl RunReport {
     }
 }
 
-pub(crate) type Shared = Arc<Vec<Option<Vec<f32>>>>;
-
-/// Run `steps` training steps of the programs on CPU threads (see the
-/// module doc).
+/// Run `steps` training steps of the programs (one per rank, in rank
+/// order) on CPU threads (see the module doc).
 ///
 /// Errors: [`ExecError`] naming the rank; the first failing rank's error.
 pub fn run_programs(
-    graph: &Graph,
-    lib: &Library,
-    progs: &Programs,
+    programs: &[Program],
     opts: RunOptions,
     progress: Option<&(dyn Fn(usize) + Sync)>,
 ) -> Result<RunReport, ExecError> {
-    let ranks = LocalCommunicator::create(progs.programs.len())
+    let ranks = LocalCommunicator::create(programs.len())
         .into_iter()
         .map(|c| (CpuBackend::new(), c))
         .collect();
-    run_programs_on(graph, lib, progs, opts, progress, ranks)
+    run_programs_on(programs, opts, progress, ranks)
 }
 
 /// Run `steps` training steps of the programs with one `(backend,
@@ -138,9 +138,7 @@ pub fn run_programs(
 /// Errors: [`ExecError`] naming the rank; the first failing rank's error;
 /// [`ExecError::Invalid`] when there is not one pair per program.
 pub fn run_programs_on<B, C>(
-    graph: &Graph,
-    lib: &Library,
-    progs: &Programs,
+    programs: &[Program],
     opts: RunOptions,
     progress: Option<&(dyn Fn(usize) + Sync)>,
     ranks: Vec<(B, C)>,
@@ -149,8 +147,11 @@ where
     B: Backend,
     C: Collectives<B::Buffer>,
 {
-    run_programs_given(graph, lib, progs, opts, progress, ranks, &Given::new())
+    run_programs_given(programs, opts, progress, ranks, &Given::new())
 }
+
+/// Host copies of whole tensors, one per tensor that needs it.
+type Store = HashMap<TensorId, Mutex<Vec<f32>>>;
 
 /// [`run_programs_on`] with `given` values for some leaf tensors (real
 /// weights, a step's inputs; see [`crate::given`]) instead of their
@@ -159,9 +160,7 @@ where
 /// Errors: as [`run_programs_on`]; [`ExecError::Invalid`] for a given value
 /// whose length is not its tensor's element count.
 pub fn run_programs_given<B, C>(
-    graph: &Graph,
-    lib: &Library,
-    progs: &Programs,
+    programs: &[Program],
     opts: RunOptions,
     progress: Option<&(dyn Fn(usize) + Sync)>,
     ranks: Vec<(B, C)>,
@@ -171,7 +170,7 @@ where
     B: Backend,
     C: Collectives<B::Buffer>,
 {
-    let world = progs.programs.len();
+    let world = programs.len();
     if ranks.len() != world {
         return Err(ExecError::Invalid(format!(
             "{} programs but {} (backend, communicator) pairs",
@@ -184,33 +183,23 @@ where
             "nothing to run: no ranks or no steps".into(),
         ));
     }
-    // Synthetic data, once, shared by every rank.
-    let values = planner::graph::execute::synthesize(graph, opts.seed);
+    let shape_of = |t: TensorId| programs.iter().find_map(|p| p.tensor(t)).map(|i| &i.shape);
+    let numel = |t: TensorId| shape_of(t).map_or(0, |s| s.iter().product::<usize>());
     for (&t, v) in given {
-        let want = graph.tensor(t).shape.iter().product::<usize>();
-        if v.len() != want {
-            return Err(ExecError::Invalid(format!(
-                "`{}`: {} given values for {want} elements",
-                graph.tensor(t).name,
-                v.len()
-            )));
+        if let Some(info) = programs.iter().find_map(|p| p.tensor(t)) {
+            let want = numel(t);
+            if v.len() != want {
+                return Err(ExecError::Invalid(format!(
+                    "`{}`: {} given values for {want} elements",
+                    info.name,
+                    v.len()
+                )));
+            }
         }
     }
-    let data: Shared = Arc::new(
-        graph
-            .tensor_ids()
-            .map(|t| match given.get(&t) {
-                Some(v) => Some(v.clone()),
-                None => values
-                    .get(t)
-                    .map(|v| v.data.iter().map(|&x| x as f32).collect()),
-            })
-            .collect(),
-    );
-    drop(values);
     // Carries that need the host hand-off (regions differ on some rank).
-    let mut store_for: Vec<bool> = vec![false; graph.tensors().len()];
-    for p in &progs.programs {
+    let mut handed: Vec<TensorId> = Vec::new();
+    for p in programs {
         for c in &p.carries {
             let same = match (c.from_buf, c.to_buf) {
                 (Some(f), Some(t)) => p.buffers[f as usize].region == p.buffers[t as usize].region,
@@ -218,26 +207,20 @@ where
                 (None, Some(_)) => false,
             };
             if !same {
-                store_for[c.from.index()] = true;
+                handed.push(c.from);
             }
         }
     }
-    let numel = |t: TensorId| graph.tensor(t).shape.iter().product::<usize>();
-    let store: [Vec<Mutex<Vec<f32>>>; 2] = std::array::from_fn(|_| {
-        graph
-            .tensor_ids()
-            .map(|t| {
-                Mutex::new(if store_for[t.index()] {
-                    vec![0.0; numel(t)]
-                } else {
-                    Vec::new()
-                })
-            })
+    handed.sort();
+    handed.dedup();
+    let store: [Store; 2] = std::array::from_fn(|_| {
+        handed
+            .iter()
+            .map(|&t| (t, Mutex::new(vec![0.0; numel(t)])))
             .collect()
     });
     let kept: Vec<TensorId> = {
-        let mut k: Vec<TensorId> = progs
-            .programs
+        let mut k: Vec<TensorId> = programs
             .iter()
             .flat_map(|p| p.keep.iter().map(|&b| p.buffers[b as usize].tensor))
             .collect();
@@ -245,7 +228,7 @@ where
         k.dedup();
         k
     };
-    let outputs: HashMap<TensorId, Mutex<Vec<f32>>> = kept
+    let outputs: Store = kept
         .iter()
         .map(|&t| (t, Mutex::new(vec![0.0; numel(t)])))
         .collect();
@@ -255,27 +238,45 @@ where
     let results = on_threads(
         ranks,
         |rank, (backend, comm)| -> Result<RankOut, ExecError> {
-            let p = &progs.programs[rank];
-            let mut w = Worker::new(graph, lib, p, backend, comm, data.clone())?;
-            w.profile = profile.then(HashMap::new);
+            let p = &programs[rank];
+            let mut w = RankRunner::new(p, backend, comm, opts.seed)?;
+            w.set_profile(profile);
+            for (&t, v) in given {
+                if let Some(info) = p.tensor(t) {
+                    w.set(t, &Region::whole(&info.shape), v.clone())?;
+                }
+            }
             let mut times = Vec::new();
             let mut bytes = Vec::new();
             let mut comm_s = Vec::new();
             for step in 0..opts.steps {
-                w.comm.reset_counters();
-                w.comm_seconds = 0.0;
-                let t0 = Instant::now();
-                let r = w.step(step, &store).and_then(|()| w.synchronize());
-                let elapsed = t0.elapsed().as_secs_f64();
-                if let Err(e) = r {
-                    // Release the peers (they fail with a named error).
-                    drop(w);
-                    return Err(e);
+                if step > 0 {
+                    hand_off(&mut w, &store[(step - 1) % 2])?;
                 }
-                times.push(elapsed);
-                bytes.push(w.comm.counters().sent);
-                comm_s.push(w.comm_seconds);
-                w.end_step(step, step + 1 == opts.steps, &store, &store_for, &outputs)?;
+                let t0 = Instant::now();
+                let stats = w.step()?;
+                times.push(t0.elapsed().as_secs_f64());
+                bytes.push(stats.bytes_sent);
+                comm_s.push(stats.comm_seconds);
+                let last = step + 1 == opts.steps;
+                for &b in &p.keep {
+                    let t = p.buffers[b as usize].tensor;
+                    let (into_out, into_store) = (last, store[step % 2].contains_key(&t));
+                    if !into_out && !into_store {
+                        continue;
+                    }
+                    let Some((region, host)) = w.get(t)? else {
+                        continue;
+                    };
+                    let whole = Region::whole(&p.tensor(t).expect("kept tensor").shape);
+                    for (on, s) in [(into_out, &outputs), (into_store, &store[step % 2])] {
+                        if on {
+                            let mut g = s[&t].lock().expect("no poisoned store");
+                            copy_region(&host, &region.0, &mut g, &whole.0, &region.0, None)
+                                .map_err(|source| ExecError::Backend { rank, source })?;
+                        }
+                    }
+                }
                 barrier.wait();
                 if rank == 0 {
                     if let Some(f) = progress {
@@ -283,10 +284,7 @@ where
                     }
                 }
             }
-            let mut ops: Vec<(String, f64)> =
-                w.profile.take().unwrap_or_default().into_iter().collect();
-            ops.sort_by(|a, b| b.1.total_cmp(&a.1));
-            Ok((times, bytes, comm_s, w.backend.memory().peak, ops))
+            Ok((times, bytes, comm_s, w.peak_bytes(), w.op_seconds()))
         },
     );
     let mut report = RunReport {
@@ -326,4 +324,29 @@ where
         .map(|t| (t, outputs[&t].lock().expect("no poisoned output").clone()))
         .collect();
     Ok(report)
+}
+
+/// Before a step: the new tile of every carried tensor whose tile moved
+/// between steps, from the host copy of the updated tensor (`store`).
+fn hand_off<B: Backend, C: Collectives<B::Buffer>>(
+    w: &mut RankRunner<'_, B, C>,
+    store: &Store,
+) -> Result<(), ExecError> {
+    let p = w.program();
+    for c in &p.carries {
+        let (Some(to_buf), Some(all)) = (c.to_buf, store.get(&c.from)) else {
+            continue;
+        };
+        let region = p.buffers[to_buf as usize].region.clone();
+        let shape = &p.tensor(c.to).expect("carried tensor").shape;
+        let host = {
+            let g = all.lock().expect("no poisoned store");
+            slice(&g, shape, &region.0).map_err(|source| ExecError::Backend {
+                rank: p.rank,
+                source,
+            })?
+        };
+        w.set(c.to, &region, host)?;
+    }
+    Ok(())
 }
