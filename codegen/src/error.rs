@@ -39,4 +39,24 @@ pub enum CodegenError {
         /// What is wrong.
         message: String,
     },
+    /// A program file that is not a program of this format.
+    #[error("{file}: not a tofu program file: {message}")]
+    ProgramFile {
+        /// The file.
+        file: String,
+        /// What is wrong (serde's words with line and column).
+        message: String,
+    },
+    /// A program file of another format version.
+    #[error(
+        "{file}: program format version {version}, but this tofu reads version {} (older versions carry no operator specs, shapes or fills); regenerate it with `{}`",
+        crate::program::VERSION,
+        crate::program::REGENERATE
+    )]
+    ProgramVersion {
+        /// The file.
+        file: String,
+        /// Its version.
+        version: u32,
+    },
 }

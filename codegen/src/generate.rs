@@ -24,20 +24,22 @@
 //! its last use except the tiles of tensors nothing consumes (loss, updated
 //! weights and state), which are kept and carried to the next step.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 
+use planner::graph::execute::fill_offsets;
 use planner::graph::{Graph, GraphError, OpId, TensorId};
 use planner::plan::cost::CostModel;
 use planner::plan::model::Model;
 use planner::plan::tile::{digits, Region};
 use planner::plan::{transfers, Decisions, Phase, Transfer};
-use tdl::Library;
+use tdl::{Library, OpSpec};
 
 use crate::collectives::{recognise, recognise_input, Collective};
 use crate::error::CodegenError;
 use crate::local::runs_locally;
 use crate::program::{
-    BufId, Buffer, Carry, Init, Instr, KernelMode, Msg, Program, FORMAT, VERSION,
+    BufId, Buffer, Carry, Init, Instr, KernelMode, Msg, Program, Synthetic, TensorInfo, FORMAT,
+    VERSION,
 };
 
 /// The programs of every rank, with the transfers they realise.
@@ -162,6 +164,7 @@ pub fn generate(
         })?;
         bindings.push(bound);
     }
+    let offsets = fill_offsets(graph);
     let mut programs = Vec::with_capacity(world);
     for rank in 0..world {
         let mut g = RankGen {
@@ -171,6 +174,8 @@ pub fn generate(
             buffers: Vec::new(),
             instrs: Vec::new(),
             tile_of: vec![None; graph.tensors().len()],
+            specs: Vec::new(),
+            spec_of: HashMap::new(),
         };
         let dig = digits(rank, factors);
         for (i, op) in graph.ops().iter().enumerate() {
@@ -198,10 +203,24 @@ pub fn generate(
                 let tb = match g.tile_of[t.index()] {
                     Some(b) => b,
                     None if graph.producer(t).is_none() => {
+                        let fill =
+                            graph
+                                .tensor(t)
+                                .fill
+                                .zip(offsets[t.index()])
+                                .ok_or_else(|| {
+                                    CodegenError::Mismatch(format!(
+                                        "`{}` is produced by no operator and has no fill",
+                                        graph.tensor(t).name
+                                    ))
+                                })?;
                         let b = g.buffer(t, tr.clone(), true);
                         g.instrs.push(Instr::Alloc {
                             buf: b,
-                            init: Init::Fill,
+                            init: Init::Fill(Synthetic {
+                                fill: fill.0,
+                                offset: fill.1,
+                            }),
                         });
                         g.tile_of[t.index()] = Some(b);
                         b
@@ -288,8 +307,12 @@ pub fn generate(
                 } else {
                     KernelMode::Window
                 };
+                let spec_index = g.spec_index(spec);
                 g.instrs.push(Instr::Compute {
                     op: o,
+                    spec: spec_index,
+                    attrs: op.attrs.clone(),
+                    shapes: graph.input_shapes(op),
                     var_box: var_box.clone(),
                     inputs: in_bufs
                         .iter()
@@ -502,9 +525,26 @@ struct RankGen<'g> {
     buffers: Vec<Buffer>,
     instrs: Vec<Instr>,
     tile_of: Vec<Option<BufId>>,
+    /// The specs computed so far, and their index by name.
+    specs: Vec<OpSpec>,
+    spec_of: HashMap<String, u32>,
 }
 
 impl RankGen<'_> {
+    /// The index of `spec` in the program's spec table (added on first use,
+    /// without its gradient declarations, which execution does not need).
+    fn spec_index(&mut self, spec: &OpSpec) -> u32 {
+        if let Some(&i) = self.spec_of.get(&spec.name) {
+            return i;
+        }
+        let mut s = spec.clone();
+        s.grads.clear();
+        self.specs.push(s);
+        let i = self.specs.len() as u32 - 1;
+        self.spec_of.insert(spec.name.clone(), i);
+        i
+    }
+
     fn buffer(&mut self, tensor: TensorId, region: Region, tile: bool) -> BufId {
         let elems = region.volume();
         self.buffers.push(Buffer {
@@ -615,11 +655,27 @@ impl RankGen<'_> {
                 });
             }
         }
+        let named: BTreeSet<TensorId> = self
+            .buffers
+            .iter()
+            .map(|b| b.tensor)
+            .chain(carries.iter().flat_map(|c: &Carry| [c.from, c.to]))
+            .collect();
+        let tensors = named
+            .into_iter()
+            .map(|id| TensorInfo {
+                id,
+                name: g.tensor(id).name.clone(),
+                shape: g.tensor(id).shape.clone(),
+            })
+            .collect();
         Program {
             format: FORMAT.into(),
             version: VERSION,
             rank: self.rank,
             world: self.world,
+            tensors,
+            specs: self.specs,
             buffers: self.buffers,
             instrs,
             keep,

@@ -16,6 +16,8 @@
 //! * [`collectives`]: where the transfers of an output are a collective's
 //!   pattern (all-reduce, reduce-scatter + all-gather), lowered to it.
 //! * [`local`]: when a share may run a kernel on local shapes.
+//! * [`given`]: real leaf values (safetensors) by graph tensor name, for a
+//!   run that should not use the synthetic fills.
 //! * [`validate`]: the checks run before anything executes (programs, and a
 //!   plan file's recorded costs against its decisions).
 //! * [`error`]: what goes wrong, named.
@@ -29,11 +31,15 @@
 pub mod collectives;
 pub mod error;
 pub mod generate;
+pub mod given;
 pub mod local;
 pub mod program;
 pub mod validate;
 
 pub use error::CodegenError;
 pub use generate::{generate, generate_unpartitioned, Programs};
-pub use program::{BufId, Buffer, Init, Instr, KernelMode, Msg, Program};
+pub use program::{
+    BufId, Buffer, Fill, Init, Instr, KernelMode, Msg, OpId, Program, Region, Synthetic, TensorId,
+    TensorInfo,
+};
 pub use validate::{check_recorded, validate};

@@ -1,8 +1,13 @@
-//! The per-worker program: plain serde data (format `tofu-program`, version 2).
+//! The per-worker program: plain serde data (format `tofu-program`, version 3).
 //!
 //! A [`Program`] lists the buffers one rank holds during one training step
 //! (each a region of one tensor in global coordinates, f32 elements) and the
-//! [`Instr`]uctions it executes in order. Buffers come to life at their
+//! [`Instr`]uctions it executes in order. It is self-contained: it carries
+//! the tensors it names ([`Program::tensors`]: name and global shape), the
+//! operator specs its computations run ([`Program::specs`], referenced by
+//! [`Instr::Compute`] with the op's attributes and input shapes), and the
+//! synthetic fill of every leaf tile it allocates ([`Init::Fill`]), so a
+//! runner executes it with no graph and no operator library. Buffers come to life at their
 //! [`Instr::Alloc`] and die at their [`Instr::Free`]; buffers named in
 //! [`Program::keep`] outlive the step (the loss, updated weights and
 //! optimizer state, which [`Program::carries`] feeds to the next step).
@@ -10,15 +15,20 @@
 //! Communication is grouped send/recv ([`Instr::Exchange`]) or, where the
 //! pattern is one, a collective over every rank ([`Instr::AllReduce`],
 //! [`Instr::ReduceScatter`], [`Instr::AllGather`]; see
-//! `crate::collectives`). Version 2 added the collectives; version 1 files
-//! hold none and read the same.
+//! `crate::collectives`). Version 2 added the collectives; version 3 made
+//! programs self-contained. Files of versions 1 and 2 named the graph's
+//! operators and tensors without their specs, shapes or fills: [`Program::from_json`]
+//! rejects them with the command that writes a version 3 file.
 
 use comm::traffic;
-use planner::graph::{OpId, TensorId};
-use planner::plan::tile::Region;
-use planner::plan::Phase;
+pub use planner::graph::{OpId, TensorId};
+pub use planner::plan::tile::Region;
+pub use planner::plan::Phase;
 use serde::{Deserialize, Serialize};
-use tdl::Reducer;
+pub use tdl::Fill;
+use tdl::{Attrs, OpSpec, Reducer};
+
+use crate::error::CodegenError;
 
 /// Index into [`Program::buffers`].
 pub type BufId = u32;
@@ -26,7 +36,10 @@ pub type BufId = u32;
 /// The program file format name.
 pub const FORMAT: &str = "tofu-program";
 /// The program file format version.
-pub const VERSION: u32 = 2;
+pub const VERSION: u32 = 3;
+
+/// The command that writes program files of the current version.
+pub const REGENERATE: &str = "tofu run PLAN.json --save-programs DIR";
 
 /// One buffer: a region of a tensor in global coordinates.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -42,6 +55,30 @@ pub struct Buffer {
     pub tile: bool,
 }
 
+/// A tensor a program names: what the runner needs to fill, slice and
+/// assemble it without the graph.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TensorInfo {
+    /// The tensor.
+    pub id: TensorId,
+    /// Its name in the graph (error messages, given values).
+    pub name: String,
+    /// Its global shape (elements per dim).
+    pub shape: Vec<usize>,
+}
+
+/// A leaf tile's synthetic values: the tensor's [`Fill`] and where the
+/// tensor starts in the seed's random stream (`planner::graph::execute::fill_offsets`),
+/// so a rank generates its tile alone, bit for bit what the unpartitioned
+/// run generates ([`tdl::fill::fill_region`]).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Synthetic {
+    /// How the tensor is filled.
+    pub fill: Fill,
+    /// Draws of the stream before the tensor's first element.
+    pub offset: u64,
+}
+
 /// How a buffer's elements start out.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -50,9 +87,10 @@ pub enum Init {
     Zero,
     /// The identity of a reducer (the tile partial results reduce into).
     Identity(Reducer),
-    /// The tensor's synthetic [`planner::graph::Fill`] on its region (or,
-    /// after the first step, the carried value, see [`Program::carries`]).
-    Fill,
+    /// The tensor's synthetic values on its region (or values set by the
+    /// caller, or, after the first step, the carried value, see
+    /// [`Program::carries`]).
+    Fill(Synthetic),
 }
 
 /// One message of an exchange.
@@ -116,6 +154,12 @@ pub enum Instr {
     Compute {
         /// The operator.
         op: OpId,
+        /// Its spec: index into [`Program::specs`].
+        spec: u32,
+        /// Its attribute values (missing ones take the spec's defaults).
+        attrs: Attrs,
+        /// The global shape of every input tensor (for a windowed kernel).
+        shapes: Vec<Vec<usize>>,
         /// The share: global `[lo, hi)` of every index variable of the
         /// expanded spec.
         var_box: Vec<(i64, i64)>,
@@ -255,6 +299,11 @@ pub struct Program {
     pub rank: usize,
     /// Number of ranks.
     pub world: usize,
+    /// Every tensor a buffer or a carry names, sorted by id.
+    pub tensors: Vec<TensorInfo>,
+    /// The operator specs [`Instr::Compute`] runs (as in the library, without
+    /// their gradient declarations).
+    pub specs: Vec<OpSpec>,
     /// Every buffer (index = [`BufId`]).
     pub buffers: Vec<Buffer>,
     /// The instructions, in order.
@@ -285,8 +334,49 @@ impl Program {
             .sum()
     }
 
+    /// The tensor `id`, if the program names it.
+    pub fn tensor(&self, id: TensorId) -> Option<&TensorInfo> {
+        self.tensors
+            .binary_search_by_key(&id, |t| t.id)
+            .ok()
+            .map(|i| &self.tensors[i])
+    }
+
     /// JSON text of the program.
     pub fn to_json(&self) -> String {
         serde_json::to_string_pretty(self).expect("programs serialize")
+    }
+
+    /// A program from the JSON text of `file` (a name for messages).
+    ///
+    /// Errors: [`CodegenError::ProgramFile`] for text that is not a program
+    /// of this format (naming the file and serde's line and column);
+    /// [`CodegenError::ProgramVersion`] for another version (versions 1 and
+    /// 2 carried no specs, shapes or fills), naming the command that
+    /// writes the current one.
+    pub fn from_json(text: &str, file: &str) -> Result<Program, CodegenError> {
+        #[derive(Deserialize)]
+        struct Header {
+            format: String,
+            version: u32,
+        }
+        let bad = |e: serde_json::Error| CodegenError::ProgramFile {
+            file: file.to_string(),
+            message: e.to_string(),
+        };
+        let h: Header = serde_json::from_str(text).map_err(bad)?;
+        if h.format != FORMAT {
+            return Err(CodegenError::ProgramFile {
+                file: file.to_string(),
+                message: format!("format `{}`, expected `{FORMAT}`", h.format),
+            });
+        }
+        if h.version != VERSION {
+            return Err(CodegenError::ProgramVersion {
+                file: file.to_string(),
+                version: h.version,
+            });
+        }
+        serde_json::from_str(text).map_err(bad)
     }
 }

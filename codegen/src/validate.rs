@@ -329,9 +329,18 @@ fn check_program(
         match ins {
             Instr::Alloc { buf, init } => {
                 life[*buf as usize] = Life::Alive;
+                if let Init::Fill(f) = init {
+                    let t = graph.tensor(p.buffers[*buf as usize].tensor);
+                    if Some(f.fill) != t.fill {
+                        return Err(format!(
+                            "instruction {k} fills `{}` with {:?}; the graph says {:?}",
+                            t.name, f.fill, t.fill
+                        ));
+                    }
+                }
                 let e = p.buffers[*buf as usize].elems;
                 if e <= EXACT_LIMIT {
-                    let v = if matches!(init, Init::Fill) { 1 } else { 0 };
+                    let v = if matches!(init, Init::Fill(_)) { 1 } else { 0 };
                     flow.bits[*buf as usize] = Some(vec![v; e as usize]);
                 }
             }
@@ -481,6 +490,9 @@ fn check_program(
             }
             Instr::Compute {
                 op,
+                spec,
+                attrs,
+                shapes,
                 var_box,
                 inputs,
                 outputs,
@@ -490,6 +502,19 @@ fn check_program(
                     return Err(format!("compute of op {} of {}", op.0, graph.ops().len()));
                 }
                 let o = graph.op(*op);
+                let spec_name = p.specs.get(*spec as usize).map(|s| s.name.as_str());
+                if spec_name != Some(o.spec.as_str())
+                    || *attrs != o.attrs
+                    || *shapes != graph.input_shapes(o)
+                {
+                    return Err(format!(
+                        "compute of `{}` carries spec {spec_name:?}, attributes {attrs:?} and input shapes {shapes:?}; the graph has `{}`, {:?}, {:?}",
+                        o.name,
+                        o.spec,
+                        o.attrs,
+                        graph.input_shapes(o)
+                    ));
+                }
                 let want = cm.op_box(*op, &d.ops[op.index()], &dig);
                 if *var_box != want {
                     return Err(format!(

@@ -35,9 +35,7 @@ fn main() {
         let p = plan(&g, &lib, &cache, k, SearchKind::CriticalDp).expect("plan");
         let progs = generate(&g, &lib, &model, &p.factors, &p.decisions).expect("programs");
         let r = run_programs(
-            &g,
-            &lib,
-            &progs,
+            &progs.programs,
             RunOptions {
                 steps: steps + 1,
                 seed: 1,

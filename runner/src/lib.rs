@@ -10,23 +10,26 @@
 //!   matmul family, im2col + gemm for convolutions, and for every other op an
 //!   evaluator compiled from its TDL spec), and the CUDA backend (feature
 //!   `cuda`; a stand-in that reports its absence otherwise).
-//! * [`exec`]: the executor, generic over backend × communicator;
+//! * [`exec`]: the executor, generic over backend × communicator, and
+//!   [`RankRunner`], one rank's program driven step by step (`set`, `step`,
+//!   `get`);
 //!   [`launch`]: ranks on threads; [`verify`]: comparison with the
 //!   unpartitioned run.
 //!
-//! Takes TDL specs (`tdl::OpSpec`) and f32 data; gives computed tensors,
+//! Takes self-contained programs (`codegen::Program`: specs, shapes and
+//! fills inside; no graph) and, optionally, f32 data; gives computed tensors,
 //! bytes moved per rank and peak memory per rank. The reference interpreter
 //! `tdl::evaluate` is only the tests' oracle, never called here.
 #![warn(missing_docs)]
 
 pub mod backend;
 pub mod exec;
-pub mod given;
 pub mod launch;
 pub mod region;
 pub mod verify;
 
 pub use backend::cpu::kernels;
+pub use codegen::given;
 pub use comm;
 
 pub use backend::{Backend, BackendError, CpuBackend, CpuBuffer, MemoryStats, Window};
@@ -35,7 +38,8 @@ pub use comm::{
     ReduceOp,
 };
 pub use exec::{
-    run_programs, run_programs_given, run_programs_on, ExecError, RunOptions, RunReport,
+    run_programs, run_programs_given, run_programs_on, ExecError, RankRunner, RunOptions,
+    RunReport, StepStats,
 };
 pub use given::{from_safetensors, Given, GivenError};
 pub use kernels::{KernelError, OpKernel, Provider, Registry};

@@ -17,7 +17,7 @@ use crate::exec::RunReport;
 pub fn max_rel_error(
     run: &RunReport,
     reference: &RunReport,
-) -> (f64, Vec<(planner::graph::TensorId, f64)>) {
+) -> (f64, Vec<(codegen::TensorId, f64)>) {
     let mut per = Vec::new();
     for (t, b) in &reference.outputs {
         let e = match run.outputs.iter().find(|(u, _)| u == t) {

@@ -42,13 +42,13 @@ fn gpu(test: &str) -> bool {
 }
 
 /// Programs on device 0, one backend per rank, host-staged communication.
-fn on_cuda(g: &Graph, progs: &Programs, opts: RunOptions) -> Result<RunReport, String> {
+fn on_cuda(_graph: &Graph, progs: &Programs, opts: RunOptions) -> Result<RunReport, String> {
     let ranks = LocalCommunicator::create(progs.programs.len())
         .into_iter()
         .map(|c| CudaBackend::new(0).map(|b| (b, HostStaged::new(c))))
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| e.to_string())?;
-    run_programs_on(g, lib(), progs, opts, None, ranks).map_err(|e| e.to_string())
+    run_programs_on(&progs.programs, opts, None, ranks).map_err(|e| e.to_string())
 }
 
 #[test]
@@ -196,7 +196,7 @@ fn nccl_world_size_one() {
     let backends = vec![CudaBackend::new(0).unwrap()];
     let comms = NcclCommunicator::for_backends(&backends).unwrap();
     let ranks = backends.into_iter().zip(comms).collect();
-    let nccl = run_programs_on(&g, lib(), &progs, opts, None, ranks).unwrap();
+    let nccl = run_programs_on(&progs.programs, opts, None, ranks).unwrap();
     let staged = on_cuda(&g, &progs, opts).unwrap();
     assert_eq!(nccl.outputs, staged.outputs);
 }

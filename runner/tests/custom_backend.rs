@@ -138,8 +138,8 @@ fn a_backend_defined_in_a_test_runs_a_plan_through_the_generic_executor() {
             (b, c)
         })
         .collect();
-    let custom = run_programs_on(&g, lib(), &progs, opts, None, ranks).unwrap();
-    let cpu = run_programs(&g, lib(), &progs, opts, None).unwrap();
+    let custom = run_programs_on(&progs.programs, opts, None, ranks).unwrap();
+    let cpu = run_programs(&progs.programs, opts, None).unwrap();
     assert_eq!(custom.outputs, cpu.outputs);
     assert_eq!(custom.bytes_sent, cpu.bytes_sent);
     let n: Vec<usize> = calls.0.iter().map(|c| c.load(Ordering::SeqCst)).collect();

@@ -116,7 +116,7 @@ fn given_weights_are_what_runs_partitioned_or_not() {
             steps: 1,
             seed: SEED,
         };
-        let r = run_programs_given(&g, lib(), &progs, opts, None, ranks, &given).unwrap();
+        let r = run_programs_given(&progs.programs, opts, None, ranks, &given).unwrap();
         let (e, _) = max_rel_error(&r, &oracle(&g, &given, &r));
         assert!(
             e <= 1e-4,

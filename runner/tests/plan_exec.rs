@@ -122,9 +122,7 @@ fn unvalidated_program_using_a_dead_buffer_is_an_error() {
         .expect("an allocation");
     instrs.remove(first_alloc);
     let err = runner::run_programs(
-        &g,
-        lib(),
-        &progs,
+        &progs.programs,
         runner::RunOptions { steps: 1, seed: 7 },
         None,
     )

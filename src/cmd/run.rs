@@ -77,6 +77,11 @@ pub struct Args {
     /// Print one JSON object instead of a table.
     #[arg(long)]
     pub json: bool,
+    /// Also write every rank's program (format `tofu-program`, version 3:
+    /// self-contained, with its specs, shapes and fills) to
+    /// `DIR/rank-<r>.json`.
+    #[arg(long, value_name = "DIR")]
+    pub save_programs: Option<PathBuf>,
 }
 
 /// Run the subcommand.
@@ -97,6 +102,9 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
         .map_err(|e| miette::miette!("{}: {e}", args.plan.display()))?;
     codegen::validate(&graph, &model, &file.factors, &decisions, &progs)
         .map_err(|e| miette::miette!("{}: {e}", args.plan.display()))?;
+    if let Some(dir) = &args.save_programs {
+        save_programs(dir, &progs)?;
+    }
     let start = Instant::now();
     let quiet = args.json;
     let steps = args.steps;
@@ -115,11 +123,11 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
             given.extend(read_given(&graph, p, kind)?);
         }
     }
-    let report = execute(&args, &graph, &lib, &progs, opts, Some(&progress), &given)?;
+    let report = execute(&args, &progs, opts, Some(&progress), &given)?;
     let (verified, err) = if args.verify {
         let one = codegen::generate_unpartitioned(&graph, &lib, &model)
             .map_err(|e| miette::miette!("{e}"))?;
-        let r1 = execute(&args, &graph, &lib, &one, opts, None, &given)?;
+        let r1 = execute(&args, &one, opts, None, &given)?;
         let (e, _) = max_rel_error(&report, &r1);
         (Some(e <= TOLERANCE), Some(e))
     } else {
@@ -193,6 +201,17 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
     })
 }
 
+/// Write `DIR/rank-<r>.json` for every rank's program.
+fn save_programs(dir: &std::path::Path, progs: &Programs) -> miette::Result<()> {
+    std::fs::create_dir_all(dir).map_err(|e| miette::miette!("{}: {e}", dir.display()))?;
+    for p in &progs.programs {
+        let path = dir.join(format!("rank-{}.json", p.rank));
+        std::fs::write(&path, p.to_json())
+            .map_err(|e| miette::miette!("{}: {e}", path.display()))?;
+    }
+    Ok(())
+}
+
 /// Leaf values from `path` (safetensors, or an ONNX model's initializers).
 fn read_given(graph: &Graph, path: &std::path::Path, kind: Kind) -> miette::Result<Given> {
     let name = path.display().to_string();
@@ -219,21 +238,19 @@ fn read_given(graph: &Graph, path: &std::path::Path, kind: Kind) -> miette::Resu
 /// Run the programs on the chosen backend.
 fn execute(
     args: &Args,
-    graph: &Graph,
-    lib: &Library,
     progs: &Programs,
     opts: RunOptions,
     progress: Option<&(dyn Fn(usize) + Sync)>,
     given: &Given,
 ) -> miette::Result<RunReport> {
     match args.backend.as_str() {
-        "cuda" => execute_cuda(args, graph, lib, progs, opts, progress, given),
+        "cuda" => execute_cuda(args, progs, opts, progress, given),
         _ => {
             let ranks = runner::LocalCommunicator::create(progs.programs.len())
                 .into_iter()
                 .map(|c| (runner::CpuBackend::new(), c))
                 .collect();
-            runner::run_programs_given(graph, lib, progs, opts, progress, ranks, given)
+            runner::run_programs_given(&progs.programs, opts, progress, ranks, given)
                 .map_err(|e| miette::miette!("{e}"))
         }
     }
@@ -264,8 +281,6 @@ fn placement(world: usize, devices: &[usize], per_device: usize) -> miette::Resu
 #[cfg(feature = "cuda")]
 fn execute_cuda(
     args: &Args,
-    graph: &Graph,
-    lib: &Library,
     progs: &Programs,
     opts: RunOptions,
     progress: Option<&(dyn Fn(usize) + Sync)>,
@@ -328,20 +343,20 @@ fn execute_cuda(
         )
         .map_err(|e| miette::miette!("{e}"))?;
         let ranks = backends.into_iter().zip(std::iter::once(comm)).collect();
-        return runner::run_programs_given(graph, lib, progs, opts, progress, ranks, given)
+        return runner::run_programs_given(&progs.programs, opts, progress, ranks, given)
             .map_err(|e| miette::miette!("{e}"));
     }
     let report = if nccl {
         let comms =
             NcclCommunicator::for_backends(&backends).map_err(|e| miette::miette!("{e}"))?;
         let ranks = backends.into_iter().zip(comms).collect();
-        runner::run_programs_given(graph, lib, progs, opts, progress, ranks, given)
+        runner::run_programs_given(&progs.programs, opts, progress, ranks, given)
     } else {
         let comms = LocalCommunicator::create(world)
             .into_iter()
             .map(HostStaged::new);
         let ranks = backends.into_iter().zip(comms).collect();
-        runner::run_programs_given(graph, lib, progs, opts, progress, ranks, given)
+        runner::run_programs_given(&progs.programs, opts, progress, ranks, given)
     };
     report.map_err(|e| miette::miette!("{e}"))
 }
@@ -349,8 +364,6 @@ fn execute_cuda(
 #[cfg(not(feature = "cuda"))]
 fn execute_cuda(
     _args: &Args,
-    _graph: &Graph,
-    _lib: &Library,
     _progs: &Programs,
     _opts: RunOptions,
     _progress: Option<&(dyn Fn(usize) + Sync)>,

@@ -30,7 +30,7 @@ use std::time::Instant;
 
 use codegen::{Instr, Programs};
 use interval::cache::StrategyCache;
-use planner::graph::{training_graph, Graph, Optimizer, TensorId};
+use planner::graph::{training_graph, Optimizer, TensorId};
 use planner::plan::model::Model;
 use planner::zoo::MlpConfig;
 use rand::rngs::StdRng;
@@ -154,8 +154,6 @@ struct Param {
 
 /// Everything a worker needs to compute a gradient with the runner.
 struct Net {
-    graph: Graph,
-    lib: Library,
     progs: Programs,
     params: Vec<Param>,
     x: TensorId,
@@ -243,8 +241,6 @@ fn build_net(cfg: MlpConfig, staleness: u32, seed: u64, sparse: bool) -> miette:
         .loss()
         .ok_or_else(|| miette::miette!("the MLP graph has no loss"))?;
     Ok(Net {
-        graph,
-        lib,
         progs,
         params,
         x,
@@ -299,9 +295,7 @@ impl Net {
             .map(|c| (CpuBackend::new(), c))
             .collect();
         let report = run_programs_given(
-            &self.graph,
-            &self.lib,
-            &self.progs,
+            &self.progs.programs,
             RunOptions { steps: 1, seed: 0 },
             None,
             ranks,

@@ -2,7 +2,8 @@
 //! (bytes sent per rank equal the predicted bytes), and malformed or
 //! mismatched plan files (a graph that does not match its hash, another
 //! model's graph, an edited tile, a split beyond a tensor's rank, not a plan
-//! at all) exit non-zero with a message naming the file before anything runs.
+//! at all) exit non-zero with a message naming the file before anything runs;
+//! `--save-programs` writes each rank's self-contained program (format 3).
 
 use std::path::{Path, PathBuf};
 
@@ -83,6 +84,32 @@ fn runs_and_verifies_with_json() {
         .sum();
     let file = read(&plan);
     assert_eq!(total, 2 * file["comm_bytes_per_step"].as_u64().unwrap());
+}
+
+#[test]
+fn saves_self_contained_programs() {
+    let dir = temp_dir("run-save");
+    let plan = make_plan(&dir, "plan.json", "mlp-2-8", "2");
+    let progs = dir.join("programs");
+    let o = tofu(&[
+        "run",
+        plan.to_str().unwrap(),
+        "--save-programs",
+        progs.to_str().unwrap(),
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", text(&o).1);
+    for r in 0..2 {
+        let v = read(&progs.join(format!("rank-{r}.json")));
+        assert_eq!(v["format"], "tofu-program");
+        assert_eq!(v["version"], 3);
+        assert_eq!(v["rank"], r);
+        // Specs, tensor shapes and fills travel with the program.
+        assert!(!v["specs"].as_array().unwrap().is_empty());
+        assert!(!v["tensors"].as_array().unwrap().is_empty());
+        let text = v.to_string();
+        assert!(text.contains("\"fill\":{\"fill\""), "no fill in rank {r}");
+    }
 }
 
 #[test]

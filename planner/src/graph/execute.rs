@@ -8,13 +8,13 @@
 //! runner checks partitioned runs against it). Clarity over speed: use it on
 //! small configurations only.
 //!
-//! [`synthesize`] makes the leaf values from each tensor's [`Fill`] with a
-//! small deterministic generator (same seed, same values).
+//! [`synthesize`] makes the leaf values from each tensor's [`Fill`](tdl::Fill) with the
+//! deterministic generator of [`tdl::fill`] (same seed, same values).
 
 use tdl::{EvalError, Library, Tensor as Value};
 
 use super::ids::{OpId, TensorId};
-use super::ir::{Fill, Graph, Op};
+use super::ir::{Graph, Op};
 
 /// Why executing a graph failed.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -118,63 +118,42 @@ pub fn execute(
     Ok(())
 }
 
-/// Values for every tensor that has a [`Fill`], generated deterministically from `seed`.
+/// Where each tensor's synthetic values start in the random stream of a
+/// seed (index = [`TensorId`]; `None` for a tensor with no [`Fill`](tdl::Fill)): the
+/// draws ([`Fill::draws`](tdl::Fill::draws)) of the filled tensors before it in id order. Codegen
+/// writes these offsets into the programs' allocations, so a rank generates
+/// its tiles alone and gets the values [`synthesize`] gives.
+pub fn fill_offsets(graph: &Graph) -> Vec<Option<u64>> {
+    let mut at = 0u64;
+    graph
+        .tensor_ids()
+        .map(|t| {
+            let tensor = graph.tensor(t);
+            tensor.fill.map(|fill| {
+                let here = at;
+                at += fill.draws(tensor.shape.iter().product::<usize>() as u64);
+                here
+            })
+        })
+        .collect()
+}
+
+/// Values for every tensor that has a [`Fill`](tdl::Fill), generated deterministically
+/// from `seed` ([`tdl::fill`], each tensor from its [`fill_offsets`] entry).
 pub fn synthesize(graph: &Graph, seed: u64) -> Values {
     let mut values = Values::new(graph.tensors().len());
-    let mut rng = SplitMix(seed);
-    for t in graph.tensor_ids() {
+    for (t, offset) in graph.tensor_ids().zip(fill_offsets(graph)) {
         let tensor = graph.tensor(t);
-        let Some(fill) = tensor.fill else { continue };
-        let n = tensor.shape.iter().product::<usize>();
-        let last = tensor.shape.last().copied().unwrap_or(1).max(1);
-        let data: Vec<f64> = match fill {
-            Fill::Normal { std } => (0..n).map(|_| rng.normal() * std).collect(),
-            Fill::Constant { value } => vec![value; n],
-            Fill::Indices { bound } => (0..n)
-                .map(|_| (rng.next() % bound.max(1) as u64) as f64)
-                .collect(),
-            Fill::Positions => (0..n).map(|i| (i % last) as f64).collect(),
-            Fill::Probabilities => {
-                let mut d: Vec<f64> = (0..n).map(|_| 0.05 + rng.uniform()).collect();
-                for row in d.chunks_mut(last) {
-                    let s: f64 = row.iter().sum();
-                    row.iter_mut().for_each(|x| *x /= s);
-                }
-                d
-            }
+        let (Some(fill), Some(offset)) = (tensor.fill, offset) else {
+            continue;
         };
         values.set(
             t,
             Value {
                 shape: tensor.shape.clone(),
-                data,
+                data: fill.generate(&tensor.shape, seed, offset),
             },
         );
     }
     values
-}
-
-/// SplitMix64: a tiny deterministic generator (not for cryptography).
-struct SplitMix(u64);
-
-impl SplitMix {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in [0, 1).
-    fn uniform(&mut self) -> f64 {
-        (self.next() >> 11) as f64 / (1u64 << 53) as f64
-    }
-
-    /// Standard normal (Box–Muller).
-    fn normal(&mut self) -> f64 {
-        let u1 = self.uniform().max(1e-300);
-        let u2 = self.uniform();
-        (-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos()
-    }
 }

@@ -83,32 +83,10 @@ pub enum TensorRole {
     OptimizerState,
 }
 
-/// How to fill a tensor that no operator produces (synthetic data for the
-/// reference executor and the runner).
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Fill {
-    /// Independent normal samples with mean 0 and this standard deviation.
-    Normal {
-        /// Standard deviation.
-        std: f64,
-    },
-    /// Every element equal to `value` (e.g. the loss-gradient seed 1, zero
-    /// optimizer state, batch-norm scale 1).
-    Constant {
-        /// The value.
-        value: f64,
-    },
-    /// Integers uniform in `[0, bound)` (token ids).
-    Indices {
-        /// Exclusive upper bound (vocabulary size).
-        bound: usize,
-    },
-    /// Rows along the last axis that are probability distributions (labels).
-    Probabilities,
-    /// Each element's coordinate along the last axis (position ids 0..S).
-    Positions,
-}
+/// How to fill a tensor that no operator produces: defined with its
+/// generator in [`tdl::fill`], upstream of the runner, which fills its tiles
+/// from programs alone.
+pub use tdl::Fill;
 
 /// A forward/backward group (Tofu §4.2.1): the unit the coarsened search
 /// places together.

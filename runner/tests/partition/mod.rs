@@ -31,8 +31,8 @@ pub const SEED: u64 = 7;
 pub type Exec = dyn Fn(&Graph, &Programs, RunOptions) -> Result<RunReport, String> + Sync;
 
 /// The CPU runner: [`run_programs`].
-pub fn cpu(g: &Graph, progs: &Programs, opts: RunOptions) -> Result<RunReport, String> {
-    run_programs(g, lib(), progs, opts, None).map_err(|e| e.to_string())
+pub fn cpu(_graph: &Graph, progs: &Programs, opts: RunOptions) -> Result<RunReport, String> {
+    run_programs(&progs.programs, opts, None).map_err(|e| e.to_string())
 }
 
 /// The oracle: the unpartitioned graph on one rank (programs validated).

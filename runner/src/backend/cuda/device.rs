@@ -21,19 +21,19 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use comm::ReduceOp;
-use cudarc::cublas::{sys as blas_sys, CudaBlas, Gemm, GemmConfig, StridedBatchedConfig};
+use cudarc::cublas::{sys as blas_sys, CudaBlas};
 use cudarc::driver::{
-    CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, DevicePtr, DevicePtrMut,
-    DeviceRepr, LaunchConfig, PushKernelArg,
+    CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, DeviceRepr, LaunchConfig,
+    PushKernelArg,
 };
-use tdl::{Attrs, Binding, OpSpec, TensorRef};
+use tdl::{Attrs, OpSpec};
 
-use super::codegen::{self, Mode, ReduceOptions, ERR_DIV_BY_ZERO, ERR_OUT_OF_BOUNDS};
+use super::codegen::{ReduceOptions, ERR_DIV_BY_ZERO, ERR_OUT_OF_BOUNDS};
+use super::{CudaBuffer, CudaKernel};
 use crate::backend::accounting::Counter;
 use crate::backend::{Backend, BackendError, Bounds, MemoryStats, Window};
-use crate::kernels::compiled::window_layouts;
-use crate::kernels::gemm::{gemm_shape, GemmShape, Trans};
-use crate::kernels::{KernelError, OpKernel, Registry};
+use crate::kernels::gemm::gemm_shape;
+use crate::kernels::{KernelError, Registry};
 use crate::region::{contains, volume};
 
 /// Threads per block of the generated kernels.
@@ -42,7 +42,7 @@ const BLOCK: u32 = 256;
 /// Highest rank a region copy handles.
 const MAX_RANK: usize = 8;
 
-fn device_err(message: impl std::fmt::Display) -> BackendError {
+pub(super) fn device_err(message: impl std::fmt::Display) -> BackendError {
     BackendError::Device {
         backend: "cuda",
         message: message.to_string(),
@@ -88,94 +88,6 @@ pub fn device_count() -> Result<usize, BackendError> {
     CudaContext::device_count()
         .map(|n| n.max(0) as usize)
         .map_err(|e| device_err(format!("cuDeviceGetCount: {e}")))
-}
-
-/// A buffer of f32 elements in device memory, counted by the backend that
-/// allocated it until it is dropped.
-pub struct CudaBuffer {
-    data: CudaSlice<f32>,
-    len: usize,
-    stream: Arc<CudaStream>,
-    counter: Arc<Counter>,
-}
-
-impl std::fmt::Debug for CudaBuffer {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CudaBuffer")
-            .field("len", &self.len)
-            .finish()
-    }
-}
-
-impl CudaBuffer {
-    /// Number of f32 elements.
-    pub fn len(&self) -> usize {
-        self.len
-    }
-
-    /// Whether it has no elements.
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
-    /// A host copy of the elements (waits for queued work on the buffer).
-    ///
-    /// Errors: the driver's, as text.
-    pub fn to_host(&self) -> Result<Vec<f32>, String> {
-        let mut v = vec![0.0f32; self.data.len()];
-        self.stream
-            .memcpy_dtoh(&self.data, &mut v)
-            .map_err(|e| e.to_string())?;
-        v.truncate(self.len);
-        Ok(v)
-    }
-
-    /// Overwrite the elements from the host (`host.len() == self.len()`).
-    ///
-    /// Errors: a length mismatch or the driver's error, as text.
-    pub fn copy_from_host(&mut self, host: &[f32]) -> Result<(), String> {
-        if host.len() != self.len {
-            return Err(format!(
-                "copy of {} elements into a device buffer of {}",
-                host.len(),
-                self.len
-            ));
-        }
-        if host.is_empty() {
-            return Ok(());
-        }
-        self.stream
-            .memcpy_htod(host, &mut self.data)
-            .map_err(|e| e.to_string())
-    }
-
-    /// The elements as a device view of exactly [`CudaBuffer::len`] elements.
-    pub(crate) fn view(&self) -> cudarc::driver::CudaView<'_, f32> {
-        self.data.slice(0..self.len)
-    }
-
-    /// The elements as a mutable device view.
-    pub(crate) fn view_mut(&mut self) -> cudarc::driver::CudaViewMut<'_, f32> {
-        self.data.slice_mut(0..self.len)
-    }
-
-    /// The raw device pointer (for kernel arguments).
-    pub(crate) fn ptr(&self) -> u64 {
-        let (p, _sync) = self.data.device_ptr(&self.stream);
-        p
-    }
-
-    /// The raw device pointer, for writing.
-    pub(crate) fn ptr_mut(&mut self) -> u64 {
-        let (p, _sync) = self.data.device_ptr_mut(&self.stream);
-        p
-    }
-}
-
-impl Drop for CudaBuffer {
-    fn drop(&mut self) {
-        self.counter.give(self.len as u64 * 4);
-    }
 }
 
 /// NVRTC-compiled modules of this process, by (device, source).
@@ -226,20 +138,20 @@ unsafe impl DeviceRepr for RegionArgs {}
 
 /// One rank's CUDA backend (see the module doc).
 pub struct CudaBackend {
-    ctx: Arc<CudaContext>,
-    stream: Arc<CudaStream>,
-    blas: CudaBlas,
-    counter: Arc<Counter>,
-    workspace: Arc<Counter>,
+    pub(super) ctx: Arc<CudaContext>,
+    pub(super) stream: Arc<CudaStream>,
+    pub(super) blas: CudaBlas,
+    pub(super) counter: Arc<Counter>,
+    pub(super) workspace: Arc<Counter>,
     /// Device error word: [code, kernel id].
-    err: Mutex<CudaSlice<i32>>,
-    copy: CudaFunction,
+    pub(super) err: Mutex<CudaSlice<i32>>,
+    pub(super) copy: CudaFunction,
     /// Op names by kernel id, for device-side errors.
-    names: Mutex<Vec<String>>,
+    pub(super) names: Mutex<Vec<String>>,
     /// Host kernels for ops with no CUDA form (opaque functions).
-    host: Registry,
+    pub(super) host: Registry,
     /// When reductions take a block or several (see [`ReduceOptions`]).
-    reduce_opts: Mutex<ReduceOptions>,
+    pub(super) reduce_opts: Mutex<ReduceOptions>,
 }
 
 impl std::fmt::Debug for CudaBackend {
@@ -248,64 +160,6 @@ impl std::fmt::Debug for CudaBackend {
             .field("device", &self.ctx.ordinal())
             .field("memory", &self.memory())
             .finish_non_exhaustive()
-    }
-}
-
-/// One statement's generated kernels.
-pub struct Stmt {
-    /// `s<i>`: the statement (or, when split, its combining kernel).
-    f: CudaFunction,
-    /// `p<i>`: the partials kernel of a split statement.
-    parts: Option<CudaFunction>,
-    /// What it writes.
-    #[allow(dead_code)]
-    target: TensorRef,
-    /// Target elements.
-    n: usize,
-    /// How it runs.
-    mode: Mode,
-}
-
-/// A kernel prepared for one op instance on a [`CudaBackend`].
-pub enum CudaKernel {
-    /// cuBLAS SGEMM (strided batched where `batch > 1`).
-    Gemm {
-        /// The op.
-        op: String,
-        /// The product.
-        shape: GemmShape,
-    },
-    /// Kernels generated from the spec, one per statement.
-    Generated {
-        /// The op.
-        op: String,
-        /// Id for device-side error reports.
-        id: i32,
-        /// One per statement, in order.
-        stmts: Vec<Stmt>,
-        /// Integer parameters (`P`).
-        ints: CudaSlice<i64>,
-        /// Real parameters (`F`).
-        reals: CudaSlice<f64>,
-        /// Elements of each `let` temporary.
-        locals: Vec<usize>,
-        /// Elements of each input buffer.
-        inputs: Vec<usize>,
-        /// Elements of each output buffer.
-        outputs: Vec<usize>,
-    },
-    /// The CPU kernel, through host copies.
-    Host(OpKernel),
-}
-
-impl CudaKernel {
-    /// How it runs: `"cublas"`, `"nvrtc"` or `"host"`.
-    pub fn provider(&self) -> &'static str {
-        match self {
-            CudaKernel::Gemm { .. } => "cublas",
-            CudaKernel::Generated { .. } => "nvrtc",
-            CudaKernel::Host(_) => "host",
-        }
     }
 }
 
@@ -410,134 +264,10 @@ impl CudaBackend {
             counter: counter.clone(),
         })
     }
-
-    fn generated(&self, b: &Binding, window: &Window) -> Result<CudaKernel, BackendError> {
-        let layouts = window_layouts(b, window)?;
-        let opts = *self.reduce_opts.lock().expect("reduce options");
-        let g = match codegen::generate(b, window, &layouts, opts) {
-            Ok(g) => g,
-            Err(KernelError::Unsupported { .. }) => {
-                return Ok(CudaKernel::Host(self.host.prepare_window(
-                    &b.spec,
-                    &b.input_shapes,
-                    &attrs_of(b),
-                    window,
-                )?))
-            }
-            Err(e) => return Err(e.into()),
-        };
-        let module = load(&self.ctx, &g.source)?;
-        let mut stmts = Vec::new();
-        for (i, &(t, n, mode)) in g.stmts.iter().enumerate() {
-            let load = |name: String| {
-                module
-                    .load_function(&name)
-                    .map_err(|e| device_err(format!("`{}`: {name}: {e}", b.spec.name)))
-            };
-            let parts = match mode {
-                Mode::Split { .. } => Some(load(format!("p{i}"))?),
-                _ => None,
-            };
-            stmts.push(Stmt {
-                f: load(format!("s{i}"))?,
-                parts,
-                target: t,
-                n,
-                mode,
-            });
-        }
-        let up_i = |v: &[i64]| {
-            let v = if v.is_empty() { &[0][..] } else { v };
-            self.stream.clone_htod(v)
-        };
-        let ints = up_i(&g.ints).map_err(device_err)?;
-        let reals = if g.reals.is_empty() {
-            self.stream.clone_htod(&[0.0f64][..])
-        } else {
-            self.stream.clone_htod(&g.reals[..])
-        }
-        .map_err(device_err)?;
-        let elems = |v: &[(Vec<i64>, Vec<usize>)]| {
-            v.iter()
-                .map(|(_, e)| e.iter().product::<usize>())
-                .collect::<Vec<_>>()
-        };
-        let mut names = self.names.lock().expect("names");
-        names.push(b.spec.name.clone());
-        Ok(CudaKernel::Generated {
-            op: b.spec.name.clone(),
-            id: (names.len() - 1) as i32,
-            stmts,
-            ints,
-            reals,
-            locals: elems(&layouts.locals),
-            inputs: elems(&layouts.inputs),
-            outputs: elems(&layouts.outputs),
-        })
-    }
-
-    fn gemm(
-        &self,
-        s: &GemmShape,
-        a: &CudaBuffer,
-        b: &CudaBuffer,
-        c: &mut CudaBuffer,
-    ) -> Result<(), BackendError> {
-        let (m, n, k) = (s.m as i32, s.n as i32, s.k as i32);
-        if s.batch == 0 || m == 0 || n == 0 {
-            return Ok(());
-        }
-        use blas_sys::cublasOperation_t::{CUBLAS_OP_N as N, CUBLAS_OP_T as T};
-        // Row-major C = A·B is column-major Cᵀ = Bᵀ·Aᵀ: B first.
-        let (tb, ldb, ta, lda) = match s.trans {
-            Trans::NN => (N, n, N, k),
-            Trans::NT => (T, k, N, k),
-            Trans::TN => (N, n, T, m),
-        };
-        let gemm = GemmConfig {
-            transa: tb,
-            transb: ta,
-            m: n,
-            n: m,
-            k,
-            alpha: 1.0f32,
-            lda: ldb,
-            ldb: lda,
-            beta: 0.0f32,
-            ldc: n,
-        };
-        let r = if s.batch == 1 {
-            // SAFETY: the buffer lengths were checked against m, n, k.
-            unsafe { self.blas.gemm(gemm, &b.data, &a.data, &mut c.data) }
-        } else {
-            let cfg = StridedBatchedConfig {
-                gemm,
-                batch_size: s.batch as i32,
-                stride_a: (s.k * s.n) as i64,
-                stride_b: (s.m * s.k) as i64,
-                stride_c: (s.m * s.n) as i64,
-            };
-            // SAFETY: as above, for every batch.
-            unsafe {
-                self.blas
-                    .gemm_strided_batched(cfg, &b.data, &a.data, &mut c.data)
-            }
-        };
-        r.map_err(|e| device_err(format!("cublasSgemm: {e}")))
-    }
-}
-
-/// The attributes of a bound op, by name (to re-prepare it on the host).
-fn attrs_of(b: &Binding) -> Attrs {
-    let mut a = Attrs::new();
-    for (decl, v) in b.spec.attrs.iter().zip(&b.attrs) {
-        a.insert(decl.name.clone(), *v);
-    }
-    a
 }
 
 /// Compile (or fetch from the cache) a module on `ctx`'s device.
-fn load(ctx: &Arc<CudaContext>, src: &str) -> Result<Arc<CudaModule>, BackendError> {
+pub(super) fn load(ctx: &Arc<CudaContext>, src: &str) -> Result<Arc<CudaModule>, BackendError> {
     let key = (ctx.ordinal(), src.to_string());
     let mut cache = modules().lock().expect("module cache");
     if let Some(m) = cache.get(&key) {
@@ -550,44 +280,6 @@ fn load(ctx: &Arc<CudaContext>, src: &str) -> Result<Arc<CudaModule>, BackendErr
         .map_err(|e| device_err(format!("cuModuleLoad: {e}")))?;
     cache.insert(key, m.clone());
     Ok(m)
-}
-
-fn check_lens(
-    op: &str,
-    what: &'static str,
-    want: &[usize],
-    got: impl ExactSizeIterator<Item = usize>,
-) -> Result<(), BackendError> {
-    if got.len() != want.len() {
-        return Err(KernelError::BufferCount {
-            op: op.to_string(),
-            what,
-            expected: want.len(),
-            got: got.len(),
-        }
-        .into());
-    }
-    for (i, (w, g)) in want.iter().zip(got).enumerate() {
-        if *w != g {
-            return Err(KernelError::BufferLength {
-                op: op.to_string(),
-                tensor: format!("{what} {i}"),
-                shape: vec![*w],
-                expected: *w,
-                got: g,
-            }
-            .into());
-        }
-    }
-    Ok(())
-}
-
-fn grid(n: usize) -> LaunchConfig {
-    LaunchConfig {
-        grid_dim: ((n as u64).div_ceil(BLOCK as u64) as u32, 1, 1),
-        block_dim: (BLOCK, 1, 1),
-        shared_mem_bytes: 0,
-    }
 }
 
 impl Backend for CudaBackend {
@@ -761,114 +453,15 @@ impl Backend for CudaBackend {
         inputs: &[&CudaBuffer],
         outputs: &mut [&mut CudaBuffer],
     ) -> Result<(), BackendError> {
-        match kernel {
-            CudaKernel::Gemm { op, shape } => {
-                let s = shape;
-                let want_in = [s.batch * s.m * s.k, s.batch * s.k * s.n];
-                check_lens(op, "input", &want_in, inputs.iter().map(|b| b.len))?;
-                check_lens(
-                    op,
-                    "output",
-                    &[s.batch * s.m * s.n],
-                    outputs.iter().map(|b| b.len),
-                )?;
-                self.gemm(s, inputs[0], inputs[1], outputs[0])
-            }
-            CudaKernel::Host(k) => {
-                let ins: Vec<Vec<f32>> = inputs
-                    .iter()
-                    .map(|b| b.to_host())
-                    .collect::<Result<_, _>>()
-                    .map_err(device_err)?;
-                let mut outs: Vec<Vec<f32>> = outputs.iter().map(|b| vec![0.0; b.len]).collect();
-                {
-                    let ins: Vec<&[f32]> = ins.iter().map(|v| &v[..]).collect();
-                    let mut o: Vec<&mut [f32]> = outs.iter_mut().map(|v| &mut v[..]).collect();
-                    k.run(&ins, &mut o)?;
-                }
-                for (b, v) in outputs.iter_mut().zip(&outs) {
-                    b.copy_from_host(v).map_err(device_err)?;
-                }
-                Ok(())
-            }
-            CudaKernel::Generated {
-                op,
-                id,
-                stmts,
-                ints,
-                reals,
-                locals,
-                inputs: want_in,
-                outputs: want_out,
-            } => {
-                check_lens(op, "input", want_in, inputs.iter().map(|b| b.len))?;
-                check_lens(op, "output", want_out, outputs.iter().map(|b| b.len))?;
-                let locs: Vec<CudaSlice<f64>> = locals
-                    .iter()
-                    .map(|&n| self.stream.alloc_zeros::<f64>(n.max(1)))
-                    .collect::<Result<_, _>>()
-                    .map_err(device_err)?;
-                let scratch = stmts
-                    .iter()
-                    .map(|s| match s.mode {
-                        Mode::Split { scratch, .. } => scratch,
-                        _ => 0,
-                    })
-                    .max()
-                    .unwrap_or(0);
-                let scr = self
-                    .stream
-                    .alloc_zeros::<f64>(scratch.max(1))
-                    .map_err(device_err)?;
-                let mut ptrs: Vec<u64> = inputs.iter().map(|b| b.ptr()).collect();
-                ptrs.extend(outputs.iter_mut().map(|b| b.ptr_mut()));
-                ptrs.extend(locs.iter().map(|l| l.device_ptr(&self.stream).0));
-                ptrs.push(ints.device_ptr(&self.stream).0);
-                ptrs.push(reals.device_ptr(&self.stream).0);
-                ptrs.push(scr.device_ptr(&self.stream).0);
-                ptrs.push(
-                    self.err
-                        .lock()
-                        .expect("error word")
-                        .device_ptr(&self.stream)
-                        .0,
-                );
-                let blocks = |n: usize| LaunchConfig {
-                    grid_dim: (n as u32, 1, 1),
-                    block_dim: (codegen::REDUCE_THREADS, 1, 1),
-                    shared_mem_bytes: 0,
-                };
-                for s in stmts {
-                    if s.n == 0 {
-                        continue;
-                    }
-                    let run = |f: &CudaFunction, cfg: LaunchConfig| {
-                        let mut lb = self.stream.launch_builder(f);
-                        for p in &ptrs {
-                            lb.arg(p);
-                        }
-                        lb.arg(id);
-                        // SAFETY: every buffer has the length its layout
-                        // needs (checked above), the scratch the split
-                        // statements need; reads are bounds-checked in the
-                        // kernel.
-                        unsafe { lb.launch(cfg) }
-                            .map(|_| ())
-                            .map_err(|e| device_err(format!("`{op}`: launch: {e}")))
-                    };
-                    match (s.mode, &s.parts) {
-                        (Mode::Split { parts, .. }, Some(p)) => {
-                            run(p, blocks(s.n * parts))?;
-                            run(&s.f, blocks(s.n))?;
-                        }
-                        (Mode::Thread, _) => run(&s.f, grid(s.n))?,
-                        _ => run(&s.f, blocks(s.n))?,
-                    }
-                }
-                drop(scr);
-                drop(locs);
-                Ok(())
-            }
-        }
+        self.run_kernel(kernel, inputs, outputs)
+    }
+}
+
+/// One thread per element, [`BLOCK`] threads per block.
+pub(super) fn grid(n: usize) -> LaunchConfig {
+    LaunchConfig {
+        grid_dim: ((n as u64).div_ceil(BLOCK as u64) as u32, 1, 1),
+        block_dim: (BLOCK, 1, 1),
+        shared_mem_bytes: 0,
     }
 }

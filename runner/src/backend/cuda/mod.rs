@@ -11,15 +11,23 @@ mod stand_in;
 pub use stand_in::*;
 
 #[cfg(feature = "cuda")]
+mod buffer;
+#[cfg(feature = "cuda")]
 pub mod codegen;
 #[cfg(feature = "cuda")]
 mod device;
+#[cfg(feature = "cuda")]
+mod kernel;
 #[cfg(feature = "cuda")]
 mod nccl;
 #[cfg(feature = "cuda")]
 mod staged;
 #[cfg(feature = "cuda")]
-pub use device::{check_libraries, device_count, CudaBackend, CudaBuffer, CudaKernel};
+pub use buffer::CudaBuffer;
+#[cfg(feature = "cuda")]
+pub use device::{check_libraries, device_count, CudaBackend};
+#[cfg(feature = "cuda")]
+pub use kernel::CudaKernel;
 #[cfg(feature = "cuda")]
 pub use nccl::NcclCommunicator;
 #[cfg(feature = "cuda")]

@@ -17,7 +17,7 @@ use comm::traffic::{self, Traffic};
 use comm::{ByteCounters, Collectives, CommError, Communicator, P2p, Rank, ReduceOp};
 use cudarc::nccl::{group_end, group_start, Comm, ReduceOp as NcclOp};
 
-use super::device::{CudaBackend, CudaBuffer};
+use super::{CudaBackend, CudaBuffer};
 use crate::backend::BackendError;
 
 /// An NCCL communicator, owned by one rank's thread.

@@ -11,7 +11,7 @@
 
 use comm::{ByteCounters, Collectives, CommError, Communicator, P2p, Rank, ReduceOp};
 
-use super::device::CudaBuffer;
+use super::CudaBuffer;
 
 /// A host communicator used on device buffers (see the module doc).
 #[derive(Debug)]

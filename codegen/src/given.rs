@@ -4,7 +4,7 @@
 //!
 //! Takes a graph and the bytes of a `.safetensors` file whose tensor names
 //! are graph tensor names; gives [`Given`] values (row-major f32 of each
-//! tensor's shape) that [`crate::exec::run_programs_given`] uses instead of
+//! tensor's shape) that the runner (`runner::run_programs_given`, `RankRunner::set`) uses instead of
 //! the tensors' synthetic [`planner::graph::Fill`]. Weights go in with
 //! [`Kind::Weights`] (trainable parameters and optimizer state, the step's
 //! initial values), data with [`Kind::Inputs`] (the graph inputs, the same

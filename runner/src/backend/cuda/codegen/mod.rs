@@ -1,0 +1,365 @@
+//! CUDA C from a TDL spec: the GPU counterpart of the CPU's compiled
+//! evaluator (`kernels::compiled`).
+//!
+//! Takes a bound op ([`tdl::Binding`]), one worker's [`Window`] and the
+//! buffer [`Layouts`] the CPU evaluator computes for it; gives a
+//! [`Generated`]: CUDA C source with one `__global__` function per statement
+//! (one thread per element of the statement's target, row-major; reduction
+//! variables as loops inside the thread, in f64 as the interpreter does) and
+//! the parameter array the functions read every number from.
+//!
+//! The source depends only on the spec's structure: dims, attributes,
+//! window boxes, buffer origins and extents are all entries of the `long
+//! long` parameter array `P` (floats in `F`), so one NVRTC compilation
+//! serves every instance, rank and window of an op.
+//!
+//! Semantics follow the interpreter (`tdl::interp`): integer index
+//! arithmetic with floor division, comparisons on reals, `select` and
+//! `&&`/`||` evaluate only what they need, reads of a `padded` input outside
+//! its shape give 0, any other read outside a tensor or a buffer sets the
+//! error word (code 1; code 2 for an integer division by zero; with the
+//! kernel's id) that the backend checks at its next synchronisation.
+//!
+//! Errors: [`KernelError::Unsupported`] for what has no CUDA form (opaque
+//! functions over slices); the backend then runs the op on the host.
+
+use std::fmt::Write;
+
+use tdl::{BinOp, Binding, Builtin, Expr, ExprKind, TensorRef};
+
+use crate::backend::Window;
+use crate::kernels::compiled::Layouts;
+use crate::kernels::KernelError;
+
+/// Error codes written to the backend's error word.
+pub const ERR_OUT_OF_BOUNDS: i32 = 1;
+/// An integer division or modulo by zero.
+pub const ERR_DIV_BY_ZERO: i32 = 2;
+
+/// Reductions at least this long (iterations per target element) run one
+/// block per target element, the block's threads splitting the reduction
+/// (a shared-memory tree combines their partials); shorter ones run
+/// serially in one thread per element.
+pub const BLOCK_REDUCE_MIN: usize = 128;
+
+/// Threads per block of a block-mode statement (a power of two).
+pub const REDUCE_THREADS: u32 = 256;
+
+/// A block-mode statement with at most [`SPLIT_TARGETS`] elements whose
+/// reductions run at least this many iterations splits each element's
+/// reductions over several blocks (a partials kernel, then a combining one):
+/// one block per element would leave the GPU idle.
+pub const SPLIT_MIN: usize = 1 << 20;
+
+/// See [`SPLIT_MIN`].
+pub const SPLIT_TARGETS: usize = 256;
+
+/// How reductions are spread over the GPU (see [`BLOCK_REDUCE_MIN`],
+/// [`SPLIT_MIN`]); tests lower the thresholds to exercise every path on
+/// small shapes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReduceOptions {
+    /// Iterations from which an element's reductions take a block.
+    pub block_min: usize,
+    /// Iterations from which a small statement's reductions take several
+    /// blocks per element.
+    pub split_min: usize,
+}
+
+impl Default for ReduceOptions {
+    fn default() -> Self {
+        ReduceOptions {
+            block_min: BLOCK_REDUCE_MIN,
+            split_min: SPLIT_MIN,
+        }
+    }
+}
+
+/// How one statement runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// One thread per element.
+    Thread,
+    /// One block of [`REDUCE_THREADS`] per element.
+    Block,
+    /// `parts` blocks per element compute partial reductions (`p<i>`), then
+    /// one block per element combines them (`s<i>`); `scratch` doubles.
+    Split {
+        /// Blocks per element.
+        parts: usize,
+        /// Scratch doubles the partials need.
+        scratch: usize,
+    },
+}
+
+/// Kernel source plus the numbers it reads (see the module doc).
+#[derive(Clone, Debug)]
+pub struct Generated {
+    /// CUDA C source; functions `s0`, `s1`, … in statement order.
+    pub source: String,
+    /// Integer parameters (`P`).
+    pub ints: Vec<i64>,
+    /// Real parameters (`F`).
+    pub reals: Vec<f64>,
+    /// Per statement: its target, its target elements, and how it runs.
+    pub stmts: Vec<(TensorRef, usize, Mode)>,
+}
+
+/// Helpers every generated module starts with.
+const PRELUDE: &str = r#"
+typedef long long i64;
+__device__ __forceinline__ void fail(int* err, int kid, int code) {
+  if (atomicCAS(err, 0, code) == 0) err[1] = kid;
+}
+__device__ __forceinline__ i64 fdiv(i64 x, i64 y, int* err, int kid) {
+  if (y == 0) { fail(err, kid, 2); return 0; }
+  i64 q = x / y;
+  if ((x % y != 0) && ((x < 0) != (y < 0))) q -= 1;
+  return q;
+}
+__device__ __forceinline__ i64 fmod_(i64 x, i64 y, int* err, int kid) {
+  return x - y * fdiv(x, y, err, kid);
+}
+__device__ __forceinline__ double sgn(double x) { return x > 0.0 ? 1.0 : (x < 0.0 ? -1.0 : 0.0); }
+__device__ __forceinline__ double sigm(double x) { return 1.0 / (1.0 + exp(-x)); }
+__device__ __forceinline__ double maxr(double a, double b) { return fmax(a, b); }
+__device__ __forceinline__ double minr(double a, double b) { return fmin(a, b); }
+"#;
+
+/// Generate the kernels of one window of a bound op (see the module doc);
+/// `opts` says when reductions take a block or several per element.
+///
+/// Errors: [`KernelError::Unsupported`] for an opaque function or a slice
+/// read; the caller falls back to the host.
+pub fn generate(
+    b: &Binding,
+    window: &Window,
+    layouts: &Layouts,
+    opts: ReduceOptions,
+) -> Result<Generated, KernelError> {
+    let mut g = Gen {
+        b,
+        window,
+        layouts,
+        ints: Vec::new(),
+        reals: Vec::new(),
+        body: String::new(),
+        tmp: 0,
+        indent: 1,
+        hoisted: Vec::new(),
+    };
+    let spec = &b.spec;
+    let mut source = String::from(PRELUDE);
+    let mut stmts = Vec::new();
+    // Signature: every input (float), output (float) and local (double).
+    let mut params = Vec::new();
+    for i in 0..spec.inputs.len() {
+        params.push(format!("const float* __restrict__ in{i}"));
+    }
+    for o in 0..spec.outputs.len() {
+        params.push(format!("float* out{o}"));
+    }
+    for l in 0..spec.locals.len() {
+        params.push(format!("double* loc{l}"));
+    }
+    params.push("const i64* __restrict__ P".into());
+    params.push("const double* __restrict__ F".into());
+    params.push("double* scr".into());
+    params.push("int* err".into());
+    params.push("int kid".into());
+    let sig = params.join(", ");
+    for (si, s) in spec.stmts.iter().enumerate() {
+        let (lo, ext) = g.layout(s.target);
+        let (lo, ext) = (lo.to_vec(), ext.to_vec());
+        let n: usize = ext.iter().product();
+        g.body.clear();
+        g.tmp = 0;
+        g.hoisted.clear();
+        // Variables the statement's target does not bind are declared so a
+        // stray reference compiles (their value is never read).
+        let unbound: Vec<usize> = (0..spec.vars.len())
+            .filter(|&v| !s.vars.iter().any(|x| x.0 as usize == v))
+            .collect();
+        let mut reduces = Vec::new();
+        hoistable(&s.body, &mut reduces);
+        let longest = reduces.iter().map(|r| g.iterations(r)).max().unwrap_or(0);
+        // Work per element counts the reductions nested inside (a loss
+        // summing a row-wise reduction over all rows).
+        let work = reduces.iter().map(|r| g.work(r)).max().unwrap_or(0);
+        let block = longest >= opts.block_min.max(1) as u64;
+        let parts = if block && n <= SPLIT_TARGETS && work >= opts.split_min.max(1) as u64 {
+            // Enough blocks to fill the GPU, each thread ≥ 1 outer iteration.
+            (longest / REDUCE_THREADS as u64).clamp(2, 1024) as usize
+        } else {
+            1
+        };
+        let mode = if parts > 1 {
+            Mode::Split {
+                parts,
+                scratch: reduces.len() * n * parts,
+            }
+        } else if block {
+            Mode::Block
+        } else {
+            Mode::Thread
+        };
+        if parts > 1 {
+            // The partials kernel `p<i>`: block b computes part b % parts of
+            // element b / parts.
+            g.body.clear();
+            let total = g.int_param(n as i64);
+            let _ = writeln!(
+                g.body,
+                "  i64 t = blockIdx.x / {parts};\n  i64 part = blockIdx.x % {parts};\n  if (t >= {total}) return;\n  i64 r = t;\n  __shared__ double red[{REDUCE_THREADS}];"
+            );
+            g.decode(&s.vars, &lo, &ext);
+            for (k, e) in reduces.iter().enumerate() {
+                let part = g.block_reduce(e, Some(parts))?;
+                let at = format!("(({k} * {total} + t) * {parts} + part)");
+                g.line(&format!("if (threadIdx.x == 0) scr[{at}] = {part};"));
+            }
+            let _ = write!(
+                source,
+                "{}",
+                kernel(&format!("p{si}"), &sig, &unbound, &g.body)
+            );
+            g.body.clear();
+            g.tmp = 0;
+        }
+        let total = g.int_param(n as i64);
+        let index = if block {
+            "blockIdx.x"
+        } else {
+            "(i64)blockIdx.x * blockDim.x + threadIdx.x"
+        };
+        let _ = writeln!(
+            g.body,
+            "  i64 t = {index};\n  if (t >= {total}) return;\n  i64 r = t;"
+        );
+        g.decode(&s.vars, &lo, &ext);
+        if block {
+            let _ = writeln!(g.body, "  __shared__ double red[{REDUCE_THREADS}];");
+            for (k, e) in reduces.iter().enumerate() {
+                let name = if parts > 1 {
+                    g.combine_parts(e, &format!("(({k} * {total} + t) * {parts})"), parts)?
+                } else {
+                    g.block_reduce(e, None)?
+                };
+                g.hoisted.push((*e as *const Expr, name));
+            }
+            let _ = writeln!(g.body, "  if (threadIdx.x != 0) return;");
+        }
+        let val = g.real(&s.body)?;
+        let store = match s.target {
+            TensorRef::Output(o) => format!("  out{o}[t] = (float)({val});"),
+            TensorRef::Local(l) => format!("  loc{l}[t] = {val};"),
+            TensorRef::Input(_) => {
+                return Err(g.unsupported("a statement assigns an input".into()));
+            }
+        };
+        let _ = writeln!(g.body, "{store}");
+        let _ = write!(
+            source,
+            "{}",
+            kernel(&format!("s{si}"), &sig, &unbound, &g.body)
+        );
+        stmts.push((s.target, n, mode));
+    }
+    Ok(Generated {
+        source,
+        ints: g.ints,
+        reals: g.reals,
+        stmts,
+    })
+}
+
+/// One `__global__` function: `unbound` variables declared (zero), then `body`.
+fn kernel(name: &str, sig: &str, unbound: &[usize], body: &str) -> String {
+    let mut decl = String::new();
+    for v in unbound {
+        let _ = writeln!(decl, "  i64 v{v} = 0; (void)v{v};");
+    }
+    format!("extern \"C\" __global__ void {name}({sig}) {{\n{decl}{body}}}\n")
+}
+
+/// The reductions of `e` evaluated unconditionally (not under `select`,
+/// `&&`, `||`, another reduction or an index): the ones a block can compute
+/// cooperatively before the rest of the expression.
+fn hoistable<'e>(e: &'e Expr, out: &mut Vec<&'e Expr>) {
+    match &e.kind {
+        ExprKind::Reduce { .. } => out.push(e),
+        ExprKind::Unary(_, a) => hoistable(a, out),
+        ExprKind::Binary(op, a, c) if !matches!(op, BinOp::And | BinOp::Or) => {
+            hoistable(a, out);
+            hoistable(c, out);
+        }
+        ExprKind::Call(f, args) if *f != Builtin::Select => {
+            args.iter().for_each(|a| hoistable(a, out))
+        }
+        _ => {}
+    }
+}
+
+/// Every reduction in `e` not nested in another (anywhere, conditional or not).
+fn reductions_in<'e>(e: &'e Expr, out: &mut Vec<&'e Expr>) {
+    match &e.kind {
+        ExprKind::Reduce { .. } => out.push(e),
+        ExprKind::Opaque { .. } => {}
+        _ => e.children().for_each(|c| reductions_in(c, out)),
+    }
+}
+
+struct Gen<'a> {
+    b: &'a Binding,
+    window: &'a Window,
+    layouts: &'a Layouts,
+    ints: Vec<i64>,
+    reals: Vec<f64>,
+    body: String,
+    tmp: usize,
+    indent: usize,
+    /// Reductions already computed by the block (node → variable).
+    hoisted: Vec<(*const Expr, String)>,
+}
+
+impl Gen<'_> {
+    fn unsupported(&self, what: String) -> KernelError {
+        KernelError::Unsupported {
+            op: self.b.spec.name.clone(),
+            what,
+        }
+    }
+
+    fn layout(&self, t: TensorRef) -> (&[i64], &[usize]) {
+        self.layouts.get(t)
+    }
+
+    /// `P[k]` holding `v`.
+    fn int_param(&mut self, v: i64) -> String {
+        self.ints.push(v);
+        format!("P[{}]", self.ints.len() - 1)
+    }
+
+    fn real_param(&mut self, v: f64) -> String {
+        self.reals.push(v);
+        format!("F[{}]", self.reals.len() - 1)
+    }
+
+    fn fresh(&mut self, ty: &str, init: &str) -> String {
+        let name = format!("x{}", self.tmp);
+        self.tmp += 1;
+        self.line(&format!("{ty} {name} = {init};"));
+        name
+    }
+
+    fn line(&mut self, l: &str) {
+        for _ in 0..self.indent {
+            self.body.push_str("  ");
+        }
+        self.body.push_str(l);
+        self.body.push('\n');
+    }
+}
+
+mod expr;
+mod reduce;

@@ -1,0 +1,176 @@
+//! Reductions to CUDA C: a loop inside the thread, or one block per target
+//! element with a shared-memory tree where the reduction is long (split in
+//! parts for very long ones).
+
+use std::fmt::Write;
+
+use tdl::{Expr, ExprKind, Reducer};
+
+use super::{reductions_in, Gen};
+use crate::kernels::KernelError;
+
+impl Gen<'_> {
+    /// Iterations of a reduction node times those of the longest reduction
+    /// nested in its body (an estimate of the work per element).
+    pub(super) fn work(&self, e: &Expr) -> u64 {
+        let mut inner = 0u64;
+        if let ExprKind::Reduce { body, .. } = &e.kind {
+            let mut nested = Vec::new();
+            reductions_in(body, &mut nested);
+            inner = nested.iter().map(|r| self.work(r)).max().unwrap_or(0);
+        }
+        self.iterations(e).saturating_mul(inner.max(1))
+    }
+
+    /// Iterations of a reduction node over the window.
+    pub(super) fn iterations(&self, e: &Expr) -> u64 {
+        match &e.kind {
+            ExprKind::Reduce { vars, .. } => vars
+                .iter()
+                .map(|v| {
+                    let (l, h) = self.window.vars[v.0 as usize];
+                    (h - l).max(0) as u64
+                })
+                .product(),
+            _ => 0,
+        }
+    }
+
+    /// Decode a statement's target index `r` (innermost dim fastest) into
+    /// its variables.
+    pub(super) fn decode(&mut self, vars: &[tdl::VarId], lo: &[i64], ext: &[usize]) {
+        for (d, v) in vars.iter().enumerate().rev() {
+            let e = self.int_param(ext[d] as i64);
+            let l = self.int_param(lo[d]);
+            let _ = writeln!(self.body, "  i64 v{} = {l} + r % {e}; r /= {e};", v.0);
+        }
+    }
+
+    /// The identity and combination of a reducer, in C.
+    pub(super) fn combiner(reducer: Reducer) -> (&'static str, fn(&str, &str) -> String) {
+        match reducer {
+            Reducer::Sum => ("0.0", |a, b| format!("{a} + {b}")),
+            Reducer::Prod => ("1.0", |a, b| format!("{a} * {b}")),
+            Reducer::Max => ("(-1.0/0.0)", |a, b| format!("fmax({a}, {b})")),
+            Reducer::Min => ("(1.0/0.0)", |a, b| format!("fmin({a}, {b})")),
+        }
+    }
+
+    /// The shared-memory tree over `acc` of every thread; every thread gets
+    /// the result in the returned variable.
+    pub(super) fn tree(&mut self, acc: &str, comb: fn(&str, &str) -> String) -> String {
+        self.line(&format!("red[threadIdx.x] = {acc};"));
+        self.line("__syncthreads();");
+        self.line("for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {");
+        self.indent += 1;
+        let c = comb("red[threadIdx.x]", "red[threadIdx.x + s]");
+        self.line(&format!("if (threadIdx.x < s) red[threadIdx.x] = {c};"));
+        self.line("__syncthreads();");
+        self.indent -= 1;
+        self.line("}");
+        let r = self.fresh("double", "red[0]");
+        self.line("__syncthreads();");
+        r
+    }
+
+    /// A split reduction's result: the block combines the `parts` partials
+    /// the partials kernel left at `scr[base ..]`.
+    pub(super) fn combine_parts(
+        &mut self,
+        e: &Expr,
+        base: &str,
+        parts: usize,
+    ) -> Result<String, KernelError> {
+        let ExprKind::Reduce { reducer, .. } = &e.kind else {
+            return Err(self.unsupported("a split reduction of a non-reduction".into()));
+        };
+        let (id, comb) = Self::combiner(*reducer);
+        let acc = self.fresh("double", id);
+        self.line(&format!(
+            "for (i64 j = threadIdx.x; j < {parts}; j += blockDim.x) {acc} = {};",
+            comb(&acc, &format!("scr[{base} + j]"))
+        ));
+        Ok(self.tree(&acc, comb))
+    }
+
+    /// A reduction computed by the whole block: each thread combines a
+    /// strided share of the flattened iterations, then a shared-memory tree
+    /// combines the partials; every thread gets the result. With `parts`,
+    /// only part `part` of the iterations (a strided share over `parts`
+    /// blocks).
+    pub(super) fn block_reduce(
+        &mut self,
+        e: &Expr,
+        parts: Option<usize>,
+    ) -> Result<String, KernelError> {
+        let ExprKind::Reduce {
+            reducer,
+            vars,
+            body,
+        } = &e.kind
+        else {
+            return Err(self.unsupported("a block reduction of a non-reduction".into()));
+        };
+        let (id, comb) = Self::combiner(*reducer);
+        let total = self.iterations(e);
+        let n = self.int_param(total as i64);
+        let acc = self.fresh("double", id);
+        let (start, step) = match parts {
+            Some(p) => (
+                "part * blockDim.x + threadIdx.x".to_string(),
+                format!("(i64){p} * blockDim.x"),
+            ),
+            None => ("threadIdx.x".to_string(), "blockDim.x".to_string()),
+        };
+        self.line(&format!("for (i64 f = {start}; f < {n}; f += {step}) {{"));
+        self.indent += 1;
+        self.line("i64 q = f;");
+        for v in vars.iter().rev() {
+            let (lo, hi) = self.window.vars[v.0 as usize];
+            let (l, x) = (self.int_param(lo), self.int_param((hi - lo).max(0)));
+            self.line(&format!("i64 v{} = {l} + q % {x}; q /= {x};", v.0));
+        }
+        let x = self.real(body)?;
+        let c = comb(&acc, &x);
+        self.line(&format!("{acc} = {c};"));
+        self.indent -= 1;
+        self.line("}");
+        Ok(self.tree(&acc, comb))
+    }
+
+    pub(super) fn reduce(
+        &mut self,
+        reducer: Reducer,
+        vars: &[tdl::VarId],
+        body: &Expr,
+    ) -> Result<String, KernelError> {
+        let id = match reducer {
+            Reducer::Sum => "0.0",
+            Reducer::Prod => "1.0",
+            Reducer::Max => "(-1.0/0.0)",
+            Reducer::Min => "(1.0/0.0)",
+        };
+        let acc = self.fresh("double", id);
+        let mut opened = 0;
+        for v in vars {
+            let (lo, hi) = self.window.vars[v.0 as usize];
+            let (l, h) = (self.int_param(lo), self.int_param(hi));
+            self.line(&format!("for (i64 v{0} = {l}; v{0} < {h}; ++v{0}) {{", v.0));
+            self.indent += 1;
+            opened += 1;
+        }
+        let x = self.real(body)?;
+        let comb = match reducer {
+            Reducer::Sum => format!("{acc} += {x};"),
+            Reducer::Prod => format!("{acc} *= {x};"),
+            Reducer::Max => format!("{acc} = fmax({acc}, {x});"),
+            Reducer::Min => format!("{acc} = fmin({acc}, {x});"),
+        };
+        self.line(&comb);
+        for _ in 0..opened {
+            self.indent -= 1;
+            self.line("}");
+        }
+        Ok(acc)
+    }
+}

@@ -1,0 +1,265 @@
+//! The instructions of a program on one rank: allocation with its initial
+//! values (zeros, a reducer's identity, the synthetic fill of a leaf tile or
+//! values the caller set, or last step's carried tile), region copies,
+//! grouped exchanges, collectives (`collective.rs`), compute and frees.
+
+use std::time::Instant;
+
+use codegen::{Init, Instr, Synthetic};
+use comm::{Collectives, P2p, Rank};
+
+use super::rank::RankRunner;
+use super::ExecError;
+use crate::backend::Backend;
+use crate::region::{contains, copy_region, reduce_op, volume};
+
+impl<B: Backend, C: Collectives<B::Buffer>> RankRunner<'_, B, C> {
+    /// Every instruction of the program, in order.
+    pub(super) fn run_instrs(&mut self) -> Result<(), ExecError> {
+        let p = self.p;
+        for (k, ins) in p.instrs.iter().enumerate() {
+            match ins {
+                Instr::Alloc { buf, init } => {
+                    let n = p.buffers[*buf as usize].elems as usize;
+                    let b = match init {
+                        Init::Zero => self.be(self.backend.alloc(n))?,
+                        Init::Identity(r) => {
+                            self.be(self.backend.upload(&vec![r.identity() as f32; n]))?
+                        }
+                        Init::Fill(syn) => self.fill(*buf, syn)?,
+                    };
+                    self.bufs[*buf as usize] = Some(b);
+                }
+                Instr::Free { buf } => {
+                    if let Some(b) = self.bufs[*buf as usize].take() {
+                        self.backend.free(b);
+                    }
+                }
+                Instr::Copy {
+                    src,
+                    dst,
+                    region,
+                    reduce,
+                } => {
+                    let mut d = self.take_buf(*dst)?;
+                    let r = self.buf(*src).and_then(|s| {
+                        self.be(self.backend.copy_region(
+                            s,
+                            &p.buffers[*src as usize].region.0,
+                            &mut d,
+                            &p.buffers[*dst as usize].region.0,
+                            &region.0,
+                            reduce.map(reduce_op),
+                        ))
+                    });
+                    self.bufs[*dst as usize] = Some(d);
+                    r?;
+                }
+                Instr::Exchange { sends, recvs, .. } => {
+                    let t0 = Instant::now();
+                    let mut packed = Vec::with_capacity(sends.len());
+                    for m in sends {
+                        let mut v =
+                            self.be(self.backend.alloc_workspace(m.region.volume() as usize))?;
+                        self.be(self.backend.copy_region(
+                            self.buf(m.buf)?,
+                            &p.buffers[m.buf as usize].region.0,
+                            &mut v,
+                            &m.region.0,
+                            &m.region.0,
+                            None,
+                        ))?;
+                        packed.push(v);
+                    }
+                    let mut staged = recvs
+                        .iter()
+                        .map(|m| self.be(self.backend.alloc_workspace(m.region.volume() as usize)))
+                        .collect::<Result<Vec<_>, _>>()?;
+                    {
+                        let mut ops: Vec<P2p<'_, B::Buffer>> = sends
+                            .iter()
+                            .zip(&packed)
+                            .map(|(m, v)| P2p::Send {
+                                peer: Rank(m.peer),
+                                buf: v,
+                            })
+                            .collect();
+                        ops.extend(recvs.iter().zip(staged.iter_mut()).map(|(m, v)| P2p::Recv {
+                            peer: Rank(m.peer),
+                            buf: v,
+                        }));
+                        let r = self.comm.group(&mut ops);
+                        drop(ops);
+                        r.map_err(|e| self.comm_err(e))?;
+                    }
+                    for (m, v) in recvs.iter().zip(&staged) {
+                        let mut d = self.take_buf(m.buf)?;
+                        let r = self.backend.copy_region(
+                            v,
+                            &m.region.0,
+                            &mut d,
+                            &p.buffers[m.buf as usize].region.0,
+                            &m.region.0,
+                            m.reduce.map(reduce_op),
+                        );
+                        self.bufs[m.buf as usize] = Some(d);
+                        self.be(r)?;
+                    }
+                    self.comm_seconds += t0.elapsed().as_secs_f64();
+                }
+                Instr::AllReduce {
+                    src,
+                    dst,
+                    region,
+                    reduce,
+                    ..
+                } => {
+                    let t0 = Instant::now();
+                    let mut d = self.take_buf(*dst)?;
+                    let r = self.all_reduce(*src, *dst, &mut d, region, reduce_op(*reduce));
+                    self.bufs[*dst as usize] = Some(d);
+                    r?;
+                    self.comm_seconds += t0.elapsed().as_secs_f64();
+                }
+                Instr::ReduceScatter {
+                    src,
+                    dst,
+                    blocks,
+                    reduce,
+                    ..
+                } => {
+                    let t0 = Instant::now();
+                    self.reduce_scatter(*src, *dst, blocks, reduce_op(*reduce))?;
+                    self.comm_seconds += t0.elapsed().as_secs_f64();
+                }
+                Instr::AllGather { buf, blocks, .. } => {
+                    let t0 = Instant::now();
+                    self.all_gather(*buf, blocks)?;
+                    self.comm_seconds += t0.elapsed().as_secs_f64();
+                }
+                Instr::Compute {
+                    spec,
+                    inputs,
+                    outputs,
+                    ..
+                } => {
+                    let t0 = match self.profile {
+                        Some(_) => {
+                            self.be(self.backend.synchronize())?;
+                            Some(Instant::now())
+                        }
+                        None => None,
+                    };
+                    let mut outs: Vec<B::Buffer> = outputs
+                        .iter()
+                        .map(|&b| self.take_buf(b))
+                        .collect::<Result<_, _>>()?;
+                    let r = {
+                        let ins: Vec<&B::Buffer> = inputs
+                            .iter()
+                            .map(|&b| self.buf(b))
+                            .collect::<Result<_, _>>()?;
+                        let mut o: Vec<&mut B::Buffer> = outs.iter_mut().collect();
+                        self.backend.launch(
+                            self.kernels[k].as_ref().expect("prepared"),
+                            &ins,
+                            &mut o,
+                        )
+                    };
+                    for (&b, v) in outputs.iter().zip(outs) {
+                        self.bufs[b as usize] = Some(v);
+                    }
+                    self.be(r)?;
+                    if let Some(t0) = t0 {
+                        self.be(self.backend.synchronize())?;
+                        let spec = self.p.specs[*spec as usize].name.clone();
+                        if let Some(m) = self.profile.as_mut() {
+                            *m.entry(spec).or_default() += t0.elapsed().as_secs_f64();
+                        }
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// A leaf tile's first values: at a later step the carried tile (or the
+    /// value set for it since the last step); else a value the caller set,
+    /// the device copy of an earlier step's fill, or the synthetic fill.
+    fn fill(&mut self, buf: u32, syn: &Synthetic) -> Result<B::Buffer, ExecError> {
+        let p = self.p;
+        let decl = &p.buffers[buf as usize];
+        let (t, n, r) = (decl.tensor, decl.elems as usize, &decl.region.0);
+        let info = p.tensor(t).ok_or_else(|| {
+            ExecError::Invalid(format!(
+                "rank {}: buffer {buf} holds tensor {}, which the program does not name",
+                self.rank, t.0
+            ))
+        })?;
+        if self.steps > 0 {
+            if let Some(&from) = self.carry_from.get(&t) {
+                if let Some(b) = self.carried.remove(&t) {
+                    if self.backend.buffer_len(&b) == n {
+                        return Ok(b);
+                    }
+                    self.backend.free(b);
+                }
+                return match self.set.get(&t).filter(|s| s.at == self.steps) {
+                    Some(_) => self.upload_set(t, r),
+                    None => Err(ExecError::Invalid(format!(
+                        "rank {}: the tile of `{}` moved between steps: set it from `{}` (RankRunner::set) before the step",
+                        self.rank,
+                        info.name,
+                        p.tensor(from).map_or("?", |i| i.name.as_str())
+                    ))),
+                };
+            }
+        }
+        if let Some(c) = self.fills.get(&buf) {
+            let mut b = self.be(self.backend.alloc(n))?;
+            self.be(self.backend.copy_region(c, r, &mut b, r, r, None))?;
+            return Ok(b);
+        }
+        let b = if self.set.contains_key(&t) {
+            self.upload_set(t, r)?
+        } else {
+            let host: Vec<f32> =
+                tdl::fill::fill_region(syn.fill, &info.shape, self.seed, syn.offset, r)
+                    .into_iter()
+                    .map(|x| x as f32)
+                    .collect();
+            self.be(self.backend.upload(&host))?
+        };
+        if !self.carry_from.contains_key(&t) {
+            let mut keep = self.be(self.backend.alloc_workspace(n))?;
+            self.be(self.backend.copy_region(&b, r, &mut keep, r, r, None))?;
+            self.fills.insert(buf, keep);
+        }
+        Ok(b)
+    }
+
+    /// Upload `region` of the value set for `t`.
+    fn upload_set(
+        &self,
+        t: codegen::TensorId,
+        region: &[(i64, i64)],
+    ) -> Result<B::Buffer, ExecError> {
+        let s = &self.set[&t];
+        if !contains(&s.region.0, region) {
+            return Err(ExecError::Invalid(format!(
+                "rank {}: a tile {region:?} of tensor {} is not inside the region {:?} set for it",
+                self.rank, t.0, s.region.0
+            )));
+        }
+        let mut host = vec![0.0; volume(region) as usize];
+        self.be(copy_region(
+            &s.values,
+            &s.region.0,
+            &mut host,
+            region,
+            region,
+            None,
+        ))?;
+        self.be(self.backend.upload(&host))
+    }
+}

@@ -1,0 +1,351 @@
+//! [`RankRunner`]: one rank's program on its own backend and communicator,
+//! one training step at a time — the per-rank API the executor's threads
+//! use and that another schedule (an SSP worker computing gradients, a test)
+//! can drive directly.
+//!
+//! Takes a [`Program`] (self-contained: specs, shapes, fills), a backend, a
+//! communicator whose rank and world size are the program's, and the seed of
+//! the synthetic data; [`RankRunner::set`] replaces a tensor's fill by given
+//! values, [`RankRunner::step`] runs the program once (every rank of the
+//! communicator must step too, as in NCCL), [`RankRunner::get`] reads this
+//! rank's kept tile of a tensor after the step.
+//!
+//! Keeps true: kernels are prepared once, at construction; the kept tile of
+//! an updated tensor becomes, in place, the tile of the tensor it replaces
+//! when both are the same region on this rank; otherwise the next step needs
+//! the new tile [`RankRunner::set`] before it, or it fails naming the tensor
+//! (the tile moved between steps, which only the caller can hand off).
+
+use std::collections::HashMap;
+
+use codegen::{Instr, KernelMode, Program, Region, TensorId};
+use comm::{Collectives, CommError};
+
+use super::ExecError;
+use crate::backend::{Backend, BackendError, Window};
+use crate::region::contains;
+
+/// What one step of one rank measured.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct StepStats {
+    /// Bytes this rank sent (the communicator's counter over the step).
+    pub bytes_sent: u64,
+    /// Seconds spent in exchanges and collectives.
+    pub comm_seconds: f64,
+}
+
+/// Values given for (a box of) a tensor, replacing its fill.
+pub(super) struct SetValue {
+    pub(super) region: Region,
+    pub(super) values: Vec<f32>,
+    /// Steps completed when it was set (a carried tensor takes only a value
+    /// set since the last step).
+    pub(super) at: usize,
+}
+
+/// One rank's program, backend and communicator (see the module doc).
+pub struct RankRunner<'p, B: Backend, C> {
+    pub(super) p: &'p Program,
+    pub(super) rank: usize,
+    pub(super) seed: u64,
+    pub(super) comm: C,
+    pub(super) backend: B,
+    /// Prepared kernels, by instruction index.
+    pub(super) kernels: Vec<Option<B::Kernel>>,
+    /// Live buffers, by [`codegen::BufId`].
+    pub(super) bufs: Vec<Option<B::Buffer>>,
+    /// Carried tiles for the next step, by the tensor they become.
+    pub(super) carried: HashMap<TensorId, B::Buffer>,
+    /// For each carried-to tensor, the tensor it is carried from.
+    pub(super) carry_from: HashMap<TensorId, TensorId>,
+    /// Device copies of the fills of step inputs (not carried), by buffer,
+    /// so later steps copy on the device instead of uploading again.
+    pub(super) fills: HashMap<u32, B::Buffer>,
+    /// Values set by the caller, by tensor.
+    pub(super) set: HashMap<TensorId, SetValue>,
+    /// Steps completed.
+    pub(super) steps: usize,
+    pub(super) comm_seconds: f64,
+    /// Seconds per operator spec, when profiling.
+    pub(super) profile: Option<HashMap<String, f64>>,
+}
+
+impl<'p, B: Backend, C: Collectives<B::Buffer>> RankRunner<'p, B, C> {
+    /// Prepare `program`'s kernels on `backend` (see the module doc); `seed`
+    /// seeds the synthetic fills.
+    ///
+    /// Errors: [`ExecError::Invalid`] when the communicator's rank or world
+    /// size is not the program's, or a computation names a spec the program
+    /// does not carry; [`ExecError::Backend`] when a kernel cannot be
+    /// prepared.
+    pub fn new(program: &'p Program, backend: B, comm: C, seed: u64) -> Result<Self, ExecError> {
+        let p = program;
+        let rank = p.rank;
+        if comm.rank().0 != rank || comm.world_size() != p.world {
+            return Err(ExecError::Invalid(format!(
+                "the program of rank {rank} of {} runs on a communicator of rank {} of {}",
+                p.world,
+                comm.rank().0,
+                comm.world_size()
+            )));
+        }
+        let mut kernels = Vec::with_capacity(p.instrs.len());
+        for ins in &p.instrs {
+            let k = match ins {
+                Instr::Compute {
+                    op,
+                    spec,
+                    attrs,
+                    shapes,
+                    var_box,
+                    inputs,
+                    mode,
+                    ..
+                } => {
+                    let spec = p.specs.get(*spec as usize).ok_or_else(|| {
+                        ExecError::Invalid(format!(
+                            "rank {rank}: op {} names spec {spec} of {}",
+                            op.0,
+                            p.specs.len()
+                        ))
+                    })?;
+                    let regions: Vec<Vec<(i64, i64)>> = inputs
+                        .iter()
+                        .map(|&b| p.buffers[b as usize].region.0.clone())
+                        .collect();
+                    let k = match mode {
+                        KernelMode::Local => {
+                            let local: Vec<Vec<usize>> = regions
+                                .iter()
+                                .map(|r| r.iter().map(|&(l, h)| (h - l) as usize).collect())
+                                .collect();
+                            backend.prepare(spec, &local, attrs)
+                        }
+                        KernelMode::Window => backend.prepare_window(
+                            spec,
+                            shapes,
+                            attrs,
+                            &Window {
+                                vars: var_box.clone(),
+                                inputs: regions,
+                            },
+                        ),
+                    };
+                    Some(k.map_err(|source| ExecError::Backend { rank, source })?)
+                }
+                _ => None,
+            };
+            kernels.push(k);
+        }
+        let carry_from = p.carries.iter().map(|c| (c.to, c.from)).collect();
+        Ok(RankRunner {
+            p,
+            rank,
+            seed,
+            comm,
+            backend,
+            kernels,
+            bufs: (0..p.buffers.len()).map(|_| None).collect(),
+            carried: HashMap::new(),
+            carry_from,
+            fills: HashMap::new(),
+            set: HashMap::new(),
+            steps: 0,
+            comm_seconds: 0.0,
+            profile: None,
+        })
+    }
+
+    /// The program.
+    pub fn program(&self) -> &'p Program {
+        self.p
+    }
+
+    /// The backend (e.g. to read its memory statistics).
+    pub fn backend(&self) -> &B {
+        &self.backend
+    }
+
+    /// Peak bytes the backend held so far.
+    pub fn peak_bytes(&self) -> u64 {
+        self.backend.memory().peak
+    }
+
+    /// Time every kernel (synchronising around each) and sum the seconds
+    /// per operator spec ([`RankRunner::op_seconds`]).
+    pub fn set_profile(&mut self, on: bool) {
+        self.profile = on.then(HashMap::new);
+    }
+
+    /// Seconds per operator spec over the steps so far, largest first
+    /// (empty unless profiling).
+    pub fn op_seconds(&self) -> Vec<(String, f64)> {
+        let mut ops: Vec<(String, f64)> = self
+            .profile
+            .iter()
+            .flat_map(|m| m.iter().map(|(k, v)| (k.clone(), *v)))
+            .collect();
+        ops.sort_by(|a, b| b.1.total_cmp(&a.1));
+        ops
+    }
+
+    /// Use `values` (row-major over `region`, global coordinates) for
+    /// `tensor` instead of its fill, from the next step on: every tile of the
+    /// tensor this rank allocates must lie inside `region`. For a tensor
+    /// carried from the previous step whose tile moved, a value set since
+    /// the last step is the carried value.
+    ///
+    /// Errors: [`ExecError::Invalid`] for a tensor the program does not
+    /// name, a region outside its shape, or a length that is not the
+    /// region's volume.
+    pub fn set(
+        &mut self,
+        tensor: TensorId,
+        region: &Region,
+        values: Vec<f32>,
+    ) -> Result<(), ExecError> {
+        let rank = self.rank;
+        let info = self.p.tensor(tensor).ok_or_else(|| {
+            ExecError::Invalid(format!(
+                "rank {rank}: tensor {} is not in this rank's program",
+                tensor.0
+            ))
+        })?;
+        if !contains(&Region::whole(&info.shape).0, &region.0) || region.0.len() != info.shape.len()
+        {
+            return Err(ExecError::Invalid(format!(
+                "rank {rank}: `{}` has shape {:?}; {:?} is not a box inside it",
+                info.name, info.shape, region.0
+            )));
+        }
+        if values.len() as u64 != region.volume() {
+            return Err(ExecError::Invalid(format!(
+                "rank {rank}: `{}`: {} values for a region of {} elements",
+                info.name,
+                values.len(),
+                region.volume()
+            )));
+        }
+        for (b, decl) in self.p.buffers.iter().enumerate() {
+            if decl.tensor == tensor {
+                if let Some(x) = self.fills.remove(&(b as u32)) {
+                    self.backend.free(x);
+                }
+            }
+        }
+        self.set.insert(
+            tensor,
+            SetValue {
+                region: region.clone(),
+                values,
+                at: self.steps,
+            },
+        );
+        Ok(())
+    }
+
+    /// Run the program once: every instruction in order, then wait for the
+    /// backend and the communicator. Kept tiles stay readable by
+    /// [`RankRunner::get`] until the next step.
+    ///
+    /// Errors: the first failing instruction's, naming this rank.
+    pub fn step(&mut self) -> Result<StepStats, ExecError> {
+        for &b in &self.p.keep {
+            if let Some(x) = self.bufs[b as usize].take() {
+                self.backend.free(x);
+            }
+        }
+        self.comm.reset_counters();
+        self.comm_seconds = 0.0;
+        self.run_instrs()?;
+        self.synchronize()?;
+        // Kept tiles of updated tensors become, in place, next step's tiles.
+        let p = self.p;
+        for c in &p.carries {
+            if let (Some(f), Some(t)) = (c.from_buf, c.to_buf) {
+                if p.buffers[f as usize].region == p.buffers[t as usize].region {
+                    if let Some(b) = self.bufs[f as usize].take() {
+                        self.carried.insert(c.to, b);
+                    }
+                }
+            }
+        }
+        self.steps += 1;
+        Ok(StepStats {
+            bytes_sent: self.comm.counters().sent,
+            comm_seconds: self.comm_seconds,
+        })
+    }
+
+    /// This rank's kept tile of `tensor` after the last step (its region and
+    /// row-major values), `None` if this rank keeps none.
+    ///
+    /// Errors: [`ExecError::Backend`] when the download fails.
+    pub fn get(&self, tensor: TensorId) -> Result<Option<(Region, Vec<f32>)>, ExecError> {
+        let p = self.p;
+        for &b in &p.keep {
+            let decl = &p.buffers[b as usize];
+            if decl.tensor != tensor {
+                continue;
+            }
+            let buf = match self.bufs[b as usize].as_ref() {
+                Some(x) => Some(x),
+                None => p
+                    .carries
+                    .iter()
+                    .find(|c| c.from_buf == Some(b))
+                    .and_then(|c| self.carried.get(&c.to)),
+            };
+            if let Some(buf) = buf {
+                let mut host = vec![0.0; self.backend.buffer_len(buf)];
+                self.be(self.backend.download(buf, &mut host))?;
+                return Ok(Some((decl.region.clone(), host)));
+            }
+        }
+        Ok(None)
+    }
+
+    pub(super) fn be<T>(&self, r: Result<T, BackendError>) -> Result<T, ExecError> {
+        r.map_err(|source| ExecError::Backend {
+            rank: self.rank,
+            source,
+        })
+    }
+
+    /// Buffer `b`, or [`ExecError::Invalid`] when the program uses it while it
+    /// is not allocated (programs that skipped `codegen::validate`).
+    pub(super) fn buf(&self, b: u32) -> Result<&B::Buffer, ExecError> {
+        self.bufs
+            .get(b as usize)
+            .and_then(Option::as_ref)
+            .ok_or_else(|| dead_buffer(self.rank, b))
+    }
+
+    /// Take buffer `b` out for writing (see [`Self::buf`]).
+    pub(super) fn take_buf(&mut self, b: u32) -> Result<B::Buffer, ExecError> {
+        self.bufs
+            .get_mut(b as usize)
+            .and_then(Option::take)
+            .ok_or_else(|| dead_buffer(self.rank, b))
+    }
+
+    pub(super) fn comm_err(&self, source: CommError) -> ExecError {
+        ExecError::Comm {
+            rank: self.rank,
+            source,
+        }
+    }
+
+    /// Wait for the backend's and the communicator's queued work.
+    fn synchronize(&mut self) -> Result<(), ExecError> {
+        self.be(self.backend.synchronize())?;
+        self.comm.synchronize().map_err(|e| self.comm_err(e))
+    }
+}
+
+/// The error for a program that uses buffer `b` while it is not allocated.
+fn dead_buffer(rank: usize, b: u32) -> ExecError {
+    ExecError::Invalid(format!(
+        "rank {rank}: buffer {b} is used while not allocated (run codegen::validate on the programs first)"
+    ))
+}
