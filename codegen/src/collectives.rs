@@ -25,6 +25,15 @@
 //!
 //! So the bytes each rank sends still equal the planner's prediction
 //! exactly ([`comm::traffic`] formulas), which `validate` checks.
+//!
+//! Exchanges that stay point-to-point get two more patterns
+//! ([`recognise_exchange`], over one (operator, phase)'s transfers, the same
+//! list on every rank): every ordered pair of ranks moving exactly one
+//! message is an **all-to-all** (the same messages, so the same bytes per
+//! rank), and one rank sending the same region to every other rank is a
+//! **flat (star) broadcast** (the root sends (k−1)·N, what the transfers
+//! charge; NCCL's ring broadcast would move the same total but spread over
+//! the ranks, so it is not used).
 
 use std::collections::HashSet;
 
@@ -193,4 +202,43 @@ fn inside(a: &Region, outer: &Region) -> bool {
                 .iter()
                 .zip(&outer.0)
                 .all(|(&(l, h), &(ol, oh))| l >= ol && h <= oh)
+}
+
+/// The collective that carries one (operator, phase)'s point-to-point
+/// transfers (see the module doc).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ExchangeCollective {
+    /// Every ordered pair of ranks moves exactly one message.
+    AllToAll,
+    /// `root` sends the same region to every other rank.
+    Broadcast {
+        /// The sending rank.
+        root: usize,
+    },
+}
+
+/// The collective pattern of `ts` (every transfer of one operator's phase,
+/// over all `world` ranks), or `None` when it is neither an all-to-all nor a
+/// broadcast (or `world < 2`, or some transfer has the same source and
+/// destination).
+pub fn recognise_exchange(ts: &[&Transfer], world: usize) -> Option<ExchangeCollective> {
+    if world < 2
+        || ts.is_empty()
+        || ts
+            .iter()
+            .any(|t| t.src == t.dst || t.src.max(t.dst) >= world)
+    {
+        return None;
+    }
+    let pairs: HashSet<(usize, usize)> = ts.iter().map(|t| (t.src, t.dst)).collect();
+    if pairs.len() == ts.len() && ts.len() == world * (world - 1) {
+        return Some(ExchangeCollective::AllToAll);
+    }
+    let root = ts[0].src;
+    let dsts: HashSet<usize> = ts.iter().map(|t| t.dst).collect();
+    let same = ts
+        .iter()
+        .all(|t| t.src == root && t.region == ts[0].region && t.reduce == ts[0].reduce);
+    (same && ts.len() == world - 1 && dsts.len() == world - 1)
+        .then_some(ExchangeCollective::Broadcast { root })
 }

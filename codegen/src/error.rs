@@ -49,7 +49,8 @@ pub enum CodegenError {
     },
     /// A program file of another format version.
     #[error(
-        "{file}: program format version {version}, but this tofu reads version {} (older versions carry no operator specs, shapes or fills); regenerate it with `{}`",
+        "{file}: program format version {version}, but this tofu reads versions {} to {} (older versions carry no operator specs, shapes or fills; newer ones instructions this tofu does not know); regenerate it with `{}`",
+        crate::program::OLDEST_READ,
         crate::program::VERSION,
         crate::program::REGENERATE
     )]

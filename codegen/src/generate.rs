@@ -38,8 +38,7 @@ use crate::collectives::{recognise, recognise_input, Collective};
 use crate::error::CodegenError;
 use crate::local::runs_locally;
 use crate::program::{
-    BufId, Buffer, Carry, Init, Instr, KernelMode, Msg, Program, Synthetic, TensorInfo, FORMAT,
-    VERSION,
+    BufId, Buffer, Carry, Init, Instr, KernelMode, Program, Synthetic, TensorInfo, FORMAT, VERSION,
 };
 
 /// The programs of every rank, with the transfers they realise.
@@ -518,12 +517,12 @@ fn check_fit(
     Ok(())
 }
 
-struct RankGen<'g> {
-    graph: &'g Graph,
-    rank: usize,
-    world: usize,
+pub(crate) struct RankGen<'g> {
+    pub(crate) graph: &'g Graph,
+    pub(crate) rank: usize,
+    pub(crate) world: usize,
     buffers: Vec<Buffer>,
-    instrs: Vec<Instr>,
+    pub(crate) instrs: Vec<Instr>,
     tile_of: Vec<Option<BufId>>,
     /// The specs computed so far, and their index by name.
     specs: Vec<OpSpec>,
@@ -554,56 +553,6 @@ impl RankGen<'_> {
             tile,
         });
         self.buffers.len() as BufId - 1
-    }
-
-    /// One grouped exchange of this rank's part of `ts` (nothing if none).
-    fn exchange(
-        &mut self,
-        op: OpId,
-        phase: Phase,
-        ts: &[&Transfer],
-        send_buf: impl Fn(&Transfer) -> Option<BufId>,
-        recv_buf: impl Fn(&Transfer) -> Option<BufId>,
-    ) -> Result<(), CodegenError> {
-        let mut sends = Vec::new();
-        let mut recvs = Vec::new();
-        for t in ts {
-            let missing = |what: &str| CodegenError::Invalid {
-                rank: self.rank,
-                message: format!(
-                    "op `{}`: a transfer of `{}` has no {what} buffer on this rank",
-                    self.graph.op(op).name,
-                    self.graph.tensor(t.tensor).name
-                ),
-            };
-            if t.src == self.rank {
-                let buf = send_buf(t).ok_or_else(|| missing("source"))?;
-                sends.push(Msg {
-                    peer: t.dst,
-                    buf,
-                    region: t.region.clone(),
-                    reduce: None,
-                });
-            }
-            if t.dst == self.rank {
-                let buf = recv_buf(t).ok_or_else(|| missing("destination"))?;
-                recvs.push(Msg {
-                    peer: t.src,
-                    buf,
-                    region: t.region.clone(),
-                    reduce: t.reduce,
-                });
-            }
-        }
-        if !sends.is_empty() || !recvs.is_empty() {
-            self.instrs.push(Instr::Exchange {
-                op,
-                phase,
-                sends,
-                recvs,
-            });
-        }
-        Ok(())
     }
 
     /// Keep tiles nothing consumes, free everything else after its last use.

@@ -30,6 +30,7 @@
 
 pub mod collectives;
 pub mod error;
+mod exchange;
 pub mod generate;
 pub mod given;
 pub mod local;

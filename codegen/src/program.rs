@@ -14,11 +14,15 @@
 //!
 //! Communication is grouped send/recv ([`Instr::Exchange`]) or, where the
 //! pattern is one, a collective over every rank ([`Instr::AllReduce`],
-//! [`Instr::ReduceScatter`], [`Instr::AllGather`]; see
-//! `crate::collectives`). Version 2 added the collectives; version 3 made
-//! programs self-contained. Files of versions 1 and 2 named the graph's
-//! operators and tensors without their specs, shapes or fills: [`Program::from_json`]
-//! rejects them with the command that writes a version 3 file.
+//! [`Instr::ReduceScatter`], [`Instr::AllGather`], [`Instr::AllToAll`],
+//! [`Instr::Broadcast`]; see `crate::collectives`). Version 2 added the
+//! first three collectives; version 3 made programs self-contained; version
+//! 4 added all-to-all and broadcast (a version 3 reader would fail on them
+//! with an unknown-variant error, so the version says it first). Files of
+//! versions 1 and 2 named the graph's operators and tensors without their
+//! specs, shapes or fills: [`Program::from_json`] rejects them with the
+//! command that writes a current file; version 3 files are read as they are
+//! (every version 3 program is a version 4 program).
 
 use comm::traffic;
 pub use planner::graph::{OpId, TensorId};
@@ -36,7 +40,11 @@ pub type BufId = u32;
 /// The program file format name.
 pub const FORMAT: &str = "tofu-program";
 /// The program file format version.
-pub const VERSION: u32 = 3;
+pub const VERSION: u32 = 4;
+
+/// The oldest version [`Program::from_json`] reads (version 3 files use a
+/// subset of version 4's instructions).
+pub const OLDEST_READ: u32 = 3;
 
 /// The command that writes program files of the current version.
 pub const REGENERATE: &str = "tofu run PLAN.json --save-programs DIR";
@@ -217,6 +225,42 @@ pub enum Instr {
         /// One region per rank, in rank order (disjoint; possibly empty).
         blocks: Vec<Region>,
     },
+    /// An exchange of an operator's phase in which every ordered pair of
+    /// ranks moves exactly one message, as one all-to-all
+    /// (`Collectives::all_to_all`; on NCCL grouped send/recv in one group,
+    /// as PyTorch's `all_to_all_single`): the sends' regions are packed in
+    /// rank order into one buffer, the receives unpacked from one. Sends and
+    /// receives hold one message per other rank, in rank order.
+    AllToAll {
+        /// The operator.
+        op: OpId,
+        /// Which of its phases.
+        phase: Phase,
+        /// One message to each other rank, in rank order.
+        sends: Vec<Msg>,
+        /// One message from each other rank, in rank order.
+        recvs: Vec<Msg>,
+    },
+    /// An exchange of an operator's phase in which `root` sends the same
+    /// `region` to every other rank, as one flat (star) broadcast
+    /// (`Collectives::flat_broadcast`: the root sends to each rank itself,
+    /// which is what the planner's transfers charge; NCCL's ring broadcast
+    /// would move the same total bytes but spread over the ranks). On the
+    /// root `buf` is the source; on every other rank the destination.
+    Broadcast {
+        /// The operator.
+        op: OpId,
+        /// Which of its phases.
+        phase: Phase,
+        /// The sending rank.
+        root: usize,
+        /// Source buffer on the root, destination buffer elsewhere.
+        buf: BufId,
+        /// The region moved (global coordinates, inside `buf`'s region).
+        region: Region,
+        /// On a receiving rank: combine into `buf` with this reducer (else copy).
+        reduce: Option<Reducer>,
+    },
 }
 
 impl Instr {
@@ -234,7 +278,53 @@ impl Instr {
             Instr::AllReduce { src, dst, .. } | Instr::ReduceScatter { src, dst, .. } => {
                 vec![*src, *dst]
             }
-            Instr::AllGather { buf, .. } => vec![*buf],
+            Instr::AllGather { buf, .. } | Instr::Broadcast { buf, .. } => vec![*buf],
+            Instr::AllToAll { sends, recvs, .. } => {
+                sends.iter().chain(recvs).map(|m| m.buf).collect()
+            }
+        }
+    }
+
+    /// The point-to-point view of an exchange-like instruction on `rank` of
+    /// `world` (an exchange, an all-to-all or a broadcast): its operator,
+    /// phase, and the messages it sends and receives (a broadcast's root
+    /// sends one message to each other rank). `None` for the others.
+    pub fn messages(&self, rank: usize, world: usize) -> Option<(OpId, Phase, Vec<Msg>, Vec<Msg>)> {
+        match self {
+            Instr::Exchange {
+                op,
+                phase,
+                sends,
+                recvs,
+            }
+            | Instr::AllToAll {
+                op,
+                phase,
+                sends,
+                recvs,
+            } => Some((*op, *phase, sends.clone(), recvs.clone())),
+            Instr::Broadcast {
+                op,
+                phase,
+                root,
+                buf,
+                region,
+                reduce,
+            } => {
+                let msg = |peer: usize, reduce: Option<Reducer>| Msg {
+                    peer,
+                    buf: *buf,
+                    region: region.clone(),
+                    reduce,
+                };
+                if rank == *root {
+                    let sends = (0..world).filter(|&j| j != rank).map(|j| msg(j, None));
+                    Some((*op, *phase, sends.collect(), Vec::new()))
+                } else {
+                    Some((*op, *phase, Vec::new(), vec![msg(*root, *reduce)]))
+                }
+            }
+            _ => None,
         }
     }
 
@@ -260,15 +350,35 @@ impl Instr {
                 traffic::reduce_scatter(&counts(blocks), rank).sent
             }
             Instr::AllGather { blocks, .. } => traffic::all_gather(&counts(blocks), rank).sent,
+            Instr::AllToAll { sends, recvs, .. } => {
+                let per_rank = |msgs: &[Msg]| {
+                    let mut c = vec![0usize; world];
+                    for m in msgs {
+                        if let Some(x) = c.get_mut(m.peer) {
+                            *x += m.region.volume() as usize;
+                        }
+                    }
+                    c
+                };
+                traffic::all_to_all(&per_rank(sends), &per_rank(recvs), rank).sent
+            }
+            Instr::Broadcast { root, region, .. } => {
+                traffic::flat_broadcast(region.volume() as usize, world, *root, rank).sent
+            }
             _ => 0,
         }
     }
 
-    /// Whether it is a collective (all-reduce, reduce-scatter, all-gather).
+    /// Whether it is a collective (all-reduce, reduce-scatter, all-gather,
+    /// all-to-all, broadcast).
     pub fn is_collective(&self) -> bool {
         matches!(
             self,
-            Instr::AllReduce { .. } | Instr::ReduceScatter { .. } | Instr::AllGather { .. }
+            Instr::AllReduce { .. }
+                | Instr::ReduceScatter { .. }
+                | Instr::AllGather { .. }
+                | Instr::AllToAll { .. }
+                | Instr::Broadcast { .. }
         )
     }
 }
@@ -351,9 +461,9 @@ impl Program {
     ///
     /// Errors: [`CodegenError::ProgramFile`] for text that is not a program
     /// of this format (naming the file and serde's line and column);
-    /// [`CodegenError::ProgramVersion`] for another version (versions 1 and
-    /// 2 carried no specs, shapes or fills), naming the command that
-    /// writes the current one.
+    /// [`CodegenError::ProgramVersion`] for a version outside
+    /// [`OLDEST_READ`]..=[`VERSION`] (versions 1 and 2 carried no specs,
+    /// shapes or fills), naming the command that writes the current one.
     pub fn from_json(text: &str, file: &str) -> Result<Program, CodegenError> {
         #[derive(Deserialize)]
         struct Header {
@@ -371,12 +481,50 @@ impl Program {
                 message: format!("format `{}`, expected `{FORMAT}`", h.format),
             });
         }
-        if h.version != VERSION {
+        if !(OLDEST_READ..=VERSION).contains(&h.version) {
             return Err(CodegenError::ProgramVersion {
                 file: file.to_string(),
                 version: h.version,
             });
         }
         serde_json::from_str(text).map_err(bad)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn empty(version: u32) -> String {
+        Program {
+            format: FORMAT.into(),
+            version,
+            rank: 0,
+            world: 1,
+            tensors: Vec::new(),
+            specs: Vec::new(),
+            buffers: Vec::new(),
+            instrs: Vec::new(),
+            keep: Vec::new(),
+            carries: Vec::new(),
+        }
+        .to_json()
+    }
+
+    #[test]
+    fn versions_3_and_4_are_read_others_rejected_with_the_command() {
+        for v in [3, 4] {
+            assert_eq!(Program::from_json(&empty(v), "p.json").unwrap().version, v);
+        }
+        for v in [2, 5] {
+            let e = Program::from_json(&empty(v), "p.json")
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.contains("p.json") && e.contains(&format!("version {v}")),
+                "{e}"
+            );
+            assert!(e.contains(REGENERATE), "{e}");
+        }
     }
 }

@@ -18,7 +18,9 @@
 //! * **Messages**: for every ordered pair of ranks the sequence of sends
 //!   (operator, phase, size) equals the peer's sequence of receives, and each
 //!   program's exchanges follow the one global (operator, phase) order, so
-//!   the grouped send/recv cannot deadlock.
+//!   the grouped send/recv cannot deadlock. All-to-alls and broadcasts count
+//!   as their messages here, hold one message per other rank (all-to-all),
+//!   and are also collectives every rank calls in the same order.
 //! * **Bytes**: the bytes each rank sends equal the planner's transfers.
 //!
 //! [`check_recorded`] checks a loaded plan file before programs are even
@@ -79,14 +81,8 @@ pub fn validate(
         }
         check_program(graph, model, &cm, factors, d, p).map_err(bad)?;
         for ins in &p.instrs {
-            if let Instr::Exchange {
-                op,
-                phase,
-                sends,
-                recvs,
-            } = ins
-            {
-                let key = phase_key(op.0, *phase);
+            if let Some((op, phase, sends, recvs)) = ins.messages(r, world) {
+                let key = phase_key(op.0, phase);
                 for m in sends {
                     seqs.entry((r, m.peer))
                         .or_default()
@@ -117,6 +113,20 @@ pub fn validate(
                         op.0,
                         "all-gather",
                         blocks.iter().map(Region::volume).collect(),
+                    )),
+                    Instr::AllToAll { op, phase, .. } => {
+                        Some((op.0, "all-to-all", vec![phase_key(op.0, *phase)]))
+                    }
+                    Instr::Broadcast {
+                        op,
+                        phase,
+                        root,
+                        region,
+                        ..
+                    } => Some((
+                        op.0,
+                        "broadcast",
+                        vec![phase_key(op.0, *phase), *root as u64, region.volume()],
                     )),
                     _ => None,
                 })
@@ -368,13 +378,32 @@ fn check_program(
                 flow.write(p, *dst, region, reduce.is_some())
                     .map_err(|e| format!("instruction {k} (copy): {e}"))?;
             }
-            Instr::Exchange {
-                op,
-                phase,
-                sends,
-                recvs,
-            } => {
-                let key = phase_key(op.0, *phase);
+            Instr::Exchange { .. } | Instr::AllToAll { .. } | Instr::Broadcast { .. } => {
+                let Some((op, phase, sends, recvs)) = ins.messages(p.rank, p.world) else {
+                    continue;
+                };
+                let op = &op;
+                if let Instr::Broadcast { root, .. } = ins {
+                    if *root >= p.world {
+                        return Err(format!(
+                            "broadcast of op `{}` from rank {root} of {}",
+                            graph.op(*op).name,
+                            p.world
+                        ));
+                    }
+                }
+                let others: Vec<usize> = (0..p.world).filter(|&j| j != p.rank).collect();
+                let peers =
+                    |m: &[crate::program::Msg]| m.iter().map(|x| x.peer).collect::<Vec<_>>();
+                if matches!(ins, Instr::AllToAll { .. })
+                    && (peers(&sends) != others || peers(&recvs) != others)
+                {
+                    return Err(format!(
+                        "all-to-all of op `{}` {phase:?} does not hold one message per other rank in rank order",
+                        graph.op(*op).name
+                    ));
+                }
+                let key = phase_key(op.0, phase);
                 if last_key.is_some_and(|l| l >= key) {
                     return Err(format!(
                         "exchange of op `{}` {phase:?} is out of the global order",
@@ -382,7 +411,7 @@ fn check_program(
                     ));
                 }
                 last_key = Some(key);
-                for m in sends.iter().chain(recvs) {
+                for m in sends.iter().chain(&recvs) {
                     let b = &p.buffers[m.buf as usize];
                     if !inside(&m.region, &b.region) || m.peer >= p.world || m.peer == p.rank {
                         return Err(format!(
@@ -394,12 +423,12 @@ fn check_program(
                         ));
                     }
                 }
-                for m in sends {
+                for m in &sends {
                     flow.read(p, m.buf, &m.region).map_err(|e| {
                         format!("exchange of op `{}` {phase:?}: {e}", graph.op(*op).name)
                     })?;
                 }
-                for m in recvs {
+                for m in &recvs {
                     flow.write(p, m.buf, &m.region, m.reduce.is_some())
                         .map_err(|e| {
                             format!("exchange of op `{}` {phase:?}: {e}", graph.op(*op).name)
@@ -588,6 +617,8 @@ fn kind(i: &Instr) -> &'static str {
         Instr::AllReduce { .. } => "all-reduce",
         Instr::ReduceScatter { .. } => "reduce-scatter",
         Instr::AllGather { .. } => "all-gather",
+        Instr::AllToAll { .. } => "all-to-all",
+        Instr::Broadcast { .. } => "broadcast",
     }
 }
 

@@ -2,11 +2,15 @@
 //! all-reduces (every weight gradient of the zoo models at k = 8), the share
 //! of bytes the collectives move is reported for the zoo plans at k = 8, and
 //! every program still sends exactly the planner's predicted bytes
-//! (`validate` checks that with the ring formulas of `comm::traffic`).
+//! (`validate` checks that with the ring formulas of `comm::traffic`);
+//! exchanges where every pair of ranks moves one message are all-to-alls
+//! and one rank feeding all others a flat broadcast (zoo plans at k = 3, 4),
+//! with each rank's bytes those of the plan's transfers.
 
 use std::sync::OnceLock;
 
 use codegen::{generate, validate, Instr, Programs};
+use comm::traffic::BYTES_PER_ELEMENT;
 use interval::cache::StrategyCache;
 use planner::graph::{Graph, Optimizer};
 use planner::plan::model::Model;
@@ -97,8 +101,27 @@ fn data_parallel_gradient_sums_are_all_reduces() {
 
 #[test]
 fn zoo_plans_at_k8_report_the_share_of_collectives() {
-    // The zoo's structures at sizes a debug test plans in seconds.
-    let models = [
+    for m in tiny_zoo() {
+        let g = m.training(lib(), &Optimizer::default()).unwrap();
+        for s in [SearchKind::CriticalDp, SearchKind::DataParallel] {
+            let progs = programs(&g, 8, s);
+            let (c, all) = share(&progs);
+            println!(
+                "{:<14} k=8 {:<14} collectives move {:>5.1}% of {all} bytes/step",
+                g.name(),
+                s.name(),
+                100.0 * c as f64 / all.max(1) as f64
+            );
+            if s == SearchKind::DataParallel {
+                assert!(c > 0, "{}: data parallelism without collectives", g.name());
+            }
+        }
+    }
+}
+
+/// The zoo models at sizes a debug test plans in seconds.
+fn tiny_zoo() -> [zoo::Model; 4] {
+    [
         zoo::Model::Mlp(MlpConfig {
             batch: 256,
             ..MlpConfig::new(4, 128)
@@ -115,21 +138,45 @@ fn zoo_plans_at_k8_report_the_share_of_collectives() {
             batch: 16,
             ..WResNetConfig::tiny()
         }),
-    ];
-    for m in models {
+    ]
+}
+
+#[test]
+fn zoo_plans_at_k3_and_k4_use_all_to_all_and_broadcast_with_predicted_bytes() {
+    let (mut a2a, mut bcast) = (0usize, 0usize);
+    for m in tiny_zoo() {
         let g = m.training(lib(), &Optimizer::default()).unwrap();
-        for s in [SearchKind::CriticalDp, SearchKind::DataParallel] {
-            let progs = programs(&g, 8, s);
-            let (c, all) = share(&progs);
-            println!(
-                "{:<14} k=8 {:<14} collectives move {:>5.1}% of {all} bytes/step",
-                g.name(),
-                s.name(),
-                100.0 * c as f64 / all.max(1) as f64
-            );
-            if s == SearchKind::DataParallel {
-                assert!(c > 0, "{}: data parallelism without collectives", g.name());
+        for k in [3, 4] {
+            let progs = programs(&g, k, SearchKind::CriticalDp);
+            // Oracle: the plan's transfers, summed per source rank.
+            let mut want = vec![0u64; k];
+            for t in &progs.transfers {
+                if t.src != t.dst {
+                    want[t.src] += t.region.volume() * BYTES_PER_ELEMENT;
+                }
+            }
+            for p in &progs.programs {
+                assert_eq!(
+                    p.bytes_sent(),
+                    want[p.rank],
+                    "{} k={k} rank {}",
+                    g.name(),
+                    p.rank
+                );
+                for i in &p.instrs {
+                    match i {
+                        Instr::AllToAll { sends, recvs, .. } => {
+                            assert_eq!((sends.len(), recvs.len()), (k - 1, k - 1));
+                            a2a += 1;
+                        }
+                        Instr::Broadcast { .. } => bcast += 1,
+                        _ => {}
+                    }
+                }
             }
         }
     }
+    println!("all-to-all instructions {a2a}, broadcasts {bcast}");
+    assert!(a2a > 0, "no all-to-all in the zoo plans at k = 3, 4");
+    assert!(bcast > 0, "no broadcast in the zoo plans at k = 3, 4");
 }

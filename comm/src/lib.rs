@@ -274,6 +274,41 @@ pub trait Collectives<B: ?Sized>: Communicator {
     /// but the last of the chain).
     fn broadcast(&mut self, buf: &mut B, root: Rank) -> Result<(), CommError>;
 
+    /// In place: every rank's `buf` becomes `root`'s, the root sending it to
+    /// every other rank itself (flat or star broadcast: one grouped
+    /// send/recv, the root's sends to each rank in rank order). Every rank
+    /// passes the same length N. This is the algorithm the planner's
+    /// transfers charge for one source feeding every rank; NCCL's ring/chain
+    /// broadcast ([`Collectives::broadcast`]) moves the same total bytes but
+    /// spreads the sending over the ranks.
+    ///
+    /// Traffic: [`traffic::flat_broadcast`] ((p−1)·N sent by the root, N
+    /// received by every other rank).
+    ///
+    /// Errors: [`CommError::PeerOutOfRange`] for a root outside the world,
+    /// and whatever [`Collectives::group`] returns.
+    fn flat_broadcast(&mut self, buf: &mut B, root: Rank) -> Result<(), CommError> {
+        let (me, p) = (self.rank(), self.world_size());
+        if root.0 >= p {
+            return Err(CommError::PeerOutOfRange {
+                rank: me,
+                op: "flat_broadcast",
+                peer: root.0,
+                world_size: p,
+            });
+        }
+        if me == root {
+            let buf: &B = buf;
+            let mut ops: Vec<P2p<'_, B>> = (0..p)
+                .filter(|&j| j != root.0)
+                .map(|j| P2p::Send { peer: Rank(j), buf })
+                .collect();
+            self.group(&mut ops)
+        } else {
+            self.group(&mut [P2p::Recv { peer: root, buf }])
+        }
+    }
+
     /// Grouped point-to-point: post all sends and receives of `ops` together
     /// (`ncclGroupStart`; `ncclSend`/`ncclRecv`…; `ncclGroupEnd`), so that any
     /// pattern of pairwise exchanges completes without deadlock. Messages

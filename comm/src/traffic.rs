@@ -17,6 +17,7 @@
 //! | all-reduce (ring RS + AG) | 2N − c_r − c_{r+1} | 2N − c_{r−1} − c_r | 2(p−1)/p·N |
 //! | all-to-all | Σ_{j≠r} send_j | Σ_{j≠r} recv_j | (p−1)/p·N |
 //! | broadcast (chain root → root+1 → …) | N unless r is the last of the chain | N unless r is the root | |
+//! | flat (star) broadcast (root → each rank) | (p−1)·N if r is the root, else 0 | N unless r is the root | |
 //! | send / recv | the message | the message | |
 //!
 //! (indices mod p; with p = 1 nothing moves). Messages from a rank to itself
@@ -112,6 +113,26 @@ pub fn broadcast(n: usize, p: usize, root: usize, rank: usize) -> Traffic {
     }
 }
 
+/// Flat (star) broadcast of `n` elements from `root` on `p` ranks, for
+/// `rank`: the root sends the whole message to every other rank itself
+/// ((p−1)·N sent by the root, N received by every other rank). This is what
+/// the planner's transfers charge for one source feeding every rank; NCCL's
+/// ring/chain broadcast ([`broadcast`]) moves the same total but spreads the
+/// sending over the ranks.
+pub fn flat_broadcast(n: usize, p: usize, root: usize, rank: usize) -> Traffic {
+    if p <= 1 {
+        return Traffic::default();
+    }
+    Traffic {
+        sent: if rank == root {
+            bytes(n) * (p as u64 - 1)
+        } else {
+            0
+        },
+        received: if rank == root { 0 } else { bytes(n) },
+    }
+}
+
 /// A group of point-to-point operations of `rank`: `(peer, elements, is_send)`
 /// per operation; messages to or from itself count nothing.
 pub fn group(ops: &[(usize, usize, bool)], rank: usize) -> Traffic {
@@ -160,5 +181,14 @@ mod tests {
         }
         let s: u64 = (0..p).map(|r| all_reduce(n, p, r).sent).sum();
         assert_eq!(s, 2 * (p as u64 - 1) * n as u64 * 4);
+        for root in 0..p {
+            let flat: Vec<Traffic> = (0..p).map(|r| flat_broadcast(n, p, root, r)).collect();
+            let chain: u64 = (0..p).map(|r| broadcast(n, p, root, r).sent).sum();
+            let s: u64 = flat.iter().map(|t| t.sent).sum();
+            assert_eq!(s, flat.iter().map(|t| t.received).sum::<u64>());
+            // Same total as the chain, all of it sent by the root.
+            assert_eq!(s, chain);
+            assert_eq!(flat[root].sent, s);
+        }
     }
 }

@@ -192,30 +192,47 @@ fn all_to_all_matches_oracle_and_traffic() {
     }
 }
 
+/// Chain broadcast (`broadcast`) and flat broadcast (`flat_broadcast`, the
+/// root sending to each rank): same result, each with its own traffic.
 #[test]
 fn broadcast_matches_oracle_and_traffic() {
     let mut rng = StdRng::seed_from_u64(5);
-    for p in 1..=8 {
-        for root in 0..p {
-            let n = rng.gen_range(0..20);
-            let src = data(&mut rng, n, ReduceOp::Sum);
-            let out = run_ranks(
-                LocalCommunicator::create_with_timeout(p, TIMEOUT),
-                |mut c| {
-                    let r = c.rank().0;
-                    let mut buf = if r == root {
-                        src.clone()
+    for flat in [false, true] {
+        for p in 1..=8 {
+            for root in 0..p {
+                let n = rng.gen_range(0..20);
+                let src = data(&mut rng, n, ReduceOp::Sum);
+                let out = run_ranks(
+                    LocalCommunicator::create_with_timeout(p, TIMEOUT),
+                    |mut c| {
+                        let r = c.rank().0;
+                        let mut buf = if r == root {
+                            src.clone()
+                        } else {
+                            vec![f32::NAN; n]
+                        };
+                        if flat {
+                            c.flat_broadcast(&mut buf, Rank(root)).unwrap();
+                        } else {
+                            c.broadcast(&mut buf, Rank(root)).unwrap();
+                        }
+                        (buf, c.counters())
+                    },
+                );
+                for (r, o) in out.into_iter().enumerate() {
+                    let (buf, bytes) = o.unwrap();
+                    assert_eq!(buf, src, "flat={flat} p={p} root={root} rank {r}");
+                    let want = if flat {
+                        traffic::flat_broadcast(n, p, root, r)
                     } else {
-                        vec![f32::NAN; n]
+                        traffic::broadcast(n, p, root, r)
                     };
-                    c.broadcast(&mut buf, Rank(root)).unwrap();
-                    (buf, c.counters())
-                },
-            );
-            for (r, o) in out.into_iter().enumerate() {
-                let (buf, bytes) = o.unwrap();
-                assert_eq!(buf, src, "p={p} root={root} rank {r}");
-                assert_eq!(traffic_of(&bytes), traffic::broadcast(n, p, root, r));
+                    assert_eq!(
+                        traffic_of(&bytes),
+                        want,
+                        "flat={flat} p={p} root={root} rank {r}"
+                    );
+                }
             }
         }
     }

@@ -20,6 +20,10 @@
 //! outermost, levels priced in estimated seconds): a different objective over
 //! the same plan space, so other plans, which must run as exactly.
 //!
+//! A fixed sample (the strategy's deterministic runner, k = 3 and 4) checks
+//! that these runs include programs with all-to-all and broadcast
+//! instructions.
+//!
 //! Cases: 64 by default (each plans and runs all six searches; about 2 s in
 //! all at the test profile); set `PROPTEST_CASES=N` for more, e.g.
 //! `PROPTEST_CASES=5000 cargo test -p runner --test random_graphs`.
@@ -206,6 +210,35 @@ fn cases() -> u32 {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(64)
+}
+
+#[test]
+fn runs_include_all_to_all_and_broadcast_instructions() {
+    use proptest::strategy::ValueTree;
+    use proptest::test_runner::TestRunner;
+    let mut runner = TestRunner::deterministic();
+    for case in 0..12 {
+        let d = desc().new_tree(&mut runner).unwrap().current();
+        let g = build(&d).unwrap();
+        let cache = StrategyCache::new();
+        let model = Model::new(&g, lib(), &cache).unwrap();
+        let r1 = reference(&g, &model, 1).unwrap();
+        let k = 3 + case % 2;
+        check_one(
+            &format!("{d:?}"),
+            &g,
+            &model,
+            &cache,
+            k,
+            SearchKind::CriticalDp,
+            1,
+            &r1,
+        )
+        .unwrap();
+    }
+    let (a2a, bcast) = partition::EXCHANGE_COLLECTIVES.with(|c| c.get());
+    println!("all-to-all instructions {a2a}, broadcasts {bcast}");
+    assert!(a2a > 0 && bcast > 0, "all-to-all {a2a}, broadcast {bcast}");
 }
 
 proptest! {

@@ -3,7 +3,8 @@
 //! mismatched plan files (a graph that does not match its hash, another
 //! model's graph, an edited tile, a split beyond a tensor's rank, not a plan
 //! at all) exit non-zero with a message naming the file before anything runs;
-//! `--save-programs` writes each rank's self-contained program (format 3).
+//! `--save-programs` writes each rank's self-contained program (format 4);
+//! the verified run's programs contain all-to-all and broadcast instructions.
 
 use std::path::{Path, PathBuf};
 
@@ -59,6 +60,7 @@ fn rejected(file: &Path, needle: &str) {
 fn runs_and_verifies_with_json() {
     let dir = temp_dir("run-ok");
     let plan = make_plan(&dir, "plan.json", "mlp-2-8", "3");
+    let progs = dir.join("programs");
     let o = tofu(&[
         "run",
         plan.to_str().unwrap(),
@@ -66,6 +68,8 @@ fn runs_and_verifies_with_json() {
         "2",
         "--verify",
         "--json",
+        "--save-programs",
+        progs.to_str().unwrap(),
     ]);
     let (out, err) = text(&o);
     assert!(o.status.success(), "{err}");
@@ -84,6 +88,18 @@ fn runs_and_verifies_with_json() {
         .sum();
     let file = read(&plan);
     assert_eq!(total, 2 * file["comm_bytes_per_step"].as_u64().unwrap());
+    // The verified programs use the exchange-shaped collectives.
+    let text: String = (0..3)
+        .map(|r| std::fs::read_to_string(progs.join(format!("rank-{r}.json"))).unwrap())
+        .collect();
+    assert!(
+        text.contains("\"all_to_all\": {"),
+        "no all-to-all instruction"
+    );
+    assert!(
+        text.contains("\"broadcast\": {"),
+        "no broadcast instruction"
+    );
 }
 
 #[test]
@@ -102,7 +118,7 @@ fn saves_self_contained_programs() {
     for r in 0..2 {
         let v = read(&progs.join(format!("rank-{r}.json")));
         assert_eq!(v["format"], "tofu-program");
-        assert_eq!(v["version"], 3);
+        assert_eq!(v["version"], 4);
         assert_eq!(v["rank"], r);
         // Specs, tensor shapes and fills travel with the program.
         assert!(!v["specs"].as_array().unwrap().is_empty());

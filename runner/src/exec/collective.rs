@@ -79,17 +79,7 @@ impl<B: Backend, C: Collectives<B::Buffer>> RankRunner<'_, B, C> {
             .reduce_scatter(&send, &mut recv, &counts, op)
             .map_err(|e| self.comm_err(e))?;
         if mine.volume() > 0 {
-            let mut d = self.take_buf(dst)?;
-            let r = self.backend.copy_region(
-                &recv,
-                &mine.0,
-                &mut d,
-                &self.p.buffers[dst as usize].region.0,
-                &mine.0,
-                None,
-            );
-            self.bufs[dst as usize] = Some(d);
-            self.be(r)?;
+            self.unpack(&recv, dst, mine, None)?;
         }
         Ok(())
     }

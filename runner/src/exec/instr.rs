@@ -1,7 +1,8 @@
 //! The instructions of a program on one rank: allocation with its initial
 //! values (zeros, a reducer's identity, the synthetic fill of a leaf tile or
 //! values the caller set, or last step's carried tile), region copies,
-//! grouped exchanges, collectives (`collective.rs`), compute and frees.
+//! grouped exchanges, collectives (`collective.rs`, `exchange.rs`), compute
+//! and frees.
 
 use std::time::Instant;
 
@@ -135,6 +136,22 @@ impl<B: Backend, C: Collectives<B::Buffer>> RankRunner<'_, B, C> {
                 Instr::AllGather { buf, blocks, .. } => {
                     let t0 = Instant::now();
                     self.all_gather(*buf, blocks)?;
+                    self.comm_seconds += t0.elapsed().as_secs_f64();
+                }
+                Instr::AllToAll { sends, recvs, .. } => {
+                    let t0 = Instant::now();
+                    self.all_to_all(sends, recvs)?;
+                    self.comm_seconds += t0.elapsed().as_secs_f64();
+                }
+                Instr::Broadcast {
+                    root,
+                    buf,
+                    region,
+                    reduce,
+                    ..
+                } => {
+                    let t0 = Instant::now();
+                    self.flat_broadcast(*root, *buf, region, reduce.map(reduce_op))?;
                     self.comm_seconds += t0.elapsed().as_secs_f64();
                 }
                 Instr::Compute {

@@ -46,6 +46,7 @@ use crate::launch::on_threads;
 use crate::region::{copy_region, slice};
 
 mod collective;
+mod exchange;
 mod instr;
 mod rank;
 

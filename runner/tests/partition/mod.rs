@@ -4,9 +4,10 @@
 //! oracle, the unpartitioned run of the same graph on the same data.
 #![allow(dead_code)]
 
+use std::cell::Cell;
 use std::sync::OnceLock;
 
-use codegen::{generate, generate_unpartitioned, validate, Programs};
+use codegen::{generate, generate_unpartitioned, validate, Instr, Programs};
 use interval::cache::StrategyCache;
 use planner::graph::execute::{execute, synthesize};
 use planner::graph::Graph;
@@ -22,6 +23,12 @@ pub const TOLERANCE: f64 = 1e-4;
 pub fn lib() -> &'static Library {
     static LIB: OnceLock<Library> = OnceLock::new();
     LIB.get_or_init(|| Library::shipped().expect("shipped specs load"))
+}
+
+thread_local! {
+    /// (all-to-all, broadcast) instructions in the programs this thread ran
+    /// and checked with [`run_plan_opts`] (a run that failed counts nothing).
+    pub static EXCHANGE_COLLECTIVES: Cell<(usize, usize)> = const { Cell::new((0, 0)) };
 }
 
 /// Seed of the synthetic data of every run.
@@ -131,6 +138,18 @@ pub fn run_plan_opts(
             r.bytes_sent_per_rank()
         ));
     }
+    let instrs = progs.programs.iter().flat_map(|p| &p.instrs);
+    let a2a = instrs
+        .clone()
+        .filter(|i| matches!(i, Instr::AllToAll { .. }))
+        .count();
+    let bcast = instrs
+        .filter(|i| matches!(i, Instr::Broadcast { .. }))
+        .count();
+    EXCHANGE_COLLECTIVES.with(|c| {
+        let (a, b) = c.get();
+        c.set((a + a2a, b + bcast));
+    });
     Ok(r)
 }
 
