@@ -269,7 +269,7 @@ where
                     let Some((region, host)) = w.get(t)? else {
                         continue;
                     };
-                    let whole = Region::whole(&p.tensor(t).expect("kept tensor").shape);
+                    let whole = Region::whole(tensor_shape(p, t)?);
                     for (on, s) in [(into_out, &outputs), (into_store, &store[step % 2])] {
                         if on {
                             let mut g = s[&t].lock().expect("no poisoned store");
@@ -327,6 +327,17 @@ where
     Ok(report)
 }
 
+/// The global shape of `t` from `p`'s tensor table; a kept or carried
+/// tensor missing there (a hand-edited program) is an error, not a panic.
+fn tensor_shape(p: &Program, t: TensorId) -> Result<&[usize], ExecError> {
+    p.tensor(t).map(|i| i.shape.as_slice()).ok_or_else(|| {
+        ExecError::Invalid(format!(
+            "rank {}: tensor {t:?} is kept or carried but missing from the program's tensor table",
+            p.rank
+        ))
+    })
+}
+
 /// Before a step: the new tile of every carried tensor whose tile moved
 /// between steps, from the host copy of the updated tensor (`store`).
 fn hand_off<B: Backend, C: Collectives<B::Buffer>>(
@@ -339,7 +350,7 @@ fn hand_off<B: Backend, C: Collectives<B::Buffer>>(
             continue;
         };
         let region = p.buffers[to_buf as usize].region.clone();
-        let shape = &p.tensor(c.to).expect("carried tensor").shape;
+        let shape = tensor_shape(p, c.to)?;
         let host = {
             let g = all.lock().expect("no poisoned store");
             slice(&g, shape, &region.0).map_err(|source| ExecError::Backend {
