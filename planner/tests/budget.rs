@@ -38,6 +38,7 @@ fn enumerate(g: &Graph, lib: &Library, factor: usize) -> Vec<(u64, u64)> {
         factors: &factors,
         rule: LayoutRule::Free,
         topology: None,
+        memo: None,
     };
     let lp = input.build(&Decisions::empty(g), 0);
     let sizes: Vec<usize> = lp.configs.iter().map(Vec::len).collect();

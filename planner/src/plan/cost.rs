@@ -38,6 +38,7 @@ use super::model::Model;
 use rustc_hash::FxHashMap as HashMap;
 use std::cell::RefCell;
 use std::rc::Rc;
+use std::sync::Mutex;
 
 use super::tile::{digits, part, Region};
 use crate::graph::{Graph, OpId};
@@ -73,6 +74,66 @@ pub struct CostModel<'a> {
     boxes: RefCell<HashMap<BoxKey, Rc<Boxes>>>,
     /// Every worker's tile, per (shape, splits).
     tiles: RefCell<HashMap<TileKey, Rc<Vec<Region>>>>,
+    /// Costs shared with other cost models of the same graph, by op kind.
+    memo: Option<&'a CostMemo>,
+}
+
+/// Exact element counts of (operator kind, slot, factors, choices, splits),
+/// shared by every [`CostModel`] of one planning call (every level, every
+/// candidate, every memory price): operators of one
+/// [kind](super::model::OpModel::kind) move the same elements under the
+/// same decisions, so an unrolled RNN's time steps or a transformer's layers
+/// are costed once. Thread-safe; memory grows with the distinct keys met.
+#[derive(Debug, Default)]
+pub struct CostMemo {
+    /// [`memo_key`] → input elements fetched, or output elements and whether staged.
+    elems: Mutex<HashMap<Vec<u32>, (u64, bool)>>,
+}
+
+impl CostMemo {
+    fn get_or(&self, key: Vec<u32>, f: impl FnOnce() -> (u64, bool)) -> (u64, bool) {
+        if let Some(v) = self.elems.lock().ok().and_then(|m| m.get(&key).copied()) {
+            return v;
+        }
+        let v = f();
+        if let Ok(mut m) = self.elems.lock() {
+            m.insert(key, v);
+        }
+        v
+    }
+
+    /// Number of distinct keys costed.
+    pub fn len(&self) -> usize {
+        self.elems.lock().map_or(0, |m| m.len())
+    }
+
+    /// Whether nothing was costed yet.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// One word list naming an (op kind, input?, slot, factors, choices, splits)
+/// cost: no two different decisions share a key.
+fn memo_key(
+    kind: u32,
+    input: bool,
+    slot: usize,
+    factors: &[usize],
+    choices: &[OpChoice],
+    splits: &[Option<u32>],
+) -> Vec<u32> {
+    const NONE: u32 = u32::MAX;
+    let mut k = Vec::with_capacity(4 + factors.len() + choices.len() + splits.len());
+    k.extend([kind, u32::from(input), slot as u32, factors.len() as u32]);
+    k.extend(factors.iter().map(|f| *f as u32));
+    k.push(choices.len() as u32);
+    k.extend(choices.iter().map(|c| match c {
+        OpChoice::Strategy(s) => *s,
+        OpChoice::Replicate => NONE,
+    }));
+    k.extend(splits.iter().map(|s| s.unwrap_or(NONE)));
+    k
 }
 
 impl<'a> CostModel<'a> {
@@ -87,6 +148,21 @@ impl<'a> CostModel<'a> {
             digits: (0..workers).map(|w| digits(w, factors)).collect(),
             boxes: RefCell::default(),
             tiles: RefCell::default(),
+            memo: None,
+        }
+    }
+
+    /// [`CostModel::new`] whose input and output costs are looked up in, and
+    /// added to, `memo` (same results, computed once per op kind).
+    pub fn with_memo(
+        graph: &'a Graph,
+        model: &'a Model,
+        factors: &'a [usize],
+        memo: &'a CostMemo,
+    ) -> Self {
+        CostModel {
+            memo: Some(memo),
+            ..CostModel::new(graph, model, factors)
         }
     }
 
@@ -185,20 +261,33 @@ impl<'a> CostModel<'a> {
         if self.workers <= 1 || splits.iter().all(Option::is_none) {
             return 0;
         }
+        let elems = self.memoized(op, true, slot, choices, splits, || {
+            (self.input_elems(op, slot, choices, splits), false)
+        });
+        elems.0 * self.dtype_bytes(op, slot, true)
+    }
+
+    /// Elements of [`CostModel::input_bytes`] (some split level assumed).
+    fn input_elems(
+        &self,
+        op: OpId,
+        slot: usize,
+        choices: &[OpChoice],
+        splits: &[Option<u32>],
+    ) -> u64 {
         let o = self.graph.op(op);
         let shape = &self.graph.tensor(o.inputs[slot]).shape;
         let access = &self.model.op(op).access;
         let boxes = self.all_boxes(op, choices);
         let tiles = self.all_tiles(shape, splits);
-        let elems: u64 = boxes
+        boxes
             .iter()
             .zip(tiles.iter())
             .map(|(b, tile)| {
                 let need = access.input_region(slot, b);
                 need.volume() - need.overlap(tile)
             })
-            .sum();
-        elems * self.dtype_bytes(op, slot, true)
+            .sum()
     }
 
     /// Bytes to bring output `slot` of `op` into its tensor's layout: the sum
@@ -232,6 +321,41 @@ impl<'a> CostModel<'a> {
         if self.workers <= 1 {
             return (0, false);
         }
+        self.memoized(op, false, slot, choices, splits, || {
+            self.output_elems_uncached(op, slot, choices, splits)
+        })
+    }
+
+    /// `f()`, looked up in (and added to) the [`CostMemo`] when there is one.
+    fn memoized(
+        &self,
+        op: OpId,
+        input: bool,
+        slot: usize,
+        choices: &[OpChoice],
+        splits: &[Option<u32>],
+        f: impl FnOnce() -> (u64, bool),
+    ) -> (u64, bool) {
+        match self.memo {
+            Some(memo) => {
+                let kind = self.model.op(op).kind;
+                memo.get_or(
+                    memo_key(kind, input, slot, self.factors, choices, splits),
+                    f,
+                )
+            }
+            None => f(),
+        }
+    }
+
+    /// [`CostModel::output_elems`] computed (k > 1).
+    fn output_elems_uncached(
+        &self,
+        op: OpId,
+        slot: usize,
+        choices: &[OpChoice],
+        splits: &[Option<u32>],
+    ) -> (u64, bool) {
         let o = self.graph.op(op);
         let shape = &self.graph.tensor(o.outputs[slot]).shape;
         let access = &self.model.op(op).access;

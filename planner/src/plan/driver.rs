@@ -15,6 +15,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
+use rayon::prelude::*;
 use rustc_hash::FxHashMap as HashMap;
 
 use interval::cache::StrategyCache;
@@ -22,7 +23,7 @@ use tdl::Library;
 
 use super::budget::{BudgetReport, MemoryPrice};
 use super::coarsen::{coarsen, Cluster};
-use super::cost::CostModel;
+use super::cost::{CostMemo, CostModel};
 use super::level::{Decisions, LayoutRule, LevelInput, LevelProblem};
 use super::memory::{per_worker, WorkerMemory};
 use super::model::{Model, ModelError};
@@ -276,6 +277,8 @@ pub(crate) struct Candidates<'a> {
     /// Level problems built so far, by (candidate, level, outer decisions):
     /// a priced search whose outer levels decided as before reuses them.
     problems: ProblemMemo,
+    /// Pair costs by op kind, shared by every level of every candidate.
+    costs: CostMemo,
 }
 
 /// Level problems by (candidate index, level, the outer levels' decisions).
@@ -311,6 +314,7 @@ impl<'a> Candidates<'a> {
             workers,
             topology: opts.topology,
             problems: Mutex::default(),
+            costs: CostMemo::default(),
         })
     }
 
@@ -328,13 +332,16 @@ impl<'a> Candidates<'a> {
     /// given ([`super::budget::MemoryPrice`]), and label each plan.
     ///
     /// Errors: a level whose problem has no feasible assignment.
+    ///
+    /// The candidates are planned in parallel (rayon); the plans do not
+    /// depend on the order (a reused prefix is the one a candidate would
+    /// have solved itself).
     pub fn plan_all(&self, price: Option<&MemoryPrice>) -> Result<Vec<Built>, PlanError> {
         let workers = self.workers;
-        // Outer levels solved by an earlier candidate (same price): reused.
-        let mut solved = Prefixes::new();
-        let mut built = Vec::with_capacity(self.candidates.len());
-        for (ci, cand) in self.candidates.iter().enumerate() {
-            let mut p = plan_levels(self, ci, cand.clone(), price, &mut solved)?;
+        // Outer levels solved by another candidate (same price): reused.
+        let solved = Mutex::new(Prefixes::new());
+        let plan_one = |(ci, cand): (usize, &Candidate)| -> Result<Built, PlanError> {
+            let mut p = plan_levels(self, ci, cand.clone(), price, &solved)?;
             p.choice = if let Some(label) = &cand.label {
                 label.clone()
             } else if p.factors.len() > 1 {
@@ -349,12 +356,16 @@ impl<'a> Candidates<'a> {
             } else {
                 format!("one {workers}-way level")
             };
-            built.push(Built {
+            Ok(Built {
                 only_if_fits: cand.only_if_fits,
                 plan: p,
-            });
-        }
-        Ok(built)
+            })
+        };
+        self.candidates
+            .par_iter()
+            .enumerate()
+            .map(plan_one)
+            .collect()
     }
 }
 
@@ -396,8 +407,8 @@ pub(crate) fn choose(plans: Vec<Built>, cap: Option<u64>) -> Planned {
     best
 }
 
-/// Outer levels an earlier candidate of the same [`plan_with`] call already
-/// solved: their factors and layout rules, and the decisions, level reports
+/// Outer levels another candidate of the same [`Candidates::plan_all`] call
+/// already solved: their factors and layout rules, and the decisions, level reports
 /// and coarse picture after them. A level's problem depends only on these
 /// (and the search), so candidates sharing outer levels (CriticalDP's
 /// hybrids share their data-parallel levels with whole-model data
@@ -418,7 +429,7 @@ fn plan_levels(
     ci: usize,
     cand: Candidate,
     price: Option<&MemoryPrice>,
-    solved: &mut Prefixes,
+    solved: &Mutex<Prefixes>,
 ) -> Result<Planned, PlanError> {
     let (graph, model, clusters) = (ctx.graph, &ctx.model, &ctx.clusters[..]);
     let (search, topology, memo) = (ctx.search, ctx.topology, &ctx.problems);
@@ -433,6 +444,7 @@ fn plan_levels(
         factors: &factors,
         rule: LayoutRule::Free,
         topology: topology.as_ref(),
+        memo: Some(&ctx.costs),
     };
     let mut decisions = Decisions::empty(graph);
     let mut levels = Vec::new();
@@ -444,16 +456,19 @@ fn plan_levels(
             .collect(),
         ..CoarseGraph::default()
     };
-    let known = solved
-        .iter()
-        .filter(|(f, r, ..)| factors.starts_with(f) && rules.starts_with(r))
-        .max_by_key(|(f, ..)| f.len());
-    let first = match known {
-        Some((f, _, d, l, c)) => {
-            (decisions, levels, coarse) = (d.clone(), l.clone(), c.clone());
-            f.len()
+    let first = {
+        let solved = solved.lock().unwrap_or_else(|e| e.into_inner());
+        let known = solved
+            .iter()
+            .filter(|(f, r, ..)| factors.starts_with(f) && rules.starts_with(r))
+            .max_by_key(|(f, ..)| f.len());
+        match known {
+            Some((f, _, d, l, c)) => {
+                (decisions, levels, coarse) = (d.clone(), l.clone(), c.clone());
+                f.len()
+            }
+            None => 0,
         }
-        None => 0,
     };
     for (level, &factor) in factors.iter().enumerate().skip(first) {
         input.rule = rules[level];
@@ -507,7 +522,14 @@ fn plan_levels(
             d.push(None);
         }
         let comm_bytes = if topology.is_some() {
-            exact_cost(graph, model, &factors[..=level], &decisions).0 as f64
+            exact_cost_memo(
+                graph,
+                model,
+                &factors[..=level],
+                &decisions,
+                Some(&ctx.costs),
+            )
+            .0 as f64
         } else {
             result.cost
         };
@@ -518,7 +540,7 @@ fn plan_levels(
             comm_bytes,
             stop_reason: result.stop_reason,
         });
-        solved.push((
+        solved.lock().unwrap_or_else(|e| e.into_inner()).push((
             factors[..=level].to_vec(),
             rules[..=level].to_vec(),
             decisions.clone(),
@@ -526,7 +548,8 @@ fn plan_levels(
             coarse.clone(),
         ));
     }
-    let (comm_bytes, op_comm_bytes) = exact_cost(graph, model, &factors, &decisions);
+    let (comm_bytes, op_comm_bytes) =
+        exact_cost_memo(graph, model, &factors, &decisions, Some(&ctx.costs));
     let memory = per_worker(graph, &decisions.tensors, &factors);
     let links = topology.map(|t| topology::price(graph, model, &factors, &decisions, &t));
     let stop_reason = if levels.iter().all(|l| l.stop_reason == StopReason::Optimal) {
@@ -605,7 +628,21 @@ pub fn exact_cost(
     factors: &[usize],
     d: &Decisions,
 ) -> (u64, Vec<u64>) {
-    let cm = CostModel::new(graph, model, factors);
+    exact_cost_memo(graph, model, factors, d, None)
+}
+
+/// [`exact_cost`], looking pair costs up in `memo` when given.
+pub(crate) fn exact_cost_memo(
+    graph: &Graph,
+    model: &Model,
+    factors: &[usize],
+    d: &Decisions,
+    memo: Option<&CostMemo>,
+) -> (u64, Vec<u64>) {
+    let cm = match memo {
+        Some(m) => CostModel::with_memo(graph, model, factors, m),
+        None => CostModel::new(graph, model, factors),
+    };
     let mut per_op = vec![0u64; graph.ops().len()];
     for (i, op) in graph.ops().iter().enumerate() {
         let o = OpId(i as u32);

@@ -12,7 +12,7 @@
 use rustc_hash::FxHashMap as HashMap;
 
 use super::coarsen::Cluster;
-use super::cost::{CostModel, OpChoice};
+use super::cost::{CostMemo, CostModel, OpChoice};
 use super::model::Model;
 use crate::graph::{Graph, OpId, TensorId, TensorRole};
 use crate::search::{Edge, Node, Problem};
@@ -95,6 +95,9 @@ pub struct LevelInput<'a> {
     /// With a topology, costs are estimated nanoseconds of communication
     /// ([`super::topology`]) instead of bytes.
     pub topology: Option<&'a super::topology::Topology>,
+    /// Costs shared across levels and candidates ([`CostMemo`]); `None`:
+    /// every level costs its pairs afresh (same results).
+    pub memo: Option<&'a CostMemo>,
 }
 
 impl LevelInput<'_> {
@@ -322,27 +325,27 @@ impl LevelInput<'_> {
     pub fn build(&self, d: &Decisions, level: usize) -> LevelProblem {
         let graph = self.graph;
         let factors = &self.factors[..=level];
-        let cm = CostModel::new(graph, self.model, factors);
+        let cm = match self.memo {
+            Some(memo) => CostModel::with_memo(graph, self.model, factors, memo),
+            None => CostModel::new(graph, self.model, factors),
+        };
         let configs: Vec<Vec<ClusterConfig>> = self
             .clusters
             .iter()
             .map(|c| self.configs(c, d, level))
             .collect();
         // Where each op / tensor lives, and its decision per configuration.
-        let mut op_home: HashMap<OpId, (usize, Vec<OpChoice>)> = HashMap::default();
-        let mut t_home: HashMap<TensorId, (usize, Vec<Option<u32>>)> = HashMap::default();
+        let mut op_home: Vec<Option<(usize, Vec<OpChoice>)>> = vec![None; graph.ops().len()];
+        let mut t_home: Vec<Option<(usize, Vec<Option<u32>>)>> = vec![None; graph.tensors().len()];
         for (ci, cfgs) in configs.iter().enumerate() {
             for (k, cfg) in cfgs.iter().enumerate() {
                 for (o, ch) in &cfg.ops {
-                    let e = op_home
-                        .entry(*o)
-                        .or_insert_with(|| (ci, vec![OpChoice::Replicate; cfgs.len()]));
+                    let e = op_home[o.index()]
+                        .get_or_insert_with(|| (ci, vec![OpChoice::Replicate; cfgs.len()]));
                     e.1[k] = *ch;
                 }
                 for (t, l) in &cfg.tensors {
-                    let e = t_home
-                        .entry(*t)
-                        .or_insert_with(|| (ci, vec![None; cfgs.len()]));
+                    let e = t_home[t.index()].get_or_insert_with(|| (ci, vec![None; cfgs.len()]));
                     e.1[k] = *l;
                 }
             }
@@ -358,11 +361,9 @@ impl LevelInput<'_> {
             })
             .collect();
         let mut edges: HashMap<(usize, usize), Vec<f64>> = HashMap::default();
-        let mut pair_cache: HashMap<(OpId, bool, usize, OpChoice, Option<u32>), f64> =
-            HashMap::default();
         for (oi, op) in graph.ops().iter().enumerate() {
             let o = OpId(oi as u32);
-            let Some((a, ochoices)) = op_home.get(&o) else {
+            let Some((a, ochoices)) = &op_home[oi] else {
                 continue;
             };
             let slots = op
@@ -372,38 +373,42 @@ impl LevelInput<'_> {
                 .map(|(j, t)| (true, j, *t))
                 .chain(op.outputs.iter().enumerate().map(|(j, t)| (false, j, *t)));
             for (is_input, j, t) in slots {
-                let Some((b, layouts)) = t_home.get(&t) else {
+                let Some((b, layouts)) = &t_home[t.index()] else {
                     continue;
                 };
-                let mut cost = |ch: OpChoice, l: Option<u32>| -> f64 {
-                    *pair_cache
-                        .entry((o, is_input, j, ch, l))
-                        .or_insert_with(|| {
-                            let mut chs = d.ops[oi][..level].to_vec();
-                            chs.push(ch);
-                            let mut sp = d.tensors[t.index()][..level].to_vec();
-                            sp.push(l);
-                            match (self.topology, is_input) {
-                                (Some(t), true) => cm.input_load(o, j, &chs, &sp, t).nanos(),
-                                (Some(t), false) => cm.output_load(o, j, &chs, &sp, t).nanos(),
-                                (None, true) => cm.input_bytes(o, j, &chs, &sp) as f64,
-                                (None, false) => cm.output_bytes(o, j, &chs, &sp) as f64,
-                            }
-                        })
-                };
+                // The few distinct choices and layouts of this slot; each
+                // pair costed once.
+                let (chs, ch_idx) = distinct(ochoices);
+                let (lys, ly_idx) = distinct(layouts);
+                let mut table = Vec::with_capacity(chs.len() * lys.len());
+                for &ch in &chs {
+                    for &l in &lys {
+                        let mut oc = d.ops[oi][..level].to_vec();
+                        oc.push(ch);
+                        let mut sp = d.tensors[t.index()][..level].to_vec();
+                        sp.push(l);
+                        table.push(match (self.topology, is_input) {
+                            (Some(t), true) => cm.input_load(o, j, &oc, &sp, t).nanos(),
+                            (Some(t), false) => cm.output_load(o, j, &oc, &sp, t).nanos(),
+                            (None, true) => cm.input_bytes(o, j, &oc, &sp) as f64,
+                            (None, false) => cm.output_bytes(o, j, &oc, &sp) as f64,
+                        });
+                    }
+                }
+                let nly = lys.len();
                 if a == b {
-                    for (k, (&ch, &ly)) in ochoices.iter().zip(layouts.iter()).enumerate() {
-                        nodes[*a].costs[k] += cost(ch, ly);
+                    for (k, (ci, li)) in ch_idx.iter().zip(&ly_idx).enumerate() {
+                        nodes[*a].costs[k] += table[ci * nly + li];
                     }
                 } else {
                     let (lo, hi) = (*a.min(b), *a.max(b));
                     let (nl, nh) = (configs[lo].len(), configs[hi].len());
                     let m = edges.entry((lo, hi)).or_insert_with(|| vec![0.0; nl * nh]);
-                    for (ka, &ch) in ochoices.iter().enumerate() {
-                        for (kb, &ly) in layouts.iter().enumerate() {
-                            let c = cost(ch, ly);
+                    for (ka, ci) in ch_idx.iter().enumerate() {
+                        let row = &table[ci * nly..(ci + 1) * nly];
+                        for (kb, li) in ly_idx.iter().enumerate() {
                             let (x, y) = if *a == lo { (ka, kb) } else { (kb, ka) };
-                            m[x * nh + y] += c;
+                            m[x * nh + y] += row[*li];
                         }
                     }
                 }
@@ -429,4 +434,21 @@ impl LevelInput<'_> {
             configs,
         }
     }
+}
+
+/// The distinct values of `xs` (in first-seen order) and each element's
+/// index among them.
+fn distinct<T: Copy + PartialEq>(xs: &[T]) -> (Vec<T>, Vec<usize>) {
+    let mut vals: Vec<T> = Vec::new();
+    let idx = xs
+        .iter()
+        .map(|x| match vals.iter().position(|v| v == x) {
+            Some(i) => i,
+            None => {
+                vals.push(*x);
+                vals.len() - 1
+            }
+        })
+        .collect();
+    (vals, idx)
 }

@@ -4,9 +4,13 @@
 //! Takes a [`Graph`], the spec [`Library`] and a [`StrategyCache`]; gives a
 //! [`Model`]: for every operator its bound spec's [`OpAccess`], its exact
 //! partition strategies (from the interval analysis, Tofu §3.2) and whether it
-//! is elementwise. Errors name the operator whose spec or strategies failed.
+//! is elementwise, and its kind (operators of one kind cost the same under
+//! the same decisions). Errors name the operator whose spec or strategies
+//! failed.
 
 use std::sync::Arc;
+
+use rustc_hash::FxHashMap as HashMap;
 
 use interval::cache::StrategyCache;
 use interval::strategy::OpStrategies;
@@ -69,6 +73,11 @@ pub struct OpModel {
     pub access: OpAccess,
     /// Its exact strategies (shape-free, from the interval analysis).
     pub strategies: Arc<OpStrategies>,
+    /// Its kind: operators with the same spec, attributes and input and
+    /// output shapes and dtypes share it (and so have the same access model,
+    /// strategies and costs under the same decisions; the per-kind memo of
+    /// [`super::cost::CostMemo`] relies on it). Numbered from 0 in op order.
+    pub kind: u32,
 }
 
 /// Per-operator facts for a whole graph (see the module doc).
@@ -84,6 +93,7 @@ impl Model {
     /// Errors: unknown spec, shape mismatch, failed analysis (naming the operator).
     pub fn new(graph: &Graph, lib: &Library, cache: &StrategyCache) -> Result<Model, ModelError> {
         let mut ops = Vec::with_capacity(graph.ops().len());
+        let mut kinds: HashMap<String, u32> = HashMap::default();
         for op in graph.ops() {
             let (spec, binding) = graph.bind_op(lib, op).map_err(ModelError::from_bind)?;
             let shapes = graph.input_shapes(op);
@@ -93,9 +103,12 @@ impl Model {
                     op: op.name.clone(),
                     message: e.to_string(),
                 })?;
+            let n = kinds.len() as u32;
+            let kind = *kinds.entry(signature(graph, op)).or_insert(n);
             ops.push(OpModel {
                 access: OpAccess::new(&binding),
                 strategies,
+                kind,
             });
         }
         Ok(Model { ops })
@@ -105,4 +118,25 @@ impl Model {
     pub fn op(&self, id: OpId) -> &OpModel {
         &self.ops[id.index()]
     }
+}
+
+/// What an operator's access model, strategies and costs depend on: its
+/// spec, attributes (floats by their exact value) and its inputs' and
+/// outputs' shapes and dtypes.
+fn signature(graph: &Graph, op: &crate::graph::Op) -> String {
+    let tensors = |ts: &[crate::graph::TensorId]| -> Vec<(Vec<usize>, crate::graph::DType)> {
+        ts.iter()
+            .map(|t| {
+                let t = graph.tensor(*t);
+                (t.shape.clone(), t.dtype)
+            })
+            .collect()
+    };
+    format!(
+        "{}|{:?}|{:?}|{:?}",
+        op.spec,
+        op.attrs,
+        tensors(&op.inputs),
+        tensors(&op.outputs)
+    )
 }

@@ -1,5 +1,6 @@
 //! `critical-dp`: Tofu's search (§4.2.2, §4.4) and the candidates it weighs.
 
+use super::megatron::Megatron;
 use super::{Candidate, LayoutRule, PlanOptions, Search};
 
 /// CriticalDP on the coarsened graph, recursively. Candidates: the recursion
@@ -11,7 +12,9 @@ use super::{Candidate, LayoutRule, PlanOptions, Search};
 /// activations, 2·(k−1)/k of the weights against ≥ 3·(k−1)/k for splitting
 /// them, but needs the whole model on every worker); and hybrids with data
 /// parallelism on the outer s levels and the free search inside (every s
-/// between; on ties the earlier candidate is kept).
+/// between; on ties the earlier candidate is kept); and the Megatron-style
+/// candidates of [`Megatron`] with t > 1 (so CriticalDP never loses to that
+/// baseline).
 pub struct CriticalDp;
 
 impl Search for CriticalDp {
@@ -56,6 +59,22 @@ impl Search for CriticalDp {
                 only_if_fits: false,
             });
         }
+        // Megatron-LM's plans (tensor parallelism inside t workers, data
+        // parallelism across k/t; t = 1 is the data-parallel candidate
+        // above), laid out by the same DP: the baseline is in the space, so
+        // no Megatron-style plan moves fewer bytes than the one kept.
+        out.extend(
+            Megatron
+                .candidates(
+                    workers,
+                    &PlanOptions {
+                        tensor_parallel: None,
+                        ..*opts
+                    },
+                )
+                .into_iter()
+                .filter(|c| c.rules.contains(&LayoutRule::TensorParallel)),
+        );
         out
     }
 }

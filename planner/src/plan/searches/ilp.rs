@@ -8,8 +8,9 @@ use super::{Candidate, PlanOptions, Problem, ProblemError, Search, SearchResult}
 /// every candidate plan CriticalDP weighs ([`CriticalDp`]'s candidates: the
 /// recursion over the prime factors of k with weights, gradients and
 /// optimizer state replicable at every level, one k-way level, whole-model
-/// data parallelism when it fits, and the hybrids with data parallelism on
-/// the outer levels). Same space, same level problems and the same exact
+/// data parallelism when it fits, the hybrids with data parallelism on
+/// the outer levels, and Megatron-LM's tensor-parallel hybrids for every
+/// t > 1 dividing k). Same space, same level problems and the same exact
 /// byte count of the chosen plan; only the solver of a level differs, so the
 /// ILP stays the exact judge of CriticalDP's per-level choices (Tofu §6.3,
 /// issue 14).
