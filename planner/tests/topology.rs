@@ -13,6 +13,7 @@ use interval::cache::StrategyCache;
 use interval::strategy::SplitKind;
 use planner::graph::{Graph, Optimizer};
 use planner::plan::cost::{CostModel, OpChoice};
+use planner::plan::file::PlanFile;
 use planner::plan::model::Model;
 use planner::plan::topology::{price, Link, Topology};
 use planner::plan::{plan, plan_with, PlanOptions, SearchKind};
@@ -180,4 +181,47 @@ fn two_by_eight_puts_the_outer_level_across_nodes_and_beats_the_bytes_optimal_pl
     );
     assert!(bytes.comm_bytes <= timed.comm_bytes);
     assert!(r.seconds() < b.seconds());
+}
+
+#[test]
+fn the_plan_file_records_the_topology_and_its_link_bytes_are_checked() {
+    let lib = Library::shipped().unwrap();
+    let g = graph("mlp-3-64", 16, &lib);
+    let cache = StrategyCache::new();
+    let model = Model::new(&g, &lib, &cache).unwrap();
+    let topo = Topology::new(2, 2);
+    let opts = PlanOptions {
+        topology: Some(topo),
+        ..PlanOptions::default()
+    };
+    let p = plan_with(&g, &lib, &cache, 4, SearchKind::CriticalDp, opts).unwrap();
+    let dir = std::env::temp_dir().join(format!("tofu-topo-file-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("plan.json");
+    PlanFile::new(&g, &model, &p).save(&path).unwrap();
+    let (file, g2, d) = PlanFile::load(&path, &lib, &cache).unwrap();
+    let links = file.links.expect("a topology plan records its links");
+    assert_eq!(links.topology, topo);
+    // The recorded bytes per link level are the ones the decisions imply.
+    let implied = price(&g2, &model, &file.factors, &d, &topo);
+    assert_eq!(links.load.bytes, implied.load.bytes);
+    assert_eq!(
+        links.load.bytes.iter().sum::<u64>(),
+        file.comm_bytes_per_step
+    );
+    file.check_recorded(&g2, &model, &d).unwrap();
+    // Moving bytes from one link level to the other is caught.
+    let mut tampered = file.clone();
+    let l = tampered.links.as_mut().unwrap();
+    let (from, to) = if l.load.bytes[0] >= 4 { (0, 1) } else { (1, 0) };
+    l.load.bytes[from] -= 4;
+    l.load.bytes[to] += 4;
+    let err = tampered.check_recorded(&g2, &model, &d).unwrap_err();
+    assert!(err.to_string().contains("links"), "{err}");
+    // A plan made without a topology records none, and its JSON has no field.
+    let plain = plan(&g, &lib, &cache, 4, SearchKind::CriticalDp).unwrap();
+    let f = PlanFile::new(&g, &model, &plain);
+    assert!(f.links.is_none());
+    assert!(!serde_json::to_string(&f).unwrap().contains("\"links\""));
+    std::fs::remove_dir_all(&dir).ok();
 }

@@ -19,6 +19,10 @@
 //!   `comm_bytes` (per step);
 //! * `memory[w]`: per worker `training_state_bytes`, `peak_activation_bytes`,
 //!   `largest_tile`;
+//! * `links` (only for a plan made with `--topology`): `topology` (`nodes`,
+//!   `gpus_per_node`, `intra_bytes_per_s`, `inter_bytes_per_s`) and `load`
+//!   (`bytes` and estimated `seconds` per step over the inter-node and the
+//!   intra-node links, in that order), what the search minimised;
 //! * `graph_sha256` and `graph` (the `tofu-graph` JSON document).
 
 use std::path::Path;
@@ -31,6 +35,7 @@ use super::driver::{exact_cost, Planned, SearchKind};
 use super::level::Decisions;
 use super::memory::{per_worker, WorkerMemory};
 use super::model::Model;
+use super::topology::{self, LinkReport};
 use crate::graph::{format, Graph};
 use crate::search::StopReason;
 
@@ -95,6 +100,11 @@ pub struct PlanFile {
     pub ops: Vec<OpPlan>,
     /// Per worker.
     pub memory: Vec<WorkerMemory>,
+    /// With a topology (`--topology`): the cluster and the plan's bytes and
+    /// estimated seconds per link level ([`super::topology`]); absent
+    /// otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub links: Option<LinkReport>,
     /// SHA-256 (hex) of the embedded graph document.
     pub graph_sha256: String,
     /// The graph, as a `tofu-graph` document.
@@ -212,6 +222,7 @@ impl PlanFile {
             tensors,
             ops,
             memory: planned.memory.clone(),
+            links: planned.links,
             graph_sha256: graph_sha256(graph),
             graph: serde_json::from_str(&doc).unwrap_or(serde_json::Value::Null),
         }
@@ -356,8 +367,8 @@ impl PlanFile {
 
     /// Check that the recorded costs are the ones the decisions imply:
     /// `comm_bytes` of every operator (bytes per step),
-    /// `comm_bytes_per_step`, and every worker's memory (`memory[w]`,
-    /// bytes), so that an edited tile (a split changed to another valid dim,
+    /// `comm_bytes_per_step`, every worker's memory (`memory[w]`,
+    /// bytes) and, with a topology, the bytes per link level, so that an edited tile (a split changed to another valid dim,
     /// which [`PlanFile::check`] cannot see) is caught before programs are
     /// built. `graph` and `d` are what [`PlanFile::load`] gave for `self`.
     ///
@@ -408,6 +419,22 @@ impl PlanFile {
                     rec.peak_activation_bytes,
                     implied.training_state_bytes,
                     implied.peak_activation_bytes
+                )));
+            }
+        }
+        if let Some(rec) = &self.links {
+            if rec.topology.workers() != self.workers {
+                return Err(RecordedError::Mismatch(format!(
+                    "the recorded topology has {} GPUs, the plan {} workers",
+                    rec.topology.workers(),
+                    self.workers
+                )));
+            }
+            let implied = topology::price(graph, model, &self.factors, d, &rec.topology);
+            if implied.load.bytes != rec.load.bytes {
+                return Err(RecordedError::Tampered(format!(
+                    "the plan records {:?} bytes per step over the inter- and intra-node links but its decisions imply {:?}",
+                    rec.load.bytes, implied.load.bytes
                 )));
             }
         }
