@@ -21,7 +21,8 @@
 //! [`BISECTIONS`] times); every plan built on the way is checked exactly,
 //! and the fitting one with the fewest bytes is kept.
 
-use super::driver::{choose, max_memory, Built, Candidates, PlanError, Planned};
+use super::candidates::{choose, Built, Candidates};
+use super::driver::{max_memory, PlanError, Planned};
 use super::level::{Decisions, LevelInput, LevelProblem};
 use crate::graph::memory::{classify, lifetime, MemoryClass, MemoryReport};
 use crate::graph::{Graph, TensorId};

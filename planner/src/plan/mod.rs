@@ -19,6 +19,7 @@
 //! * [`compare`]: every search side by side (the planner benchmark).
 pub mod access;
 pub mod budget;
+pub(crate) mod candidates;
 pub mod coarsen;
 pub mod compare;
 pub mod cost;

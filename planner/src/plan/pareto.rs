@@ -17,7 +17,8 @@ use interval::cache::StrategyCache;
 use tdl::Library;
 
 use super::budget::MemoryPrice;
-use super::driver::{max_memory, Candidates, PlanError, PlanOptions, Planned, SearchKind};
+use super::candidates::Candidates;
+use super::driver::{max_memory, PlanError, PlanOptions, Planned, SearchKind};
 use crate::graph::Graph;
 
 /// The memory prices λ swept (bytes moved per step per byte of memory per

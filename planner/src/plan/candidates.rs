@@ -1,0 +1,401 @@
+//! A search's candidate plans for one graph and k, planned level by level
+//! (Tofu §4.4).
+//!
+//! Takes the graph, its [`Model`], the coarsened clusters and the search's
+//! [`Candidate`]s (factorisations of k and a layout rule per level); gives
+//! one [`Planned`] per candidate ([`Candidates::plan_all`], optionally with
+//! memory priced, [`super::budget`]) and the driver's pick among them
+//! ([`choose`]). Candidates are planned in parallel and share what they
+//! can: the outer levels another candidate already solved, the level
+//! problems of earlier memory prices, and the exact pair costs per op kind
+//! ([`CostMemo`]).
+
+use std::sync::{Arc, Mutex};
+
+use rayon::prelude::*;
+use rustc_hash::FxHashMap as HashMap;
+
+use interval::cache::StrategyCache;
+use tdl::Library;
+
+use super::budget::MemoryPrice;
+use super::coarsen::{coarsen, Cluster};
+use super::cost::CostMemo;
+use super::driver::{
+    exact_cost_memo, max_memory, CoarseGraph, LevelReport, PlanError, PlanOptions, Planned,
+    SearchKind,
+};
+use super::level::{Decisions, LayoutRule, LevelInput, LevelProblem};
+use super::memory::per_worker;
+use super::model::Model;
+use super::searches::Candidate;
+use super::topology::{self, Topology};
+use crate::graph::Graph;
+use crate::search::StopReason;
+
+/// One plan of [`Candidates::plan_all`]: kept only when it fits the device
+/// memory when `only_if_fits` (see [`super::searches::Candidate`]).
+pub(crate) struct Built {
+    /// The candidate's flag.
+    pub only_if_fits: bool,
+    /// Its plan.
+    pub plan: Planned,
+}
+
+/// A search's candidate plans for one graph and k, ready to be planned
+/// (with or without a memory price).
+pub(crate) struct Candidates<'a> {
+    graph: &'a Graph,
+    model: Model,
+    clusters: Vec<Cluster>,
+    candidates: Vec<Candidate>,
+    search: SearchKind,
+    workers: usize,
+    /// Prices levels in estimated seconds ([`PlanOptions::topology`]).
+    topology: Option<Topology>,
+    /// Level problems built so far, by (candidate, level, outer decisions):
+    /// a priced search whose outer levels decided as before reuses them.
+    problems: ProblemMemo,
+    /// Pair costs by op kind, shared by every level of every candidate.
+    costs: CostMemo,
+}
+
+/// Level problems by (candidate index, level, the outer levels' decisions).
+type ProblemMemo = Mutex<HashMap<(usize, usize, Decisions), Arc<LevelProblem>>>;
+
+/// Most level problems [`Candidates`] keeps (it forgets them all past this).
+const MEMO_LIMIT: usize = 64;
+
+impl<'a> Candidates<'a> {
+    /// Build the model and the coarsened graph, and ask `search` for its candidates.
+    ///
+    /// Errors: k = 0; an operator whose spec is missing or does not fit.
+    pub fn new(
+        graph: &'a Graph,
+        lib: &Library,
+        cache: &StrategyCache,
+        workers: usize,
+        search: SearchKind,
+        opts: &PlanOptions,
+    ) -> Result<Self, PlanError> {
+        if workers == 0 {
+            return Err(PlanError::NoWorkers);
+        }
+        let model = Model::new(graph, lib, cache)?;
+        let clusters = ordered_clusters(graph, &model);
+        let candidates = search.0.candidates(workers, opts);
+        Ok(Candidates {
+            graph,
+            model,
+            clusters,
+            candidates,
+            search,
+            workers,
+            topology: opts.topology,
+            problems: Mutex::default(),
+            costs: CostMemo::default(),
+        })
+    }
+
+    /// The graph.
+    pub fn graph(&self) -> &Graph {
+        self.graph
+    }
+
+    /// Number of candidate plans.
+    pub fn len(&self) -> usize {
+        self.candidates.len()
+    }
+
+    /// Plan every candidate, each level's problem priced by `price` when
+    /// given ([`super::budget::MemoryPrice`]), and label each plan.
+    ///
+    /// Errors: a level whose problem has no feasible assignment.
+    ///
+    /// The candidates are planned in parallel (rayon); the plans do not
+    /// depend on the order (a reused prefix is the one a candidate would
+    /// have solved itself).
+    pub fn plan_all(&self, price: Option<&MemoryPrice>) -> Result<Vec<Built>, PlanError> {
+        let workers = self.workers;
+        // Outer levels solved by another candidate (same price): reused.
+        let solved = Mutex::new(Prefixes::new());
+        let plan_one = |(ci, cand): (usize, &Candidate)| -> Result<Built, PlanError> {
+            let mut p = plan_levels(self, ci, cand.clone(), price, &solved)?;
+            p.choice = if let Some(label) = &cand.label {
+                label.clone()
+            } else if p.factors.len() > 1 {
+                format!(
+                    "recursion {}",
+                    p.factors
+                        .iter()
+                        .map(|f| f.to_string())
+                        .collect::<Vec<_>>()
+                        .join("·")
+                )
+            } else {
+                format!("one {workers}-way level")
+            };
+            Ok(Built {
+                only_if_fits: cand.only_if_fits,
+                plan: p,
+            })
+        };
+        self.candidates
+            .par_iter()
+            .enumerate()
+            .map(plan_one)
+            .collect()
+    }
+}
+
+/// Keep the plan with the fewest bytes among those whose largest worker fits
+/// `cap` (all of them when `None`; every plan not marked `only_if_fits` when
+/// none fits), with the best plan not kept as its runner-up.
+pub(crate) fn choose(plans: Vec<Built>, cap: Option<u64>) -> Planned {
+    let fits = |p: &Planned| cap.is_none_or(|c| max_memory(p) <= c);
+    // (fits, plan): a fitting plan beats any that does not; then fewer bytes.
+    let mut best: Option<(bool, Planned)> = None;
+    let mut others: Vec<(String, u64, u64)> = Vec::new();
+    for Built {
+        only_if_fits,
+        plan: p,
+    } in plans
+    {
+        let f = fits(&p);
+        let summary = (p.choice.clone(), p.comm_bytes, max_memory(&p));
+        // An alternative (data parallelism) only replaces the search's own
+        // plans when it fits.
+        if only_if_fits && !f {
+            others.push(summary);
+            continue;
+        }
+        let better = match &best {
+            None => true,
+            Some((bf, b)) => (f && !bf) || (f == *bf && p.objective() < b.objective()),
+        };
+        if better {
+            if let Some((_, old)) = best.replace((f, p)) {
+                others.push((old.choice.clone(), old.comm_bytes, max_memory(&old)));
+            }
+        } else {
+            others.push(summary);
+        }
+    }
+    let (_, mut best) = best.expect("at least one candidate");
+    best.runner_up = others.into_iter().min_by_key(|o| o.1);
+    best
+}
+
+/// Outer levels another candidate of the same [`Candidates::plan_all`] call
+/// already solved: their factors and layout rules, and the decisions, level reports
+/// and coarse picture after them. A level's problem depends only on these
+/// (and the search), so candidates sharing outer levels (CriticalDP's
+/// hybrids share their data-parallel levels with whole-model data
+/// parallelism) solve them once and get the same plans.
+type Prefixes = Vec<(
+    Vec<usize>,
+    Vec<LayoutRule>,
+    Decisions,
+    Vec<LevelReport>,
+    CoarseGraph,
+)>;
+
+/// Plan one candidate of `search` (its factorisation of k and layout rules),
+/// starting after the longest prefix of its levels in `solved` and adding
+/// the levels it solves there.
+fn plan_levels(
+    ctx: &Candidates,
+    ci: usize,
+    cand: Candidate,
+    price: Option<&MemoryPrice>,
+    solved: &Mutex<Prefixes>,
+) -> Result<Planned, PlanError> {
+    let (graph, model, clusters) = (ctx.graph, &ctx.model, &ctx.clusters[..]);
+    let (search, topology, memo) = (ctx.search, ctx.topology, &ctx.problems);
+    let Candidate { factors, rules, .. } = cand;
+    let rules: Vec<LayoutRule> = (0..factors.len())
+        .map(|l| rules.get(l).copied().unwrap_or(LayoutRule::Free))
+        .collect();
+    let mut input = LevelInput {
+        graph,
+        model,
+        clusters,
+        factors: &factors,
+        rule: LayoutRule::Free,
+        topology: topology.as_ref(),
+        memo: Some(&ctx.costs),
+    };
+    let mut decisions = Decisions::empty(graph);
+    let mut levels = Vec::new();
+    let mut coarse = CoarseGraph {
+        names: clusters.iter().map(|c| c.name.clone()).collect(),
+        sizes: clusters
+            .iter()
+            .map(|c| (c.ops().count(), c.tensors().count()))
+            .collect(),
+        ..CoarseGraph::default()
+    };
+    let first = {
+        let solved = solved.lock().unwrap_or_else(|e| e.into_inner());
+        let known = solved
+            .iter()
+            .filter(|(f, r, ..)| factors.starts_with(f) && rules.starts_with(r))
+            .max_by_key(|(f, ..)| f.len());
+        match known {
+            Some((f, _, d, l, c)) => {
+                (decisions, levels, coarse) = (d.clone(), l.clone(), c.clone());
+                f.len()
+            }
+            None => 0,
+        }
+    };
+    for (level, &factor) in factors.iter().enumerate().skip(first) {
+        input.rule = rules[level];
+        let key = (ci, level, decisions.clone());
+        let hit = memo.lock().ok().and_then(|m| m.get(&key).cloned());
+        let lp = hit.unwrap_or_else(|| {
+            let lp = Arc::new(input.build(&decisions, level));
+            if let Ok(mut m) = memo.lock() {
+                if m.len() >= MEMO_LIMIT {
+                    m.clear();
+                }
+                m.insert(key, lp.clone());
+            }
+            lp
+        });
+        let priced = price.map(|p| p.apply(&input, &lp, &decisions, level));
+        let mut result = search
+            .0
+            .solve(priced.as_ref().unwrap_or(&lp.problem))
+            .map_err(|source| PlanError::Search {
+                level,
+                factor,
+                source,
+            })?;
+        if priced.is_some() {
+            result.cost = lp.problem.cost(&result.assignment);
+        }
+        if level == 0 {
+            coarse.edges = lp.problem.edges.iter().map(|e| (e.from, e.to)).collect();
+            coarse.labels = result
+                .assignment
+                .iter()
+                .enumerate()
+                .map(|(n, &k)| describe(model, &lp.configs[n][k]))
+                .collect();
+        }
+        for (node, &k) in result.assignment.iter().enumerate() {
+            let cfg = &lp.configs[node][k];
+            for (o, ch) in &cfg.ops {
+                decisions.ops[o.index()].push(*ch);
+            }
+            for (t, l) in &cfg.tensors {
+                decisions.tensors[t.index()].push(*l);
+            }
+        }
+        // Anything no cluster decided (should not happen) stays replicated.
+        for d in decisions.ops.iter_mut().filter(|d| d.len() == level) {
+            d.push(super::cost::OpChoice::Replicate);
+        }
+        for d in decisions.tensors.iter_mut().filter(|d| d.len() == level) {
+            d.push(None);
+        }
+        let comm_bytes = if topology.is_some() {
+            exact_cost_memo(
+                graph,
+                model,
+                &factors[..=level],
+                &decisions,
+                Some(&ctx.costs),
+            )
+            .0 as f64
+        } else {
+            result.cost
+        };
+        levels.push(LevelReport {
+            factor,
+            nodes: lp.problem.nodes.len(),
+            edges: lp.problem.edges.len(),
+            comm_bytes,
+            stop_reason: result.stop_reason,
+        });
+        solved.lock().unwrap_or_else(|e| e.into_inner()).push((
+            factors[..=level].to_vec(),
+            rules[..=level].to_vec(),
+            decisions.clone(),
+            levels.clone(),
+            coarse.clone(),
+        ));
+    }
+    let (comm_bytes, op_comm_bytes) =
+        exact_cost_memo(graph, model, &factors, &decisions, Some(&ctx.costs));
+    let memory = per_worker(graph, &decisions.tensors, &factors);
+    let links = topology.map(|t| topology::price(graph, model, &factors, &decisions, &t));
+    let stop_reason = if levels.iter().all(|l| l.stop_reason == StopReason::Optimal) {
+        StopReason::Optimal
+    } else {
+        StopReason::Completed
+    };
+    Ok(Planned {
+        search,
+        factors,
+        decisions,
+        comm_bytes,
+        op_comm_bytes,
+        memory,
+        levels,
+        stop_reason,
+        plan_seconds: 0.0,
+        coarse,
+        choice: String::new(),
+        runner_up: None,
+        budget: None,
+        links,
+    })
+}
+
+/// A short description of a cluster configuration: its first tensor's split,
+/// else its first operator's strategy.
+fn describe(model: &Model, cfg: &super::level::ClusterConfig) -> String {
+    if let Some((_, l)) = cfg.tensors.first() {
+        return match l {
+            Some(d) => format!("split dim {d}"),
+            None => "replicated".to_string(),
+        };
+    }
+    match cfg.ops.first() {
+        Some((o, super::cost::OpChoice::Strategy(s))) => model
+            .op(*o)
+            .strategies
+            .strategies
+            .get(*s as usize)
+            .map_or_else(|| format!("#{s}"), |st| st.name.clone()),
+        _ => "replicate".to_string(),
+    }
+}
+
+/// Clusters in topological order: by the first position of their ops (a
+/// tensor-only cluster sits just before its first consumer).
+fn ordered_clusters(graph: &Graph, model: &Model) -> Vec<Cluster> {
+    let mut pos = vec![0usize; graph.ops().len()];
+    for (i, o) in graph.topo_order().into_iter().enumerate() {
+        pos[o.index()] = i;
+    }
+    let mut clusters = coarsen(graph, model);
+    let key = |c: &Cluster| -> (usize, usize) {
+        let op_pos = c.ops().map(|o| 2 * pos[o.index()] + 1).min();
+        let t_pos = c
+            .tensors()
+            .flat_map(|t| {
+                graph
+                    .producer(t)
+                    .map(|p| 2 * pos[p.index()] + 1)
+                    .into_iter()
+                    .chain(graph.consumers(t).iter().map(|o| 2 * pos[o.index()]))
+            })
+            .min();
+        (op_pos.into_iter().chain(t_pos).min().unwrap_or(0), 0)
+    };
+    clusters.sort_by_key(key);
+    clusters
+}
