@@ -7,7 +7,8 @@
 //! — is enumerated, with its exact bytes and memory report. For limits
 //! between the smallest and the largest memory of that space, and below the
 //! smallest, the planner must return a plan that fits whenever one exists,
-//! and `DoesNotFit` otherwise. The frontier is checked against the plan
+//! and `DoesNotFit` otherwise — priced in bytes and, with a topology, in
+//! estimated nanoseconds (the memory price's scale differs). The frontier is checked against the plan
 //! files its points write (their memory report) and for domination.
 
 use interval::cache::StrategyCache;
@@ -18,6 +19,7 @@ use planner::plan::level::{Decisions, LayoutRule, LevelInput};
 use planner::plan::memory::per_worker;
 use planner::plan::model::Model;
 use planner::plan::pareto::pareto;
+use planner::plan::topology::Topology;
 use planner::plan::{
     max_memory, plan, plan_with, OpChoice, PlanError, PlanFile, PlanOptions, SearchKind,
 };
@@ -122,54 +124,61 @@ fn device_memory_never_exceeded_when_a_fitting_plan_exists() {
             let least = space.iter().map(|s| s.1).min().unwrap();
             let most = space.iter().map(|s| s.1).max().unwrap();
             let free = plan(&g, &lib, &cache, k, SearchKind::CriticalDp).unwrap();
-            // Limits: below the least memory of the space (none fits), at it,
-            // and spread up to the unconstrained plan's memory.
-            let top = max_memory(&free).max(least);
-            let mut caps = vec![least - 1, least];
-            caps.extend((1..=6).map(|i| least + (top - least) * i / 7));
-            for cap in caps {
-                let opts = PlanOptions {
-                    device_memory: Some(cap),
-                    ..PlanOptions::default()
-                };
-                let best_fitting = space.iter().filter(|s| s.1 <= cap).map(|s| s.0).min();
-                match plan_with(&g, &lib, &cache, k, SearchKind::CriticalDp, opts) {
-                    Ok(p) => {
-                        let b = p.budget.clone().expect("a budget report");
-                        eprintln!(
-                            "{name} k={k} cap={cap}: {} B, {} B/worker (bound: {}, price {}); best fitting in the space: {best_fitting:?} B; space memory {least}..{most}",
+            // Each limit bytes-priced and, on k nodes of one GPU, time-priced
+            // (level costs in nanoseconds: the price's scale differs).
+            for topology in [None, Some(Topology::new(k, 1))] {
+                // Limits: below the least memory of the space (none fits), at it,
+                // and spread up to the unconstrained plan's memory.
+                let top = max_memory(&free).max(least);
+                let mut caps = vec![least - 1, least];
+                caps.extend((1..=6).map(|i| least + (top - least) * i / 7));
+                for &cap in &caps {
+                    let opts = PlanOptions {
+                        device_memory: Some(cap),
+                        topology,
+                        ..PlanOptions::default()
+                    };
+                    let best_fitting = space.iter().filter(|s| s.1 <= cap).map(|s| s.0).min();
+                    match plan_with(&g, &lib, &cache, k, SearchKind::CriticalDp, opts) {
+                        Ok(p) => {
+                            let b = p.budget.clone().expect("a budget report");
+                            eprintln!(
+                            "{name} k={k} cap={cap} topology {topology:?}: {} B, {} B/worker (bound: {}, price {}); best fitting in the space: {best_fitting:?} B; space memory {least}..{most}",
                             p.comm_bytes,
                             max_memory(&p),
                             b.bound,
                             b.price
                         );
-                        assert!(
-                            max_memory(&p) <= cap,
-                            "{name} k={k}: {} > {cap}",
-                            max_memory(&p)
-                        );
-                        let opt = best_fitting.expect("a plan fits, so the space has one");
-                        assert!(
-                            p.comm_bytes >= opt,
-                            "{name} k={k}: below the space's optimum"
-                        );
-                        assert_eq!(b.device_memory, cap);
-                        assert_eq!(b.unconstrained_comm_bytes, free.comm_bytes);
-                        bound += usize::from(b.bound);
-                    }
-                    Err(PlanError::DoesNotFit {
-                        smallest,
-                        device_memory,
-                        ..
-                    }) => {
-                        assert_eq!(
+                            assert!(
+                                max_memory(&p) <= cap,
+                                "{name} k={k}: {} > {cap}",
+                                max_memory(&p)
+                            );
+                            let opt = best_fitting.expect("a plan fits, so the space has one");
+                            assert!(
+                                p.comm_bytes >= opt,
+                                "{name} k={k}: below the space's optimum"
+                            );
+                            assert_eq!(b.device_memory, cap);
+                            if topology.is_none() {
+                                assert_eq!(b.unconstrained_comm_bytes, free.comm_bytes);
+                            }
+                            bound += usize::from(b.bound);
+                        }
+                        Err(PlanError::DoesNotFit {
+                            smallest,
+                            device_memory,
+                            ..
+                        }) => {
+                            assert_eq!(
                             best_fitting, None,
                             "{name} k={k} cap={cap}: a plan of {least} B fits, but the search says none does (smallest found {smallest})"
                         );
-                        assert_eq!(device_memory, cap);
-                        assert!(smallest > cap);
+                            assert_eq!(device_memory, cap);
+                            assert!(smallest > cap);
+                        }
+                        Err(e) => panic!("{name} k={k}: {e}"),
                     }
-                    Err(e) => panic!("{name} k={k}: {e}"),
                 }
             }
         }

@@ -18,8 +18,12 @@
 //! further). λ = 0 is the unconstrained search; as λ grows the search trades
 //! bytes for memory. The smallest λ whose plan fits is found by bisection on
 //! a geometric grid (grow ×4 from 1 until a plan fits, then halve the ratio
-//! [`BISECTIONS`] times); every plan built on the way is checked exactly,
-//! and the fitting one with the fewest bytes is kept.
+//! [`BISECTIONS`] times; while no price failed, each step divides it by 4,
+//! so prices below 1 are reached too: the search is scale-free, whether the
+//! levels cost bytes or, with a topology, nanoseconds); every plan built on
+//! the way is checked exactly, and the fitting one with the fewest bytes
+//! (with a topology: the least estimated time, [`Planned::objective`]) is
+//! kept.
 
 use super::candidates::{choose, Built, Candidates};
 use super::driver::{max_memory, PlanError, Planned};
@@ -143,7 +147,8 @@ impl MemoryPrice {
 struct Tally {
     cap: u64,
     tried: usize,
-    /// The fitting plan with the fewest bytes, with its λ.
+    /// The fitting plan with the fewest bytes (with a topology: the least
+    /// estimated time), with its λ.
     best: Option<(f64, Planned)>,
     /// The plan with the smallest largest worker.
     smallest: Option<Planned>,
@@ -169,7 +174,7 @@ impl Tally {
         if self
             .best
             .as_ref()
-            .is_none_or(|(_, b)| kept.comm_bytes < b.comm_bytes)
+            .is_none_or(|(_, b)| kept.objective() < b.objective())
         {
             self.best = Some((lambda, kept));
         }
