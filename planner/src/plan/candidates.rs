@@ -330,7 +330,8 @@ fn plan_levels(
     let (comm_bytes, op_comm_bytes) =
         exact_cost_memo(graph, model, &factors, &decisions, Some(&ctx.costs));
     let memory = per_worker(graph, &decisions.tensors, &factors);
-    let links = topology.map(|t| topology::price(graph, model, &factors, &decisions, &t));
+    let links = topology
+        .map(|t| topology::price_memo(graph, model, &factors, &decisions, &t, Some(&ctx.costs)));
     let stop_reason = if levels.iter().all(|l| l.stop_reason == StopReason::Optimal) {
         StopReason::Optimal
     } else {

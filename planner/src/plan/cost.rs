@@ -88,6 +88,9 @@ pub struct CostModel<'a> {
 pub struct CostMemo {
     /// [`memo_key`] → input elements fetched, or output elements and whether staged.
     elems: Mutex<HashMap<Vec<u32>, (u64, bool)>>,
+    /// [`memo_key`] followed by the topology's words → bytes and seconds per
+    /// link level ([`super::topology`]'s `input_load`/`output_load`).
+    pub(crate) loads: Mutex<HashMap<Vec<u32>, super::topology::LinkLoad>>,
 }
 
 impl CostMemo {
@@ -115,7 +118,7 @@ impl CostMemo {
 
 /// One word list naming an (op kind, input?, slot, factors, choices, splits)
 /// cost: no two different decisions share a key.
-fn memo_key(
+pub(crate) fn memo_key(
     kind: u32,
     input: bool,
     slot: usize,
@@ -324,6 +327,30 @@ impl<'a> CostModel<'a> {
         self.memoized(op, false, slot, choices, splits, || {
             self.output_elems_uncached(op, slot, choices, splits)
         })
+    }
+
+    /// The memo this model shares, if any.
+    pub(crate) fn memo(&self) -> Option<&'a CostMemo> {
+        self.memo
+    }
+
+    /// The memo key of a pair of this model (see [`memo_key`]).
+    pub(crate) fn key(
+        &self,
+        op: OpId,
+        input: bool,
+        slot: usize,
+        choices: &[OpChoice],
+        splits: &[Option<u32>],
+    ) -> Vec<u32> {
+        memo_key(
+            self.model.op(op).kind,
+            input,
+            slot,
+            self.factors,
+            choices,
+            splits,
+        )
     }
 
     /// `f()`, looked up in (and added to) the [`CostMemo`] when there is one.

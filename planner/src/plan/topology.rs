@@ -40,7 +40,7 @@
 //! one 400 Gb/s NDR InfiniBand NIC per GPU = 50 GB/s (DGX H100: eight
 //! ConnectX-7 400 Gb/s ports for the compute fabric).
 
-use super::cost::{CostModel, OpChoice};
+use super::cost::{CostMemo, CostModel, OpChoice};
 use super::level::Decisions;
 use super::model::Model;
 use super::transfer::{Phase, Piece};
@@ -331,8 +331,49 @@ impl<'t> Meter<'t> {
 }
 
 impl CostModel<'_> {
+    /// `f()`, looked up in (and added to) the cost model's memo when it has
+    /// one: the key is the pair's [`CostModel::key`] and the topology.
+    fn load_memoized(
+        &self,
+        (op, input, slot): (OpId, bool, usize),
+        choices: &[OpChoice],
+        splits: &[Option<u32>],
+        topo: &Topology,
+        f: impl FnOnce() -> LinkLoad,
+    ) -> LinkLoad {
+        let Some(memo) = self.memo() else {
+            return f();
+        };
+        let mut key = self.key(op, input, slot, choices, splits);
+        for w in [topo.intra_bytes_per_s, topo.inter_bytes_per_s] {
+            key.extend([w as u32, (w >> 32) as u32]);
+        }
+        key.extend([topo.nodes as u32, topo.gpus_per_node as u32]);
+        if let Some(v) = memo.loads.lock().ok().and_then(|m| m.get(&key).copied()) {
+            return v;
+        }
+        let v = f();
+        if let Ok(mut m) = memo.loads.lock() {
+            m.insert(key, v);
+        }
+        v
+    }
+
     /// [`LinkLoad`] of fetching input `slot` of `op` (its `Input` transfers).
     pub fn input_load(
+        &self,
+        op: OpId,
+        slot: usize,
+        choices: &[OpChoice],
+        splits: &[Option<u32>],
+        topo: &Topology,
+    ) -> LinkLoad {
+        self.load_memoized((op, true, slot), choices, splits, topo, || {
+            self.input_load_uncached(op, slot, choices, splits, topo)
+        })
+    }
+
+    fn input_load_uncached(
         &self,
         op: OpId,
         slot: usize,
@@ -353,6 +394,19 @@ impl CostModel<'_> {
     /// `Gather` transfers; ring collectives for a tensor replicated on every
     /// worker, see the module doc).
     pub fn output_load(
+        &self,
+        op: OpId,
+        slot: usize,
+        choices: &[OpChoice],
+        splits: &[Option<u32>],
+        topo: &Topology,
+    ) -> LinkLoad {
+        self.load_memoized((op, false, slot), choices, splits, topo, || {
+            self.output_load_uncached(op, slot, choices, splits, topo)
+        })
+    }
+
+    fn output_load_uncached(
         &self,
         op: OpId,
         slot: usize,
@@ -436,7 +490,22 @@ pub fn price(
     d: &Decisions,
     topo: &Topology,
 ) -> LinkReport {
-    let cm = CostModel::new(graph, model, factors);
+    price_memo(graph, model, factors, d, topo, None)
+}
+
+/// [`price`], looking pair loads up in `memo` when given.
+pub(crate) fn price_memo(
+    graph: &Graph,
+    model: &Model,
+    factors: &[usize],
+    d: &Decisions,
+    topo: &Topology,
+    memo: Option<&CostMemo>,
+) -> LinkReport {
+    let cm = match memo {
+        Some(m) => CostModel::with_memo(graph, model, factors, m),
+        None => CostModel::new(graph, model, factors),
+    };
     let mut load = LinkLoad::default();
     for (i, op) in graph.ops().iter().enumerate() {
         let o = OpId(i as u32);
