@@ -264,7 +264,7 @@ impl<'a> CostModel<'a> {
         if self.workers <= 1 || splits.iter().all(Option::is_none) {
             return 0;
         }
-        let elems = self.memoized(op, true, slot, choices, splits, || {
+        let elems = self.memoized((op, true, slot), choices, splits, || {
             (self.input_elems(op, slot, choices, splits), false)
         });
         elems.0 * self.dtype_bytes(op, slot, true)
@@ -324,7 +324,7 @@ impl<'a> CostModel<'a> {
         if self.workers <= 1 {
             return (0, false);
         }
-        self.memoized(op, false, slot, choices, splits, || {
+        self.memoized((op, false, slot), choices, splits, || {
             self.output_elems_uncached(op, slot, choices, splits)
         })
     }
@@ -337,9 +337,7 @@ impl<'a> CostModel<'a> {
     /// The memo key of a pair of this model (see [`memo_key`]).
     pub(crate) fn key(
         &self,
-        op: OpId,
-        input: bool,
-        slot: usize,
+        (op, input, slot): (OpId, bool, usize),
         choices: &[OpChoice],
         splits: &[Option<u32>],
     ) -> Vec<u32> {
@@ -356,21 +354,13 @@ impl<'a> CostModel<'a> {
     /// `f()`, looked up in (and added to) the [`CostMemo`] when there is one.
     fn memoized(
         &self,
-        op: OpId,
-        input: bool,
-        slot: usize,
+        pair: (OpId, bool, usize),
         choices: &[OpChoice],
         splits: &[Option<u32>],
         f: impl FnOnce() -> (u64, bool),
     ) -> (u64, bool) {
         match self.memo {
-            Some(memo) => {
-                let kind = self.model.op(op).kind;
-                memo.get_or(
-                    memo_key(kind, input, slot, self.factors, choices, splits),
-                    f,
-                )
-            }
+            Some(memo) => memo.get_or(self.key(pair, choices, splits), f),
             None => f(),
         }
     }

@@ -335,7 +335,7 @@ impl CostModel<'_> {
     /// one: the key is the pair's [`CostModel::key`] and the topology.
     fn load_memoized(
         &self,
-        (op, input, slot): (OpId, bool, usize),
+        pair: (OpId, bool, usize),
         choices: &[OpChoice],
         splits: &[Option<u32>],
         topo: &Topology,
@@ -344,7 +344,7 @@ impl CostModel<'_> {
         let Some(memo) = self.memo() else {
             return f();
         };
-        let mut key = self.key(op, input, slot, choices, splits);
+        let mut key = self.key(pair, choices, splits);
         for w in [topo.intra_bytes_per_s, topo.inter_bytes_per_s] {
             key.extend([w as u32, (w >> 32) as u32]);
         }
@@ -369,25 +369,14 @@ impl CostModel<'_> {
         topo: &Topology,
     ) -> LinkLoad {
         self.load_memoized((op, true, slot), choices, splits, topo, || {
-            self.input_load_uncached(op, slot, choices, splits, topo)
+            let t = self.graph.op(op).inputs[slot];
+            let elem = self.graph.tensor(t).dtype.size_bytes();
+            let mut m = Meter::new(topo, self.workers());
+            self.input_pieces(op, slot, choices, splits, &mut |p| {
+                m.add(p.src, p.dst, p.region.volume() * elem)
+            });
+            m.finish()
         })
-    }
-
-    fn input_load_uncached(
-        &self,
-        op: OpId,
-        slot: usize,
-        choices: &[OpChoice],
-        splits: &[Option<u32>],
-        topo: &Topology,
-    ) -> LinkLoad {
-        let t = self.graph.op(op).inputs[slot];
-        let elem = self.graph.tensor(t).dtype.size_bytes();
-        let mut m = Meter::new(topo, self.workers());
-        self.input_pieces(op, slot, choices, splits, &mut |p| {
-            m.add(p.src, p.dst, p.region.volume() * elem)
-        });
-        m.finish()
     }
 
     /// [`LinkLoad`] of assembling output `slot` of `op` (its `Output` and
@@ -402,35 +391,24 @@ impl CostModel<'_> {
         topo: &Topology,
     ) -> LinkLoad {
         self.load_memoized((op, false, slot), choices, splits, topo, || {
-            self.output_load_uncached(op, slot, choices, splits, topo)
+            let t = self.graph.op(op).outputs[slot];
+            let tensor = self.graph.tensor(t);
+            let elem = tensor.dtype.size_bytes();
+            let mut pieces: Vec<Piece> = Vec::new();
+            self.output_pieces(op, slot, choices, splits, &mut |p| pieces.push(p));
+            let workers = self.workers();
+            let mut m = Meter::new(topo, workers);
+            if let Some(ring) = self.ring(op, slot, choices, splits, &pieces) {
+                for (r, sent) in ring.into_iter().enumerate() {
+                    m.add(r, (r + 1) % workers, sent * elem);
+                }
+            } else {
+                for p in &pieces {
+                    m.add(p.src, p.dst, p.region.volume() * elem);
+                }
+            }
+            m.finish()
         })
-    }
-
-    fn output_load_uncached(
-        &self,
-        op: OpId,
-        slot: usize,
-        choices: &[OpChoice],
-        splits: &[Option<u32>],
-        topo: &Topology,
-    ) -> LinkLoad {
-        let t = self.graph.op(op).outputs[slot];
-        let tensor = self.graph.tensor(t);
-        let elem = tensor.dtype.size_bytes();
-        let mut pieces: Vec<Piece> = Vec::new();
-        self.output_pieces(op, slot, choices, splits, &mut |p| pieces.push(p));
-        let workers = self.workers();
-        let mut m = Meter::new(topo, workers);
-        if let Some(ring) = self.ring(op, slot, choices, splits, &pieces) {
-            for (r, sent) in ring.into_iter().enumerate() {
-                m.add(r, (r + 1) % workers, sent * elem);
-            }
-        } else {
-            for p in &pieces {
-                m.add(p.src, p.dst, p.region.volume() * elem);
-            }
-        }
-        m.finish()
     }
 
     /// Elements each rank sends to the next in the ring collectives that
