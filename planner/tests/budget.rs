@@ -272,3 +272,65 @@ fn pareto_points_fit_what_they_claim_and_none_is_dominated() {
     }
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// With a topology the frontier trades estimated seconds (what the search
+/// minimised), not bytes, against memory: no point is dominated in
+/// (seconds, memory), and each point's seconds are its decisions priced
+/// again on the cluster.
+#[test]
+fn pareto_on_a_topology_trades_estimated_seconds_for_memory() {
+    let lib = Library::shipped().unwrap();
+    let cache = StrategyCache::new();
+    let g = zoo::Model::Gpt(GptConfig {
+        layers: 2,
+        d_model: 64,
+        heads: 2,
+        d_ff: 256,
+        seq: 32,
+        vocab: 300,
+        batch: 8,
+    })
+    .training(&lib, &Optimizer::Sgd { lr: 0.1 })
+    .unwrap();
+    let model = Model::new(&g, &lib, &cache).unwrap();
+    let topo = Topology::new(2, 2);
+    let opts = PlanOptions {
+        topology: Some(topo),
+        ..PlanOptions::default()
+    };
+    let front = pareto(&g, &lib, &cache, 4, SearchKind::CriticalDp, opts).unwrap();
+    assert!(!front.is_empty());
+    let secs: Vec<f64> = front
+        .iter()
+        .map(|p| {
+            let l = p.plan.links.expect("priced on the topology");
+            let again = planner::plan::topology::price(
+                &g,
+                &model,
+                &p.plan.factors,
+                &p.plan.decisions,
+                &topo,
+            );
+            assert_eq!(l.load.bytes, again.load.bytes);
+            assert!((l.seconds() - again.seconds()).abs() <= 1e-12 * again.seconds().max(1e-30));
+            l.seconds()
+        })
+        .collect();
+    for (i, p) in front.iter().enumerate() {
+        let mem = max_memory(&p.plan);
+        eprintln!(
+            "point {i}: {:.6} ms, {} B/step, {mem} B/worker, {}",
+            secs[i] * 1e3,
+            p.plan.comm_bytes,
+            p.plan.choice
+        );
+        for (j, q) in front.iter().enumerate() {
+            assert!(
+                i == j || !(secs[j] <= secs[i] && max_memory(&q.plan) <= mem),
+                "point {j} dominates point {i} in (seconds, memory)"
+            );
+        }
+    }
+    // Ordered by estimated time (ascending), memory strictly descending.
+    assert!(secs.windows(2).all(|w| w[0] <= w[1]));
+}

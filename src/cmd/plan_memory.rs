@@ -61,7 +61,8 @@ pub fn budget_json(p: &Planned) -> serde_json::Value {
 
 /// The `pareto` JSON array: per point its `index` (for `--pareto-point`),
 /// `comm_bytes_per_step`, `max_worker_memory_bytes`, `choice`, `factors`,
-/// `price` and the arguments that write its plan.
+/// `price` and the arguments that write its plan; with `--topology` also
+/// `estimated_seconds_per_step` (the frontier's coordinate then).
 pub fn pareto_json(front: &[ParetoPoint]) -> serde_json::Value {
     front
         .iter()
@@ -74,6 +75,7 @@ pub fn pareto_json(front: &[ParetoPoint]) -> serde_json::Value {
                 "choice": p.plan.choice,
                 "factors": p.plan.factors,
                 "price": p.price,
+                "estimated_seconds_per_step": p.plan.links.as_ref().map(|l| l.seconds()),
                 "write": format!("--pareto --pareto-point {i} -o plan.json"),
             })
         })
@@ -83,10 +85,17 @@ pub fn pareto_json(front: &[ParetoPoint]) -> serde_json::Value {
 /// Print the frontier, marking point `chosen`.
 pub fn print_pareto(front: &[ParetoPoint], chosen: usize) {
     println!("pareto     communication per step against memory per worker (write one with --pareto-point I -o plan.json):");
-    println!("   I  {:>12}  {:>12}  plan", "comm/step", "memory");
+    println!(
+        "   I  {:>12}  {:>12}  {:>12}  plan",
+        "comm/step", "estimated", "memory"
+    );
     for (i, p) in front.iter().enumerate() {
+        let secs = p.plan.links.as_ref().map_or_else(
+            || "–".to_string(),
+            |l| format!("{:.3} ms", l.seconds() * 1e3),
+        );
         println!(
-            "{} {i:>2}  {:>12}  {:>12}  {} (price {})",
+            "{} {i:>2}  {:>12}  {secs:>12}  {:>12}  {} (price {})",
             if i == chosen { "*" } else { " " },
             human(p.plan.comm_bytes),
             human(max_memory(&p.plan)),

@@ -9,7 +9,9 @@
 //! when it moves no more bytes and holds no more memory on its largest
 //! worker, and is better in one. Each point is a whole plan (its memory is
 //! the exact memory report of [`super::memory`]), so a user sees what each
-//! GiB of memory buys and can write any point's plan.
+//! GiB of memory buys and can write any point's plan. With a topology
+//! (`--topology`) communication is the estimated seconds per step
+//! ([`Planned::objective`]) instead of bytes, what the search minimised.
 
 use std::time::Instant;
 
@@ -33,7 +35,8 @@ pub const PRICES: [f64; 14] = [
 pub struct ParetoPoint {
     /// The memory price λ its plan was searched at.
     pub price: f64,
-    /// The plan (`comm_bytes` and [`max_memory`] are the point's coordinates).
+    /// The plan (`comm_bytes`, or with a topology its estimated seconds, and
+    /// [`max_memory`] are the point's coordinates).
     pub plan: Planned,
 }
 
@@ -79,13 +82,23 @@ pub fn pareto(
             });
         }
     }
-    let mut front = frontier(all, |p| (p.plan.comm_bytes, max_memory(&p.plan)));
+    let mut front = frontier(all, |p| (communication(&p.plan), max_memory(&p.plan)));
     let secs = start.elapsed().as_secs_f64();
     for p in &mut front {
         p.plan.plan_seconds = secs;
         p.plan.runner_up = None;
     }
     Ok(front)
+}
+
+/// A plan's communication as the frontier orders it: bytes per step, or
+/// with a topology the estimated picoseconds per step (integral, so equal
+/// estimates compare equal).
+fn communication(p: &Planned) -> u64 {
+    match &p.links {
+        Some(l) => (l.seconds() * 1e12).round() as u64,
+        None => p.comm_bytes,
+    }
 }
 
 /// The points of `items` no other dominates in `key` = (bytes, memory),
