@@ -186,6 +186,21 @@ fn device_memory_never_exceeded_when_a_fitting_plan_exists() {
     assert!(bound > 0, "the limit never bound: the test checks nothing");
 }
 
+/// A 2-layer GPT (D = 64, 2 heads, sequence 32, vocabulary 300, batch 8).
+fn small_gpt(lib: &Library, opt: &Optimizer) -> Graph {
+    zoo::Model::Gpt(GptConfig {
+        layers: 2,
+        d_model: 64,
+        heads: 2,
+        d_ff: 256,
+        seq: 32,
+        vocab: 300,
+        batch: 8,
+    })
+    .training(lib, opt)
+    .unwrap()
+}
+
 #[test]
 fn pareto_points_fit_what_they_claim_and_none_is_dominated() {
     let lib = Library::shipped().unwrap();
@@ -196,17 +211,7 @@ fn pareto_points_fit_what_they_claim_and_none_is_dominated() {
         lr: 0.1,
         momentum: 0.9,
     };
-    let g = zoo::Model::Gpt(GptConfig {
-        layers: 2,
-        d_model: 64,
-        heads: 2,
-        d_ff: 256,
-        seq: 32,
-        vocab: 300,
-        batch: 8,
-    })
-    .training(&lib, &opt)
-    .unwrap();
+    let g = small_gpt(&lib, &opt);
     let model = Model::new(&g, &lib, &cache).unwrap();
     let k = 4;
     let front = pareto(
@@ -281,17 +286,7 @@ fn pareto_points_fit_what_they_claim_and_none_is_dominated() {
 fn pareto_on_a_topology_trades_estimated_seconds_for_memory() {
     let lib = Library::shipped().unwrap();
     let cache = StrategyCache::new();
-    let g = zoo::Model::Gpt(GptConfig {
-        layers: 2,
-        d_model: 64,
-        heads: 2,
-        d_ff: 256,
-        seq: 32,
-        vocab: 300,
-        batch: 8,
-    })
-    .training(&lib, &Optimizer::Sgd { lr: 0.1 })
-    .unwrap();
+    let g = small_gpt(&lib, &Optimizer::Sgd { lr: 0.1 });
     let model = Model::new(&g, &lib, &cache).unwrap();
     let topo = Topology::new(2, 2);
     let opts = PlanOptions {
