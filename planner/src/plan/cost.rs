@@ -84,6 +84,8 @@ pub struct CostModel<'a> {
 /// [kind](super::model::OpModel::kind) move the same elements under the
 /// same decisions, so an unrolled RNN's time steps or a transformer's layers
 /// are costed once. Thread-safe; memory grows with the distinct keys met.
+/// Kinds are numbered per [`Model`], so a memo must only ever serve cost
+/// models of one `Model` (one graph and library).
 #[derive(Debug, Default)]
 pub struct CostMemo {
     /// [`memo_key`] → input elements fetched, or output elements and whether staged.
@@ -156,7 +158,8 @@ impl<'a> CostModel<'a> {
     }
 
     /// [`CostModel::new`] whose input and output costs are looked up in, and
-    /// added to, `memo` (same results, computed once per op kind).
+    /// added to, `memo` (same results, computed once per op kind). `memo`
+    /// must serve only cost models of this `model` (see [`CostMemo`]).
     pub fn with_memo(
         graph: &'a Graph,
         model: &'a Model,
