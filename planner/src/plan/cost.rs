@@ -92,30 +92,36 @@ pub struct CostMemo {
     elems: Mutex<HashMap<Vec<u32>, (u64, bool)>>,
     /// [`memo_key`] followed by the topology's words → bytes and seconds per
     /// link level ([`super::topology`]'s `input_load`/`output_load`).
-    pub(crate) loads: Mutex<HashMap<Vec<u32>, super::topology::LinkLoad>>,
+    loads: Mutex<HashMap<Vec<u32>, super::topology::LinkLoad>>,
 }
 
 impl CostMemo {
-    fn get_or(&self, key: Vec<u32>, f: impl FnOnce() -> (u64, bool)) -> (u64, bool) {
-        if let Some(v) = self.elems.lock().ok().and_then(|m| m.get(&key).copied()) {
-            return v;
-        }
-        let v = f();
-        if let Ok(mut m) = self.elems.lock() {
-            m.insert(key, v);
-        }
-        v
+    /// The element count under `key`, computed by `f` the first time.
+    fn elems_or(&self, key: Vec<u32>, f: impl FnOnce() -> (u64, bool)) -> (u64, bool) {
+        cached(&self.elems, key, f)
     }
 
-    /// Number of distinct keys costed.
-    pub fn len(&self) -> usize {
-        self.elems.lock().map_or(0, |m| m.len())
+    /// The link load under `key`, computed by `f` the first time.
+    pub(crate) fn load_or(
+        &self,
+        key: Vec<u32>,
+        f: impl FnOnce() -> super::topology::LinkLoad,
+    ) -> super::topology::LinkLoad {
+        cached(&self.loads, key, f)
     }
+}
 
-    /// Whether nothing was costed yet.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
+/// `map[key]`, or `f()` stored there (computed outside the lock; a poisoned
+/// lock only skips the cache).
+fn cached<V: Copy>(map: &Mutex<HashMap<Vec<u32>, V>>, key: Vec<u32>, f: impl FnOnce() -> V) -> V {
+    if let Some(v) = map.lock().ok().and_then(|m| m.get(&key).copied()) {
+        return v;
     }
+    let v = f();
+    if let Ok(mut m) = map.lock() {
+        m.insert(key, v);
+    }
+    v
 }
 
 /// One word list naming an (op kind, input?, slot, factors, choices, splits)
@@ -157,17 +163,18 @@ impl<'a> CostModel<'a> {
         }
     }
 
-    /// [`CostModel::new`] whose input and output costs are looked up in, and
-    /// added to, `memo` (same results, computed once per op kind). `memo`
-    /// must serve only cost models of this `model` (see [`CostMemo`]).
+    /// [`CostModel::new`] whose input and output costs (and link loads) are
+    /// looked up in, and added to, `memo` when given (same results, computed
+    /// once per op kind). `memo` must serve only cost models of this `model`
+    /// (see [`CostMemo`]).
     pub fn with_memo(
         graph: &'a Graph,
         model: &'a Model,
         factors: &'a [usize],
-        memo: &'a CostMemo,
+        memo: Option<&'a CostMemo>,
     ) -> Self {
         CostModel {
-            memo: Some(memo),
+            memo,
             ..CostModel::new(graph, model, factors)
         }
     }
@@ -363,7 +370,7 @@ impl<'a> CostModel<'a> {
         f: impl FnOnce() -> (u64, bool),
     ) -> (u64, bool) {
         match self.memo {
-            Some(memo) => memo.get_or(self.key(pair, choices, splits), f),
+            Some(memo) => memo.elems_or(self.key(pair, choices, splits), f),
             None => f(),
         }
     }

@@ -269,10 +269,7 @@ pub(crate) fn exact_cost_memo(
     d: &Decisions,
     memo: Option<&CostMemo>,
 ) -> (u64, Vec<u64>) {
-    let cm = match memo {
-        Some(m) => CostModel::with_memo(graph, model, factors, m),
-        None => CostModel::new(graph, model, factors),
-    };
+    let cm = CostModel::with_memo(graph, model, factors, memo);
     let mut per_op = vec![0u64; graph.ops().len()];
     for (i, op) in graph.ops().iter().enumerate() {
         let o = OpId(i as u32);

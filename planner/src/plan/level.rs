@@ -325,10 +325,7 @@ impl LevelInput<'_> {
     pub fn build(&self, d: &Decisions, level: usize) -> LevelProblem {
         let graph = self.graph;
         let factors = &self.factors[..=level];
-        let cm = match self.memo {
-            Some(memo) => CostModel::with_memo(graph, self.model, factors, memo),
-            None => CostModel::new(graph, self.model, factors),
-        };
+        let cm = CostModel::with_memo(graph, self.model, factors, self.memo);
         let configs: Vec<Vec<ClusterConfig>> = self
             .clusters
             .iter()

@@ -349,14 +349,7 @@ impl CostModel<'_> {
             key.extend([w as u32, (w >> 32) as u32]);
         }
         key.extend([topo.nodes as u32, topo.gpus_per_node as u32]);
-        if let Some(v) = memo.loads.lock().ok().and_then(|m| m.get(&key).copied()) {
-            return v;
-        }
-        let v = f();
-        if let Ok(mut m) = memo.loads.lock() {
-            m.insert(key, v);
-        }
-        v
+        memo.load_or(key, f)
     }
 
     /// [`LinkLoad`] of fetching input `slot` of `op` (its `Input` transfers).
@@ -480,10 +473,7 @@ pub(crate) fn price_memo(
     topo: &Topology,
     memo: Option<&CostMemo>,
 ) -> LinkReport {
-    let cm = match memo {
-        Some(m) => CostModel::with_memo(graph, model, factors, m),
-        None => CostModel::new(graph, model, factors),
-    };
+    let cm = CostModel::with_memo(graph, model, factors, memo);
     let mut load = LinkLoad::default();
     for (i, op) in graph.ops().iter().enumerate() {
         let o = OpId(i as u32);
