@@ -194,6 +194,28 @@ pub fn generate(
                     &digits(r, factors),
                 )
             };
+            // Inputs this rank holds whole in its tile: read the tile itself
+            // when that lets the op run on local shapes (e.g. a stride-2
+            // convolution that never reads the last row).
+            let use_tile = {
+                let (spec, b) = &bindings[i];
+                let receives = |slot: usize| {
+                    gathered_inputs.contains_key(&(o, slot))
+                        || by_phase
+                            .get(&(o, Phase::Input { slot }))
+                            .is_some_and(|ts| ts.iter().any(|x| x.dst == rank))
+                };
+                let tiles: Vec<Region> = op.inputs.iter().map(|&t| tile(t, rank)).collect();
+                let needs: Vec<Region> = (0..op.inputs.len())
+                    .map(|slot| access.input_region(slot, &var_box))
+                    .collect();
+                let outs: Vec<Vec<(i64, i64)>> = (0..op.outputs.len())
+                    .map(|slot| access.output_region(slot, &var_box).0 .0)
+                    .collect();
+                tiles_run_locally(
+                    spec, &op.attrs, b, &var_box, &needs, &tiles, &outs, receives,
+                )
+            };
             // 1. Inputs.
             let mut in_bufs = Vec::with_capacity(op.inputs.len());
             let mut in_regions = Vec::with_capacity(op.inputs.len());
@@ -232,7 +254,11 @@ pub fn generate(
                         )))
                     }
                 };
-                let need = access.input_region(slot, &var_box);
+                let need = if use_tile[slot] {
+                    tr.clone()
+                } else {
+                    access.input_region(slot, &var_box)
+                };
                 let ib = if !computes {
                     None
                 } else if need == tr {
@@ -449,6 +475,50 @@ pub fn generate(
 
 /// Decisions that fit the graph: one entry per tensor/op and level, split
 /// dims within rank, strategy indices that exist, 4-byte dtypes.
+/// Per input slot, whether the op should read the rank's whole tile of
+/// that input instead of a work buffer holding just the region it needs:
+/// all false unless the needed regions alone do not run on local shapes
+/// ([`runs_locally`]) and reading the tiles (held whole, nothing received
+/// into them) does.
+#[allow(clippy::too_many_arguments)]
+fn tiles_run_locally(
+    spec: &OpSpec,
+    attrs: &tdl::Attrs,
+    b: &tdl::Binding,
+    var_box: &[(i64, i64)],
+    needs: &[Region],
+    tiles: &[Region],
+    outs: &[Vec<(i64, i64)>],
+    receives: impl Fn(usize) -> bool,
+) -> Vec<bool> {
+    let none = vec![false; needs.len()];
+    let regions =
+        |r: &[&Region]| -> Vec<Vec<(i64, i64)>> { r.iter().map(|x| x.0.clone()).collect() };
+    let need_refs: Vec<&Region> = needs.iter().collect();
+    if runs_locally(spec, attrs, b, var_box, &regions(&need_refs), outs) {
+        return none;
+    }
+    let alt: Vec<bool> = needs
+        .iter()
+        .zip(tiles)
+        .enumerate()
+        .map(|(slot, (n, t))| n != t && n.volume() > 0 && n.intersect(t) == *n && !receives(slot))
+        .collect();
+    if !alt.contains(&true) {
+        return none;
+    }
+    let chosen: Vec<&Region> = alt
+        .iter()
+        .zip(needs.iter().zip(tiles))
+        .map(|(&a, (n, t))| if a { t } else { n })
+        .collect();
+    if runs_locally(spec, attrs, b, var_box, &regions(&chosen), outs) {
+        alt
+    } else {
+        none
+    }
+}
+
 fn check_fit(
     graph: &Graph,
     model: &Model,

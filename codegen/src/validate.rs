@@ -42,7 +42,7 @@ use tdl::multi_index::next_index;
 
 use crate::error::CodegenError;
 use crate::generate::Programs;
-use crate::program::{Init, Instr, Program, FORMAT, VERSION};
+use crate::program::{Init, Instr, KernelMode, Program, FORMAT, VERSION};
 
 /// (phase key, elements) of the messages between two ranks, in order.
 type Seq = Vec<(u64, u64)>;
@@ -525,6 +525,7 @@ fn check_program(
                 var_box,
                 inputs,
                 outputs,
+                mode,
                 ..
             } => {
                 if op.index() >= graph.ops().len() {
@@ -561,10 +562,20 @@ fn check_program(
                 for (slot, &b) in inputs.iter().enumerate() {
                     let buf = &p.buffers[b as usize];
                     let need = access.input_region(slot, var_box);
-                    if buf.tensor != o.inputs[slot] || buf.region != need {
+                    // A local kernel reads its whole buffer, which may be a
+                    // tile holding more than the share needs.
+                    let fits = match mode {
+                        KernelMode::Window => buf.region == need,
+                        KernelMode::Local => need.intersect(&buf.region) == need,
+                    };
+                    if buf.tensor != o.inputs[slot] || !fits {
                         return Err(format!("compute of `{}`: input {slot} buffer holds `{}` {:?}, the share reads {:?}", o.name, name(b), buf.region.0, need.0));
                     }
-                    flow.read(p, b, &need)
+                    let read = match mode {
+                        KernelMode::Window => &need,
+                        KernelMode::Local => &buf.region,
+                    };
+                    flow.read(p, b, read)
                         .map_err(|e| format!("compute of `{}`: {e}", o.name))?;
                 }
                 for (slot, &b) in outputs.iter().enumerate() {

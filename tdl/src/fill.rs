@@ -89,12 +89,30 @@ pub fn fill_region(
     let last = shape.last().copied().unwrap_or(1).max(1);
     let mut out = Vec::with_capacity(n);
     let mut idx: Vec<i64> = region.iter().map(|r| r.0).collect();
+    // The normaliser of the current row of a `Probabilities` fill: one sum
+    // per row, not per element (a row of a vocabulary is 50K elements).
+    let mut row_sum: Option<(u64, f64)> = None;
     loop {
         let mut i = 0u64;
         for (d, &x) in idx.iter().enumerate() {
             i = i * shape[d] as u64 + x as u64;
         }
-        out.push(element(fill, last as u64, seed, offset, i));
+        out.push(match fill {
+            Fill::Probabilities => {
+                let last = last as u64;
+                let row = i / last * last;
+                let s = match row_sum {
+                    Some((r, s)) if r == row => s,
+                    _ => {
+                        let s = probability_row_sum(last, seed, offset, row);
+                        row_sum = Some((row, s));
+                        s
+                    }
+                };
+                probability_weight(seed, offset, i) / s
+            }
+            _ => element(fill, last as u64, seed, offset, i),
+        });
         if !next_index(&mut idx, region) {
             break;
         }
@@ -115,11 +133,21 @@ fn element(fill: Fill, last: u64, seed: u64, offset: u64, i: u64) -> f64 {
         Fill::Positions => (i % last) as f64,
         Fill::Probabilities => {
             let row = i / last * last;
-            let p = |j: u64| 0.05 + uniform(draw(seed, offset + j));
-            let s: f64 = (row..row + last).map(p).sum();
-            p(i) / s
+            probability_weight(seed, offset, i) / probability_row_sum(last, seed, offset, row)
         }
     }
+}
+
+/// The unnormalised weight of element `j` of a `Probabilities` fill.
+fn probability_weight(seed: u64, offset: u64, j: u64) -> f64 {
+    0.05 + uniform(draw(seed, offset + j))
+}
+
+/// The sum of the weights of the row starting at element `row` (in order).
+fn probability_row_sum(last: u64, seed: u64, offset: u64, row: u64) -> f64 {
+    (row..row + last)
+        .map(|j| probability_weight(seed, offset, j))
+        .sum()
 }
 
 /// Draw `j` (0-based) of SplitMix64 seeded with `seed`.

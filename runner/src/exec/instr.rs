@@ -240,11 +240,10 @@ impl<B: Backend, C: Collectives<B::Buffer>> RankRunner<'_, B, C> {
         let b = if self.set.contains_key(&t) {
             self.upload_set(t, r)?
         } else {
-            let host: Vec<f32> =
-                tdl::fill::fill_region(syn.fill, &info.shape, self.seed, syn.offset, r)
-                    .into_iter()
-                    .map(|x| x as f32)
-                    .collect();
+            let host = match self.prefilled.remove(&buf) {
+                Some(h) => h,
+                None => super::rank::fill_host(syn, &info.shape, self.seed, r),
+            };
             self.be(self.backend.upload(&host))?
         };
         if !self.carry_from.contains_key(&t) {

@@ -247,6 +247,7 @@ where
                     w.set(t, &Region::whole(&info.shape), v.clone())?;
                 }
             }
+            w.prefill();
             let mut times = Vec::new();
             let mut bytes = Vec::new();
             let mut comm_s = Vec::new();

@@ -18,6 +18,8 @@
 
 use std::collections::HashMap;
 
+use rayon::prelude::*;
+
 use codegen::{Instr, KernelMode, Program, Region, TensorId};
 use comm::{Collectives, CommError};
 
@@ -68,6 +70,9 @@ pub struct RankRunner<'p, B: Backend, C> {
     pub(super) comm_seconds: f64,
     /// Seconds per operator spec, when profiling.
     pub(super) profile: Option<HashMap<String, f64>>,
+    /// Host values of synthetic fills computed ahead of the first step
+    /// ([`RankRunner::prefill`]), by buffer; each is used once.
+    pub(super) prefilled: HashMap<u32, Vec<f32>>,
 }
 
 impl<'p, B: Backend, C: Collectives<B::Buffer>> RankRunner<'p, B, C> {
@@ -153,7 +158,46 @@ impl<'p, B: Backend, C: Collectives<B::Buffer>> RankRunner<'p, B, C> {
             steps: 0,
             comm_seconds: 0.0,
             profile: None,
+            prefilled: HashMap::new(),
         })
+    }
+
+    /// Compute the synthetic fills the first step will need (weights,
+    /// optimizer state, inputs) now, in parallel, so that the first step
+    /// times training rather than initialisation (PyTorch's first step does
+    /// not include building the model either). Skips tensors given values
+    /// with [`RankRunner::set`]; call it after those. Optional: a fill not
+    /// computed here is computed when its buffer is first allocated.
+    pub fn prefill(&mut self) {
+        if self.steps > 0 {
+            return;
+        }
+        let p = self.p;
+        let todo: Vec<(u32, codegen::Synthetic)> = p
+            .instrs
+            .iter()
+            .filter_map(|ins| match ins {
+                Instr::Alloc {
+                    buf,
+                    init: codegen::Init::Fill(syn),
+                } => Some((*buf, *syn)),
+                _ => None,
+            })
+            .filter(|(buf, _)| {
+                let t = p.buffers[*buf as usize].tensor;
+                !self.set.contains_key(&t) && !self.prefilled.contains_key(buf)
+            })
+            .collect();
+        let seed = self.seed;
+        let filled: Vec<(u32, Vec<f32>)> = todo
+            .into_par_iter()
+            .filter_map(|(buf, syn)| {
+                let decl = &p.buffers[buf as usize];
+                let info = p.tensor(decl.tensor)?;
+                Some((buf, fill_host(&syn, &info.shape, seed, &decl.region.0)))
+            })
+            .collect();
+        self.prefilled.extend(filled);
     }
 
     /// The program.
@@ -348,4 +392,45 @@ fn dead_buffer(rank: usize, b: u32) -> ExecError {
     ExecError::Invalid(format!(
         "rank {rank}: buffer {b} is used while not allocated (run codegen::validate on the programs first)"
     ))
+}
+
+/// The f32 values of a synthetic fill over `region` of a tensor of `shape`
+/// (row-major over the region), computed in slabs of the first dim in
+/// parallel; the same values as `tdl::fill::fill_region` (each element is
+/// addressed by its global index, so slabs are independent).
+pub(super) fn fill_host(
+    syn: &codegen::Synthetic,
+    shape: &[usize],
+    seed: u64,
+    region: &[(i64, i64)],
+) -> Vec<f32> {
+    let one = |r: &[(i64, i64)]| -> Vec<f32> {
+        tdl::fill::fill_region(syn.fill, shape, seed, syn.offset, r)
+            .into_iter()
+            .map(|x| x as f32)
+            .collect()
+    };
+    let Some(&(lo, hi)) = region.first() else {
+        return one(region);
+    };
+    let per: u64 = region[1..]
+        .iter()
+        .map(|&(l, h)| (h - l).max(0) as u64)
+        .product();
+    // Slabs of at least ~64K elements.
+    let rows = ((1u64 << 16) / per.max(1)).max(1) as i64;
+    if hi - lo <= rows {
+        return one(region);
+    }
+    let slabs: Vec<Vec<f32>> = (lo..hi)
+        .step_by(rows as usize)
+        .collect::<Vec<_>>()
+        .into_par_iter()
+        .map(|a| {
+            let mut r = region.to_vec();
+            r[0] = (a, (a + rows).min(hi));
+            one(&r)
+        })
+        .collect();
+    slabs.concat()
 }

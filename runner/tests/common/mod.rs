@@ -15,7 +15,7 @@ use std::collections::BTreeSet;
 
 use rand::rngs::StdRng;
 use rand::Rng;
-use runner::{OpKernel, Registry};
+use runner::{OpKernel, Provider, Registry};
 use tdl::{
     AttrType, AttrValue, Attrs, DimEntry, DimExpr, Expr, ExprKind, Index, OpSpec, Tensor, TensorRef,
 };
@@ -341,4 +341,38 @@ pub fn run_on<B: runner::Backend>(
         })
         .collect::<Result<_, _>>()
         .map_err(|e| e.to_string())
+}
+
+/// Run `spec` on `inputs` through the default registry, which must choose
+/// a library kernel (no silent fallback to the compiled evaluator), and
+/// compare with the interpreter within `tol` ([`compare`]); panics naming
+/// the op, shapes and attributes otherwise.
+pub fn check_library(
+    spec: &OpSpec,
+    shapes: &[Vec<usize>],
+    attrs: &Attrs,
+    inputs: Vec<Vec<f32>>,
+    tol: f64,
+) {
+    let op = &spec.name;
+    let tensors: Vec<Tensor> = inputs
+        .iter()
+        .zip(shapes)
+        .map(|(v, s)| Tensor::new(s, v.iter().map(|&x| x as f64).collect()).unwrap())
+        .collect();
+    let want = tdl::evaluate(spec, &tensors, attrs).unwrap_or_else(|e| panic!("{op}: {e}"));
+    let case = Case {
+        shapes: shapes.to_vec(),
+        attrs: attrs.clone(),
+        inputs,
+        reference: want,
+    };
+    let (k, got) = run(&Registry::default(), spec, &case).unwrap();
+    assert!(
+        matches!(k.provider(), Provider::Library(_)),
+        "`{op}` {shapes:?} {attrs:?} ran {:?}",
+        k.provider()
+    );
+    compare(op, &got, &case.reference, tol)
+        .unwrap_or_else(|e| panic!("{e} (shapes {shapes:?}, attrs {attrs:?})"));
 }

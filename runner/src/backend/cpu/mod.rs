@@ -16,7 +16,10 @@ use tdl::{Attrs, OpSpec};
 
 use super::accounting::Counter;
 use super::{Backend, BackendError, Bounds, MemoryStats, Window};
+mod cache;
 pub mod kernels;
+
+use cache::BufferCache;
 
 use kernels::{OpKernel, Registry};
 
@@ -26,6 +29,8 @@ use kernels::{OpKernel, Registry};
 pub struct CpuBuffer {
     data: Vec<f32>,
     counter: Arc<Counter>,
+    /// Whether `counter` still counts it (until dropped or freed).
+    counted: bool,
 }
 
 impl CpuBuffer {
@@ -64,9 +69,20 @@ impl HostMemory for CpuBuffer {
     }
 }
 
+impl CpuBuffer {
+    /// The elements, no longer counted as in use.
+    fn into_data(mut self) -> Vec<f32> {
+        self.counter.give(self.bytes());
+        self.counted = false;
+        std::mem::take(&mut self.data)
+    }
+}
+
 impl Drop for CpuBuffer {
     fn drop(&mut self) {
-        self.counter.give(self.bytes());
+        if self.counted {
+            self.counter.give(self.bytes());
+        }
     }
 }
 
@@ -77,6 +93,8 @@ pub struct CpuBackend {
     counter: Arc<Counter>,
     /// Counts work buffers apart from the accounted memory.
     workspace: Arc<Counter>,
+    /// Freed buffers kept for reuse.
+    cache: Arc<BufferCache>,
 }
 
 impl Default for CpuBackend {
@@ -106,6 +124,7 @@ impl CpuBackend {
             registry,
             counter: Arc::new(Counter::default()),
             workspace: Arc::new(Counter::default()),
+            cache: Arc::default(),
         }
     }
 
@@ -116,6 +135,7 @@ impl CpuBackend {
             registry: Registry::default(),
             counter: Arc::new(Counter::with_capacity(Some(bytes))),
             workspace: Arc::new(Counter::default()),
+            cache: Arc::default(),
         }
     }
 
@@ -129,6 +149,7 @@ impl CpuBackend {
         Ok(CpuBuffer {
             data,
             counter: self.counter.clone(),
+            counted: true,
         })
     }
 }
@@ -145,13 +166,27 @@ impl Backend for CpuBackend {
         // Check the capacity before touching the memory.
         self.counter.take(elems as u64 * 4)?;
         self.counter.give(elems as u64 * 4);
-        self.buffer(vec![0.0; elems])
+        let data = match self.cache.take(elems) {
+            Some(mut v) => {
+                v.fill(0.0);
+                v
+            }
+            None => vec![0.0; elems],
+        };
+        self.buffer(data)
     }
 
     fn upload(&self, host: &[f32]) -> Result<CpuBuffer, BackendError> {
         self.counter.take(host.len() as u64 * 4)?;
         self.counter.give(host.len() as u64 * 4);
-        self.buffer(host.to_vec())
+        let data = match self.cache.take(host.len()) {
+            Some(mut v) => {
+                v.copy_from_slice(host);
+                v
+            }
+            None => host.to_vec(),
+        };
+        self.buffer(data)
     }
 
     fn download(&self, buf: &CpuBuffer, host: &mut [f32]) -> Result<(), BackendError> {
@@ -170,6 +205,7 @@ impl Backend for CpuBackend {
         Ok(CpuBuffer {
             data: vec![0.0; elems],
             counter: self.workspace.clone(),
+            counted: true,
         })
     }
 
@@ -186,7 +222,8 @@ impl Backend for CpuBackend {
     }
 
     fn free(&self, buf: CpuBuffer) {
-        drop(buf);
+        let data = buf.into_data();
+        self.cache.put(data, self.counter.stats().peak);
     }
 
     fn buffer_len(&self, buf: &CpuBuffer) -> usize {

@@ -7,7 +7,10 @@
 //!
 //! Which implementation runs is data, not code: [`Registry`] maps op names to
 //! library kernels ([`gemm`]: the matmul family on the `gemm` crate; [`conv`]:
-//! convolutions as im2col + gemm), and every other op (or a library kernel
+//! convolutions as im2col + gemm; [`optim`]: optimizer updates as contiguous
+//! loops; [`pool`]: max pooling and its gradient as direct loops; [`rows`]
+//! and [`loss`]: softmax, layer norm and cross-entropy row by row;
+//! [`embedding`]: row gathers and their scatter-add gradients), and every other op (or a library kernel
 //! that declines an unusual instance) falls back to the evaluator
 //! [`compiled`] builds from the op's TDL spec. Adding a spec therefore needs
 //! no change here. The reference interpreter is never called: it is the test
@@ -18,7 +21,12 @@
 
 pub mod compiled;
 pub mod conv;
+pub mod embedding;
 pub mod gemm;
+pub mod loss;
+pub mod optim;
+pub mod pool;
+pub mod rows;
 
 use std::collections::BTreeMap;
 
@@ -252,6 +260,42 @@ pub const LIBRARY_KERNELS: &[(&str, &str, KernelFactory)] = &[
     ("conv2d", "im2col+gemm", conv::conv2d),
     ("conv2d_grad_x", "im2col+gemm", conv::conv2d_grad_x),
     ("conv2d_grad_w", "im2col+gemm", conv::conv2d_grad_w),
+    ("sgd_update", "elementwise", optim::sgd),
+    ("momentum_update", "elementwise", optim::momentum),
+    ("adam_update", "elementwise", optim::adam),
+    ("adamw_update", "elementwise", optim::adamw),
+    ("adagrad_update", "elementwise", optim::adagrad),
+    ("rmsprop_update", "elementwise", optim::rmsprop),
+    ("maxpool2d", "direct", pool::maxpool2d),
+    ("maxpool2d_grad", "direct", pool::maxpool2d_grad),
+    ("maxpool2d_ext", "direct", pool::maxpool2d_ext),
+    ("maxpool2d_ext_grad", "direct", pool::maxpool2d_ext_grad),
+    ("softmax", "rows", rows::softmax),
+    ("softmax_grad", "rows", rows::softmax_grad),
+    ("log_softmax", "rows", rows::log_softmax),
+    ("log_softmax_grad", "rows", rows::log_softmax_grad),
+    ("layernorm", "rows", rows::layernorm),
+    ("layernorm_grad", "rows", rows::layernorm_grad),
+    ("softmax_cross_entropy", "rows", loss::softmax_cross_entropy),
+    (
+        "softmax_cross_entropy_grad",
+        "rows",
+        loss::softmax_cross_entropy_grad,
+    ),
+    (
+        "sparse_softmax_cross_entropy",
+        "rows",
+        loss::sparse_softmax_cross_entropy,
+    ),
+    (
+        "sparse_softmax_cross_entropy_grad",
+        "rows",
+        loss::sparse_softmax_cross_entropy_grad,
+    ),
+    ("embedding", "gather", embedding::embedding),
+    ("embedding_grad", "scatter-add", embedding::embedding_grad),
+    ("gather", "gather", embedding::gather),
+    ("gather_grad", "scatter-add", embedding::gather_grad),
 ];
 
 impl Registry {
@@ -285,7 +329,16 @@ impl Registry {
         attrs: &Attrs,
     ) -> Result<OpKernel, KernelError> {
         let binding = spec.bind(input_shapes, attrs)?;
-        self.prepare_bound(&binding)
+        match collapse_ellipsis(spec, input_shapes) {
+            // Same elements in the same row-major order, in fewer, longer rows.
+            Some(flat) => {
+                let mut k = self.prepare_bound(&spec.bind(&flat, attrs)?)?;
+                k.input_shapes = binding.input_shapes;
+                k.output_shapes = binding.output_shapes;
+                Ok(k)
+            }
+            None => self.prepare_bound(&binding),
+        }
     }
 
     /// One worker's share of an op instance in global coordinates, always
@@ -347,6 +400,44 @@ impl Registry {
             imp,
         })
     }
+}
+
+/// The input shapes with the op's ellipsis of batch dims merged into one
+/// dim (their product), when it has two or more dims; `None` otherwise.
+///
+/// The dims of `...` are indexed only as a group, by the same variables in
+/// every tensor and always in range, so an op bound to the merged shapes
+/// computes the same elements in the same row-major order: it is the same
+/// kernel with longer innermost rows (e.g. an optimizer update over a
+/// `[CO, CI, 1, 1]` convolution weight runs as one row, not one per element).
+fn collapse_ellipsis(spec: &OpSpec, input_shapes: &[Vec<usize>]) -> Option<Vec<Vec<usize>>> {
+    if !spec.has_ellipsis() {
+        return None;
+    }
+    let rank = spec.ellipsis_rank_for(input_shapes).ok()?;
+    if rank < 2 {
+        return None;
+    }
+    spec.inputs
+        .iter()
+        .zip(input_shapes)
+        .map(|(t, s)| {
+            match t
+                .dims
+                .iter()
+                .position(|d| matches!(d, tdl::DimEntry::Ellipsis))
+            {
+                Some(p) => {
+                    let e = s.get(p..p + rank)?;
+                    let mut flat = s[..p].to_vec();
+                    flat.push(e.iter().product());
+                    flat.extend_from_slice(&s[p + rank..]);
+                    Some(flat)
+                }
+                None => Some(s.clone()),
+            }
+        })
+        .collect()
 }
 
 /// The value of an int attribute of a bound op, `None` if the spec has no

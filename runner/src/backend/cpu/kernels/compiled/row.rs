@@ -11,10 +11,13 @@
 //! body as rows, one per value of its variables, and combines them element
 //! by element.
 //!
-//! Nodes whose semantics are per element (`select`, `&&`, `||`, reads that
-//! may leave their tensor or depend on data, opaque calls) run the scalar
-//! closure of [`super::expr`] once per element, so results are identical to
-//! the scalar path and to the interpreter's semantics.
+//! Nodes whose semantics are per element (`&&`, `||`, reads that may leave
+//! their tensor or depend on data, opaque calls, and a `select` whose
+//! branches could fail where the condition would not have evaluated them)
+//! run the scalar closure of [`super::expr`] once per element, so results
+//! are identical to the scalar path and to the interpreter's semantics. A
+//! `select` whose branches cannot fail evaluates condition and both
+//! branches as rows and picks per element (the same values).
 
 use tdl::{BinOp, Builtin, Expr, ExprKind, Reducer, Semantics, TensorRef, Type, UnOp};
 
@@ -105,6 +108,28 @@ impl Compiler<'_> {
                 };
                 zip(self.row(a, rv)?, self.row(c, rv)?, f)
             }
+            ExprKind::Call(Builtin::Select, args)
+                if self.infallible(&args[1])? && self.infallible(&args[2])? =>
+            {
+                // Both branches are safe to evaluate everywhere: whole rows.
+                let (c, x, y) = (
+                    self.row(&args[0], rv)?,
+                    self.row(&args[1], rv)?,
+                    self.row(&args[2], rv)?,
+                );
+                Box::new(move |e, b, out| {
+                    c(e, b, out);
+                    let mut a = take(e, out.len());
+                    let mut z = take(e, out.len());
+                    x(e, b, &mut a);
+                    y(e, b, &mut z);
+                    for ((o, a), z) in out.iter_mut().zip(&a).zip(&z) {
+                        *o = if *o != 0.0 { *a } else { *z };
+                    }
+                    e.pool.push(a);
+                    e.pool.push(z);
+                })
+            }
             ExprKind::Call(Builtin::Select, _) => self.per_element(e, rv)?,
             ExprKind::Call(f, args) => {
                 let x = self.row(&args[0], rv)?;
@@ -132,6 +157,29 @@ impl Compiler<'_> {
         })
     }
 
+    /// Whether evaluating `e` can never record a failure, so that it may
+    /// be evaluated where a `select` would not have evaluated it: every read
+    /// provably inside its tensor and buffer (affine indices), no integer
+    /// division or modulo, no opaque call.
+    fn infallible(&mut self, e: &Expr) -> Result<bool, KernelError> {
+        let risky = e.any(&mut |x| {
+            matches!(x.kind, ExprKind::Opaque { .. })
+                || (x.ty == Type::Int
+                    && matches!(x.kind, ExprKind::Binary(BinOp::FloorDiv | BinOp::Mod, ..)))
+        });
+        if risky {
+            return Ok(false);
+        }
+        let mut reads = Vec::new();
+        reads_of(e, &mut reads);
+        for (tensor, indices) in reads {
+            if self.safe_offset(tensor, indices)?.is_none() {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
     /// The scalar closure, once per element of the row.
     fn per_element(&mut self, e: &Expr, rv: usize) -> Result<RowFn, KernelError> {
         let f = self.real(e)?.into_fn();
@@ -156,6 +204,14 @@ impl Compiler<'_> {
         let idx = self.indices(indices)?;
         Ok(self.window_offset(tensor, &idx).map(|off| (src, off)))
     }
+}
+
+/// Every tensor read in `e`: (tensor, its indices).
+fn reads_of<'e>(e: &'e Expr, out: &mut Vec<(TensorRef, &'e [tdl::Index])>) {
+    if let ExprKind::Read { tensor, indices } = &e.kind {
+        out.push((*tensor, indices));
+    }
+    e.children().for_each(|c| reads_of(c, out));
 }
 
 /// A strided copy (or broadcast) of a provably in-bounds affine read.

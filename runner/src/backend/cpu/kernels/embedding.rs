@@ -1,0 +1,168 @@
+//! Row gathers by data-dependent ids and their scatter-add gradients.
+//!
+//! Takes a bound `embedding(table[V, D], ids[...]) -> y[..., D]`,
+//! `embedding_grad<vocab>(ids[...], dy[..., D]) -> dtable[vocab, D]`,
+//! `gather(x[N, ...], ids[M]) -> y[M, ...]` or `gather_grad<n>(ids[M],
+//! dy[M, ...]) -> dx[n, ...]` (`specs/shape.tdl`): a table of rows (`D`
+//! elements, or the product of `...` for `gather`) and one id per output
+//! row. The forward copies rows: an id is rounded to the nearest integer
+//! (as every data-dependent index) and one outside the table is
+//! [`KernelError::OutOfBounds`], as the spec's read is. The gradient zeroes
+//! the table and adds each `dy` row into the row its id names, in position
+//! order (the order of the spec's sum); as the spec's `ids == v`, an id
+//! that is not exactly a row number adds nowhere. Work is tokens × D
+//! instead of the spec's dense V × tokens × D sum.
+
+use rayon::prelude::*;
+use tdl::Binding;
+
+use super::{int_attr, only_attrs, KernelError, KernelImpl};
+
+struct Gather {
+    /// Rows of the table.
+    rows: usize,
+    /// Elements per row.
+    width: usize,
+    grad: bool,
+    /// Input positions of (table or dy, ids).
+    data: usize,
+    ids: usize,
+    op: String,
+    table: String,
+}
+
+impl KernelImpl for Gather {
+    fn run(&self, inputs: &[&[f32]], outputs: &mut [&mut [f32]]) -> Result<(), KernelError> {
+        let (data, ids) = (inputs[self.data], inputs[self.ids]);
+        let w = self.width;
+        let out = &mut *outputs[0];
+        if self.grad {
+            out.fill(0.0);
+            if w == 0 {
+                return Ok(());
+            }
+            for (&id, dy) in ids.iter().zip(data.chunks(w)) {
+                let v = id as f64;
+                if v >= 0.0 && v < self.rows as f64 && v.fract() == 0.0 {
+                    let row = &mut out[v as usize * w..(v as usize + 1) * w];
+                    row.iter_mut().zip(dy).for_each(|(a, d)| *a += d);
+                }
+            }
+            return Ok(());
+        }
+        if w == 0 {
+            return Ok(());
+        }
+        out.par_chunks_mut(w)
+            .zip(ids.par_iter())
+            .map(|(y, &id)| {
+                let v = (id as f64).round() as i64;
+                if v < 0 || v >= self.rows as i64 {
+                    return Err(KernelError::OutOfBounds {
+                        op: self.op.clone(),
+                        tensor: self.table.clone(),
+                        index: vec![v],
+                        shape: vec![self.rows, w],
+                    });
+                }
+                y.copy_from_slice(&data[v as usize * w..(v as usize + 1) * w]);
+                Ok(())
+            })
+            .collect::<Vec<_>>()
+            .into_iter()
+            .collect()
+    }
+}
+
+fn names(b: &Binding) -> Vec<&str> {
+    b.spec.inputs.iter().map(|t| t.name.as_str()).collect()
+}
+
+/// `embedding(table[V, D], ids[...]) -> y[..., D]`.
+pub fn embedding(b: &Binding) -> Option<Box<dyn KernelImpl>> {
+    if names(b) != ["table", "ids"] || !only_attrs(b, &[]) {
+        return None;
+    }
+    let &[v, d] = b.input_shapes[0].as_slice() else {
+        return None;
+    };
+    let ids: usize = b.input_shapes[1].iter().product();
+    (b.output_shapes[0].iter().product::<usize>() == ids * d).then(|| {
+        Box::new(Gather {
+            rows: v,
+            width: d,
+            grad: false,
+            data: 0,
+            ids: 1,
+            op: b.spec.name.clone(),
+            table: "table".into(),
+        }) as Box<dyn KernelImpl>
+    })
+}
+
+/// `embedding_grad<vocab>(ids[...], dy[..., D]) -> dtable[vocab, D]`.
+pub fn embedding_grad(b: &Binding) -> Option<Box<dyn KernelImpl>> {
+    if names(b) != ["ids", "dy"] || !only_attrs(b, &["vocab"]) {
+        return None;
+    }
+    let vocab = int_attr(b, "vocab")?.max(0) as usize;
+    let d = *b.input_shapes[1].last()?;
+    let ids: usize = b.input_shapes[0].iter().product();
+    let fits =
+        b.output_shapes[0] == [vocab, d] && b.input_shapes[1].iter().product::<usize>() == ids * d;
+    fits.then(|| {
+        Box::new(Gather {
+            rows: vocab,
+            width: d,
+            grad: true,
+            data: 1,
+            ids: 0,
+            op: b.spec.name.clone(),
+            table: "dtable".into(),
+        }) as Box<dyn KernelImpl>
+    })
+}
+
+/// `gather(x[N, ...], ids[M]) -> y[M, ...]`.
+pub fn gather(b: &Binding) -> Option<Box<dyn KernelImpl>> {
+    if names(b) != ["x", "ids"] || !only_attrs(b, &[]) || b.input_shapes[1].len() != 1 {
+        return None;
+    }
+    let (&n, rest) = b.input_shapes[0].split_first()?;
+    let m = b.input_shapes[1][0];
+    let fits = b.output_shapes[0].first() == Some(&m) && b.output_shapes[0][1..] == *rest;
+    fits.then(|| {
+        Box::new(Gather {
+            rows: n,
+            width: rest.iter().product(),
+            grad: false,
+            data: 0,
+            ids: 1,
+            op: b.spec.name.clone(),
+            table: "x".into(),
+        }) as Box<dyn KernelImpl>
+    })
+}
+
+/// `gather_grad<n>(ids[M], dy[M, ...]) -> dx[n, ...]`.
+pub fn gather_grad(b: &Binding) -> Option<Box<dyn KernelImpl>> {
+    if names(b) != ["ids", "dy"] || !only_attrs(b, &["n"]) || b.input_shapes[0].len() != 1 {
+        return None;
+    }
+    let n = int_attr(b, "n")?.max(0) as usize;
+    let (&m, rest) = b.input_shapes[1].split_first()?;
+    let fits = m == b.input_shapes[0][0]
+        && b.output_shapes[0].first() == Some(&n)
+        && b.output_shapes[0][1..] == *rest;
+    fits.then(|| {
+        Box::new(Gather {
+            rows: n,
+            width: rest.iter().product(),
+            grad: true,
+            data: 1,
+            ids: 0,
+            op: b.spec.name.clone(),
+            table: "dx".into(),
+        }) as Box<dyn KernelImpl>
+    })
+}

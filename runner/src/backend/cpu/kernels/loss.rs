@@ -1,0 +1,223 @@
+//! Softmax cross-entropy losses and their gradients, one pass per row,
+//! blocks of rows in parallel on rayon.
+//!
+//! Takes a bound `softmax_cross_entropy(logits[..., N], labels[..., N]) ->
+//! loss[]`, `softmax_cross_entropy_grad(logits, labels, dloss[]) ->
+//! dlogits[..., N]`, `sparse_softmax_cross_entropy(logits[..., N], ids[...])
+//! -> loss[]` or `sparse_softmax_cross_entropy_grad(logits, ids, dloss[]) ->
+//! dlogits` (`specs/loss.tdl`): `R` rows of `N` logits, the loss averaged
+//! over the rows. Gives a kernel computing what the spec computes in f64
+//! (log-sum-exp with the row max subtracted); the loss sums each block of
+//! rows, then the blocks in order, so it does not depend on the thread
+//! count. In the loss a class id is rounded to the nearest integer (as every
+//! data-dependent index) and one outside `0..N` is
+//! [`KernelError::OutOfBounds`], as the spec's read of `logits[..., ids[...]]`
+//! is; the gradient compares `ids == n` exactly, as its spec does.
+
+use rayon::prelude::*;
+use tdl::Binding;
+
+use super::{only_attrs, KernelError, KernelImpl};
+
+/// Rows per parallel block (fixed: results do not depend on threads).
+const BLOCK: usize = 8;
+
+struct CrossEntropy {
+    n: usize,
+    /// Labels are class ids (`[...]`), not probabilities (`[..., N]`).
+    sparse: bool,
+    grad: bool,
+    op: String,
+    /// The logits' shape (for error messages).
+    shape: Vec<usize>,
+}
+
+/// Row max and Σ exp(x − max).
+fn lse_parts(x: &[f32]) -> (f64, f64) {
+    let m = x.iter().fold(f64::NEG_INFINITY, |m, &v| m.max(v as f64));
+    (m, x.iter().map(|&v| (v as f64 - m).exp()).sum())
+}
+
+impl CrossEntropy {
+    fn class(&self, id: f32, row: usize) -> Result<usize, KernelError> {
+        let c = (id as f64).round() as i64;
+        if c < 0 || c >= self.n as i64 {
+            let mut index: Vec<i64> = Vec::new();
+            let mut r = row;
+            for &d in self.shape[..self.shape.len() - 1].iter().rev() {
+                index.push((r % d.max(1)) as i64);
+                r /= d.max(1);
+            }
+            index.reverse();
+            index.push(c);
+            return Err(KernelError::OutOfBounds {
+                op: self.op.clone(),
+                tensor: "logits".into(),
+                index,
+                shape: self.shape.clone(),
+            });
+        }
+        Ok(c as usize)
+    }
+
+    /// Σ over rows `first..` of a block of one row's loss term.
+    fn loss_block(&self, x: &[f32], labels: &[f32], first: usize) -> Result<f64, KernelError> {
+        let n = self.n;
+        let mut total = 0.0;
+        for (r, row) in x.chunks(n).enumerate() {
+            let (m, s) = lse_parts(row);
+            let lse = m + s.ln();
+            total += if self.sparse {
+                lse - row[self.class(labels[r], first + r)?] as f64
+            } else {
+                row.iter()
+                    .zip(&labels[r * n..(r + 1) * n])
+                    .map(|(&x, &l)| l as f64 * (lse - x as f64))
+                    .sum::<f64>()
+            };
+        }
+        Ok(total)
+    }
+
+    fn grad_block(
+        &self,
+        x: &[f32],
+        labels: &[f32],
+        scale: f64,
+        dx: &mut [f32],
+    ) -> Result<(), KernelError> {
+        let n = self.n;
+        // exp(x − max) of the current row, computed once.
+        let mut e = vec![0.0f64; n];
+        for (r, (row, dx)) in x.chunks(n).zip(dx.chunks_mut(n)).enumerate() {
+            let m = row.iter().fold(f64::NEG_INFINITY, |m, &v| m.max(v as f64));
+            e.iter_mut()
+                .zip(row)
+                .for_each(|(e, &v)| *e = (v as f64 - m).exp());
+            let s: f64 = e.iter().sum();
+            if self.sparse {
+                // The spec compares `ids == n` (no rounding, no bounds).
+                let id = labels[r] as f64;
+                for (j, (d, &e)) in dx.iter_mut().zip(&e).enumerate() {
+                    let onehot = if id == j as f64 { 1.0 } else { 0.0 };
+                    *d = (scale * (e / s - onehot)) as f32;
+                }
+            } else {
+                let l = &labels[r * n..(r + 1) * n];
+                let sl: f64 = l.iter().map(|&v| v as f64).sum();
+                for ((d, &e), &lv) in dx.iter_mut().zip(&e).zip(l) {
+                    *d = (scale * (e / s * sl - lv as f64)) as f32;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl KernelImpl for CrossEntropy {
+    fn run(&self, inputs: &[&[f32]], outputs: &mut [&mut [f32]]) -> Result<(), KernelError> {
+        let n = self.n;
+        let (x, labels) = (inputs[0], inputs[1]);
+        let rows = x.len() / n;
+        // Rows of the labels per block: N probabilities or one id each.
+        let per = if self.sparse { 1 } else { n };
+        let chunk = n * BLOCK;
+        let cnt = self.shape[..self.shape.len() - 1].iter().product::<usize>() as f64;
+        if !self.grad {
+            if rows == 0 {
+                // An empty sum over the rows.
+                outputs[0][0] = 0.0;
+                return Ok(());
+            }
+            let parts: Vec<Result<f64, KernelError>> = x
+                .par_chunks(chunk)
+                .enumerate()
+                .map(|(c, xb)| {
+                    let r0 = c * BLOCK;
+                    let l = &labels[r0 * per..(r0 + xb.len() / n) * per];
+                    self.loss_block(xb, l, r0)
+                })
+                .collect();
+            let mut total = 0.0;
+            for p in parts {
+                total += p?;
+            }
+            outputs[0][0] = (total / cnt) as f32;
+            return Ok(());
+        }
+        let scale = inputs[2][0] as f64 / cnt;
+        outputs[0]
+            .par_chunks_mut(chunk)
+            .enumerate()
+            .map(|(c, dx)| {
+                let r0 = c * BLOCK;
+                let m = dx.len() / n;
+                self.grad_block(
+                    &x[r0 * n..(r0 + m) * n],
+                    &labels[r0 * per..(r0 + m) * per],
+                    scale,
+                    dx,
+                )
+            })
+            .collect::<Vec<_>>()
+            .into_iter()
+            .collect()
+    }
+}
+
+fn build(b: &Binding, sparse: bool, grad: bool) -> Option<Box<dyn KernelImpl>> {
+    let labels = if sparse { "ids" } else { "labels" };
+    let want: &[&str] = if grad {
+        &["logits", labels, "dloss"]
+    } else {
+        &["logits", labels]
+    };
+    let inputs: Vec<&str> = b.spec.inputs.iter().map(|t| t.name.as_str()).collect();
+    if inputs != want || !only_attrs(b, &[]) || b.output_shapes.len() != 1 {
+        return None;
+    }
+    let shape = b.input_shapes[0].clone();
+    let (&n, batch) = shape.split_last()?;
+    if n == 0 {
+        return None;
+    }
+    let labels_fit = if sparse {
+        b.input_shapes[1] == batch
+    } else {
+        b.input_shapes[1] == shape
+    };
+    let out_fits = if grad {
+        b.input_shapes[2].is_empty() && b.output_shapes[0] == shape
+    } else {
+        b.output_shapes[0].is_empty()
+    };
+    (labels_fit && out_fits).then(|| {
+        Box::new(CrossEntropy {
+            n,
+            sparse,
+            grad,
+            op: b.spec.name.clone(),
+            shape,
+        }) as Box<dyn KernelImpl>
+    })
+}
+
+/// `softmax_cross_entropy(logits[..., N], labels[..., N]) -> loss[]`.
+pub fn softmax_cross_entropy(b: &Binding) -> Option<Box<dyn KernelImpl>> {
+    build(b, false, false)
+}
+
+/// `softmax_cross_entropy_grad(logits, labels, dloss[]) -> dlogits[..., N]`.
+pub fn softmax_cross_entropy_grad(b: &Binding) -> Option<Box<dyn KernelImpl>> {
+    build(b, false, true)
+}
+
+/// `sparse_softmax_cross_entropy(logits[..., N], ids[...]) -> loss[]`.
+pub fn sparse_softmax_cross_entropy(b: &Binding) -> Option<Box<dyn KernelImpl>> {
+    build(b, true, false)
+}
+
+/// `sparse_softmax_cross_entropy_grad(logits, ids, dloss[]) -> dlogits[..., N]`.
+pub fn sparse_softmax_cross_entropy_grad(b: &Binding) -> Option<Box<dyn KernelImpl>> {
+    build(b, true, true)
+}

@@ -1,0 +1,203 @@
+//! Optimizer updates (`specs/optim.tdl`) as contiguous loops over the
+//! parameter's elements, split into chunks run on rayon.
+//!
+//! Takes a bound `sgd_update`, `momentum_update`, `adam_update`,
+//! `adamw_update`, `adagrad_update` or `rmsprop_update` (every tensor of the
+//! same shape `[...]`, inputs in the spec's order `w, g[, state…]`); gives a
+//! kernel computing each element as the spec does: in f64, each output
+//! stored as f32, and a statement that reads an earlier output (e.g.
+//! `w_new` reads `v_new`) reads the stored f32 value, as the compiled
+//! evaluator does. A constructor declines (`None`) an instance whose inputs,
+//! outputs or attributes are not the shipped spec's.
+
+use rayon::prelude::*;
+use tdl::Binding;
+
+use super::{only_attrs, KernelError, KernelImpl};
+
+/// Elements per parallel chunk (each chunk is a contiguous slice of every buffer).
+const CHUNK: usize = 1 << 15;
+
+/// The update of one chunk: (inputs in the spec's order, outputs to
+/// write), every slice of the same length.
+type Update = Box<dyn Fn(&[&[f32]], &mut [&mut [f32]]) + Send + Sync>;
+
+struct Elementwise {
+    update: Update,
+}
+
+impl KernelImpl for Elementwise {
+    fn run(&self, inputs: &[&[f32]], outputs: &mut [&mut [f32]]) -> Result<(), KernelError> {
+        let n = inputs.first().map_or(0, |x| x.len());
+        // Chunk c of every output, then of every input.
+        let mut chunks: Vec<Vec<&mut [f32]>> = (0..n.div_ceil(CHUNK)).map(|_| Vec::new()).collect();
+        for out in outputs.iter_mut() {
+            for (c, part) in out.chunks_mut(CHUNK).enumerate() {
+                chunks[c].push(part);
+            }
+        }
+        let run = |(c, outs): (usize, &mut Vec<&mut [f32]>)| {
+            let lo = c * CHUNK;
+            let ins: Vec<&[f32]> = inputs.iter().map(|x| &x[lo..(lo + CHUNK).min(n)]).collect();
+            (self.update)(&ins, outs);
+        };
+        if chunks.len() > 1 {
+            chunks.par_iter_mut().enumerate().for_each(run);
+        } else {
+            chunks.iter_mut().enumerate().for_each(run);
+        }
+        Ok(())
+    }
+}
+
+/// The value of a float (or int) attribute, `None` if the spec lacks it.
+fn attr(b: &Binding, name: &str) -> Option<f64> {
+    b.spec.attr(name).map(|id| b.attrs[id.0 as usize].as_f64())
+}
+
+/// Whether the instance has these inputs and outputs, in order, all of one shape.
+fn fits(b: &Binding, inputs: &[&str], outputs: &[&str], attrs: &[&str]) -> bool {
+    let names = |ts: Vec<&str>, want: &[&str]| ts == want;
+    only_attrs(b, attrs)
+        && names(
+            b.spec.inputs.iter().map(|t| t.name.as_str()).collect(),
+            inputs,
+        )
+        && names(
+            b.spec.outputs.iter().map(|t| t.name.as_str()).collect(),
+            outputs,
+        )
+        && b.input_shapes
+            .iter()
+            .chain(&b.output_shapes)
+            .all(|s| *s == b.input_shapes[0])
+}
+
+fn kernel(update: Update) -> Option<Box<dyn KernelImpl>> {
+    Some(Box::new(Elementwise { update }))
+}
+
+/// `sgd_update<lr>(w, g) -> w_new`: `w − lr·g`.
+pub fn sgd(b: &Binding) -> Option<Box<dyn KernelImpl>> {
+    if !fits(b, &["w", "g"], &["w_new"], &["lr"]) {
+        return None;
+    }
+    let lr = attr(b, "lr")?;
+    kernel(Box::new(move |x, o| {
+        for ((o, &w), &g) in o[0].iter_mut().zip(x[0]).zip(x[1]) {
+            *o = (w as f64 - lr * g as f64) as f32;
+        }
+    }))
+}
+
+/// `momentum_update<lr, momentum>(w, g, v) -> (w_new, v_new)`:
+/// `v_new = momentum·v + g`, `w_new = w − lr·v_new`.
+pub fn momentum(b: &Binding) -> Option<Box<dyn KernelImpl>> {
+    if !fits(
+        b,
+        &["w", "g", "v"],
+        &["w_new", "v_new"],
+        &["lr", "momentum"],
+    ) {
+        return None;
+    }
+    let (lr, mu) = (attr(b, "lr")?, attr(b, "momentum")?);
+    kernel(Box::new(move |x, o| {
+        let [wn, vn] = o else { return };
+        for i in 0..wn.len() {
+            let v = (mu * x[2][i] as f64 + x[1][i] as f64) as f32;
+            vn[i] = v;
+            wn[i] = (x[0][i] as f64 - lr * v as f64) as f32;
+        }
+    }))
+}
+
+/// `adam_update` / `adamw_update` (`decay` = the AdamW weight decay, else
+/// 0): moments, then `w − lr·(m̂ / (√v̂ + eps) + decay·w)`.
+fn adam_like(b: &Binding, decay: Option<f64>) -> Option<Box<dyn KernelImpl>> {
+    let names: &[&str] = if decay.is_some() {
+        &["lr", "beta1", "beta2", "eps", "weight_decay", "step"]
+    } else {
+        &["lr", "beta1", "beta2", "eps", "step"]
+    };
+    if !fits(
+        b,
+        &["w", "g", "m", "v"],
+        &["w_new", "m_new", "v_new"],
+        names,
+    ) {
+        return None;
+    }
+    let (lr, b1, b2, eps) = (
+        attr(b, "lr")?,
+        attr(b, "beta1")?,
+        attr(b, "beta2")?,
+        attr(b, "eps")?,
+    );
+    let step = attr(b, "step")?;
+    let (c1, c2) = (1.0 - b1.powf(step), 1.0 - b2.powf(step));
+    let d = decay.unwrap_or(0.0);
+    kernel(Box::new(move |x, o| {
+        let [wn, mn, vn] = o else { return };
+        for i in 0..wn.len() {
+            let (w, g) = (x[0][i] as f64, x[1][i] as f64);
+            let m = (b1 * x[2][i] as f64 + (1.0 - b1) * g) as f32;
+            let v = (b2 * x[3][i] as f64 + (1.0 - b2) * g * g) as f32;
+            mn[i] = m;
+            vn[i] = v;
+            let adam = (m as f64 / c1) / ((v as f64 / c2).sqrt() + eps);
+            wn[i] = (w - lr * (adam + d * w)) as f32;
+        }
+    }))
+}
+
+/// `adam_update<lr, beta1, beta2, eps, step>(w, g, m, v) -> (w_new, m_new, v_new)`.
+pub fn adam(b: &Binding) -> Option<Box<dyn KernelImpl>> {
+    adam_like(b, None)
+}
+
+/// `adamw_update<…, weight_decay, step>(w, g, m, v) -> (w_new, m_new, v_new)`.
+pub fn adamw(b: &Binding) -> Option<Box<dyn KernelImpl>> {
+    adam_like(b, Some(attr(b, "weight_decay")?))
+}
+
+/// `adagrad_update<lr, eps>(w, g, h) -> (w_new, h_new)`:
+/// `h_new = h + g²`, `w_new = w − lr·g / (√h_new + eps)`.
+pub fn adagrad(b: &Binding) -> Option<Box<dyn KernelImpl>> {
+    if !fits(b, &["w", "g", "h"], &["w_new", "h_new"], &["lr", "eps"]) {
+        return None;
+    }
+    let (lr, eps) = (attr(b, "lr")?, attr(b, "eps")?);
+    kernel(Box::new(move |x, o| {
+        let [wn, hn] = o else { return };
+        for i in 0..wn.len() {
+            let g = x[1][i] as f64;
+            let h = (x[2][i] as f64 + g * g) as f32;
+            hn[i] = h;
+            wn[i] = (x[0][i] as f64 - lr * g / ((h as f64).sqrt() + eps)) as f32;
+        }
+    }))
+}
+
+/// `rmsprop_update<lr, alpha, eps>(w, g, s) -> (w_new, s_new)`:
+/// `s_new = alpha·s + (1 − alpha)·g²`, `w_new = w − lr·g / (√s_new + eps)`.
+pub fn rmsprop(b: &Binding) -> Option<Box<dyn KernelImpl>> {
+    if !fits(
+        b,
+        &["w", "g", "s"],
+        &["w_new", "s_new"],
+        &["lr", "alpha", "eps"],
+    ) {
+        return None;
+    }
+    let (lr, alpha, eps) = (attr(b, "lr")?, attr(b, "alpha")?, attr(b, "eps")?);
+    kernel(Box::new(move |x, o| {
+        let [wn, sn] = o else { return };
+        for i in 0..wn.len() {
+            let g = x[1][i] as f64;
+            let s = (alpha * x[2][i] as f64 + (1.0 - alpha) * g * g) as f32;
+            sn[i] = s;
+            wn[i] = (x[0][i] as f64 - lr * g / ((s as f64).sqrt() + eps)) as f32;
+        }
+    }))
+}

@@ -1,0 +1,251 @@
+//! Property tests of the CPU library kernels that are not GEMM or
+//! convolution (optimizer updates, max pooling and its gradient, softmax /
+//! log-softmax / layer norm / cross-entropy and their gradients, embedding
+//! and gather with their scatter-add gradients) against the interpreter, the
+//! oracle: random shapes (ranks 0–4, dims of 1 included, so the
+//! merged-ellipsis path runs too), random hyper-parameters, random windows,
+//! strides, begin/end pads, dilations and ceil mode, random ids (repeated,
+//! so scatter-adds collide). Each case must run its library kernel (no
+//! silent fallback to the compiled evaluator).
+
+mod common;
+
+use proptest::prelude::*;
+use tdl::{AttrValue, Attrs, Library, Tensor};
+
+fn lib() -> &'static Library {
+    static LIB: std::sync::OnceLock<Library> = std::sync::OnceLock::new();
+    LIB.get_or_init(|| Library::shipped().expect("shipped specs"))
+}
+
+/// Run `op` through the default registry (must be a library kernel) and
+/// compare with the interpreter on the same inputs.
+fn check(op: &str, shapes: &[Vec<usize>], attrs: Attrs, inputs: Vec<Vec<f32>>) {
+    let spec = lib().get(op).expect("shipped op");
+    common::check_library(spec, shapes, &attrs, inputs, 1e-5);
+}
+
+fn values(n: usize, seed: u64, lo: f32, hi: f32) -> Vec<f32> {
+    let mut s = seed;
+    (0..n)
+        .map(|_| {
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            lo + (hi - lo) * ((s >> 40) as f32 / (1u64 << 24) as f32)
+        })
+        .collect()
+}
+
+fn floats(pairs: &[(&str, f64)]) -> Attrs {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), AttrValue::Float(*v)))
+        .collect()
+}
+
+fn ints(pairs: &[(&str, i64)]) -> Attrs {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), AttrValue::Int(*v)))
+        .collect()
+}
+
+/// Output size of a pooling window along one axis (ONNX, with ceil mode).
+fn pooled(i: i64, k: i64, s: i64, pb: i64, pe: i64, d: i64, ceil: bool) -> i64 {
+    let span = i + pb + pe - d * (k - 1) - 1;
+    if !ceil {
+        return span.div_euclid(s) + 1;
+    }
+    let o = (span + s - 1).div_euclid(s) + 1;
+    // A last window starting in the end padding is dropped.
+    if (o - 1) * s >= i + pb {
+        o - 1
+    } else {
+        o
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+
+    #[test]
+    fn optimizer_updates_equal_the_interpreter(
+        shape in prop::collection::vec(1usize..7, 0..5),
+        lr in 0.001f64..1.0,
+        mu in 0.0f64..0.99,
+        step in 1i64..20,
+        seed in any::<u64>(),
+    ) {
+        let n: usize = shape.iter().product();
+        let v = |k: u64, lo: f32, hi: f32| values(n, seed ^ k, lo, hi);
+        let two = vec![shape.clone(); 2];
+        let three = vec![shape.clone(); 3];
+        let four = vec![shape.clone(); 4];
+        check("sgd_update", &two, floats(&[("lr", lr)]), vec![v(1, -1.0, 1.0), v(2, -1.0, 1.0)]);
+        check(
+            "momentum_update",
+            &three,
+            floats(&[("lr", lr), ("momentum", mu)]),
+            vec![v(1, -1.0, 1.0), v(2, -1.0, 1.0), v(3, -1.0, 1.0)],
+        );
+        for op in ["adam_update", "adamw_update"] {
+            let mut a = floats(&[("lr", lr), ("beta1", mu), ("beta2", 0.999), ("eps", 1e-8)]);
+            a.insert("step".into(), AttrValue::Int(step));
+            if op == "adamw_update" {
+                a.insert("weight_decay".into(), AttrValue::Float(0.01));
+            }
+            check(op, &four, a, vec![v(1, -1.0, 1.0), v(2, -1.0, 1.0), v(3, -1.0, 1.0), v(4, 0.0, 1.0)]);
+        }
+        check(
+            "adagrad_update",
+            &three,
+            floats(&[("lr", lr), ("eps", 1e-10)]),
+            vec![v(1, -1.0, 1.0), v(2, -1.0, 1.0), v(3, 0.0, 1.0)],
+        );
+        check(
+            "rmsprop_update",
+            &three,
+            floats(&[("lr", lr), ("alpha", mu), ("eps", 1e-8)]),
+            vec![v(1, -1.0, 1.0), v(2, -1.0, 1.0), v(3, 0.0, 1.0)],
+        );
+    }
+
+    #[test]
+    fn max_pooling_and_its_gradient_equal_the_interpreter(
+        (bn, c, h, w) in (1usize..3, 1usize..4, 1usize..10, 1usize..10),
+        (kh, kw) in (1i64..4, 1i64..4),
+        (sh, sw) in (1i64..4, 1i64..4),
+        (dh, dw) in (1i64..3, 1i64..3),
+        pads in (0i64..3, 0i64..3, 0i64..3, 0i64..3),
+        ceil in any::<bool>(),
+        levels in 2u32..40,
+        seed in any::<u64>(),
+    ) {
+        // ONNX: every pad is smaller than the kernel.
+        let (pt, pl, pb, pr) = (pads.0 % kh, pads.1 % kw, pads.2 % kh, pads.3 % kw);
+        let (oh, ow) = (
+            pooled(h as i64, kh, sh, pt, pb, dh, ceil),
+            pooled(w as i64, kw, sw, pl, pr, dw, ceil),
+        );
+        prop_assume!(oh > 0 && ow > 0);
+        // Few distinct values, so windows have tied maxima.
+        let x: Vec<f32> = values(bn * c * h * w, seed, 0.0, levels as f32)
+            .into_iter()
+            .map(f32::floor)
+            .collect();
+        let xs = vec![bn, c, h, w];
+        let ys = vec![bn, c, oh as usize, ow as usize];
+        let ext = ints(&[
+            ("kernel_h", kh), ("kernel_w", kw), ("stride_h", sh), ("stride_w", sw),
+            ("pad_t", pt), ("pad_l", pl), ("pad_b", pb), ("pad_r", pr),
+            ("dilation_h", dh), ("dilation_w", dw), ("ceil_mode", ceil as i64),
+        ]);
+        check("maxpool2d_ext", std::slice::from_ref(&xs), ext.clone(), vec![x.clone()]);
+        // The gradient from the forward's own output (so maxima match).
+        let fwd = lib().get("maxpool2d_ext").unwrap();
+        let y = tdl::evaluate(fwd, &[Tensor::new(&xs, x.iter().map(|&v| v as f64).collect()).unwrap()], &ext)
+            .unwrap()[0]
+            .data
+            .iter()
+            .map(|&v| v as f32)
+            .collect::<Vec<_>>();
+        let dy = values(y.len(), seed ^ 7, -1.0, 1.0);
+        let mut grad = ext.clone();
+        for k in ["pad_b", "pad_r", "ceil_mode"] {
+            grad.remove(k);
+        }
+        check("maxpool2d_ext_grad", &[xs.clone(), ys.clone(), ys.clone()], grad, vec![x.clone(), y, dy.clone()]);
+
+        // The zoo's symmetric-pad, undilated family on the same data.
+        if !ceil {
+            let (ph, pw) = (pt, pl);
+            let (oh, ow) = (pooled(h as i64, kh, sh, ph, ph, 1, false), pooled(w as i64, kw, sw, pw, pw, 1, false));
+            prop_assume!(oh > 0 && ow > 0);
+            let a = ints(&[
+                ("kernel_h", kh), ("kernel_w", kw), ("stride_h", sh), ("stride_w", sw),
+                ("pad_h", ph), ("pad_w", pw),
+            ]);
+            check("maxpool2d", std::slice::from_ref(&xs), a.clone(), vec![x.clone()]);
+            let fwd = lib().get("maxpool2d").unwrap();
+            let y = tdl::evaluate(fwd, &[Tensor::new(&xs, x.iter().map(|&v| v as f64).collect()).unwrap()], &a)
+                .unwrap()[0]
+                .data
+                .iter()
+                .map(|&v| v as f32)
+                .collect::<Vec<_>>();
+            let ys = vec![bn, c, oh as usize, ow as usize];
+            let dy = values(y.len(), seed ^ 9, -1.0, 1.0);
+            check("maxpool2d_grad", &[xs.clone(), ys.clone(), ys], a, vec![x, y, dy]);
+        }
+    }
+
+    #[test]
+    fn row_normalisations_and_losses_equal_the_interpreter(
+        batch in prop::collection::vec(1usize..5, 0..4),
+        n in 1usize..40,
+        eps in 1e-6f64..1e-2,
+        seed in any::<u64>(),
+    ) {
+        let shape = [batch.clone(), vec![n]].concat();
+        let rows: usize = batch.iter().product();
+        let e = rows * n;
+        let v = |k: u64, lo: f32, hi: f32, len: usize| values(len, seed ^ k, lo, hi);
+        let x = v(1, -4.0, 4.0, e);
+        let dy = v(2, -1.0, 1.0, e);
+        let two = vec![shape.clone(); 2];
+        check("softmax", std::slice::from_ref(&shape), Attrs::new(), vec![x.clone()]);
+        check("log_softmax", std::slice::from_ref(&shape), Attrs::new(), vec![x.clone()]);
+        // The gradients from outputs of the right kind (probabilities, log-probabilities).
+        let soft = v(3, 0.0, 1.0, e);
+        check("softmax_grad", &two, Attrs::new(), vec![soft.clone(), dy.clone()]);
+        let logp: Vec<f32> = soft.iter().map(|p| (p + 1e-3).ln()).collect();
+        check("log_softmax_grad", &two, Attrs::new(), vec![logp, dy.clone()]);
+        let ln = floats(&[("eps", eps)]);
+        let (gamma, beta) = (v(4, 0.5, 1.5, n), v(5, -1.0, 1.0, n));
+        check("layernorm", &[shape.clone(), vec![n], vec![n]], ln.clone(), vec![x.clone(), gamma.clone(), beta]);
+        check("layernorm_grad", &[shape.clone(), vec![n], shape.clone()], ln, vec![x.clone(), gamma, dy.clone()]);
+        // Soft labels (rows summing to anything), then class ids.
+        let labels = v(6, 0.0, 1.0, e);
+        let dloss = v(7, 0.5, 2.0, 1);
+        check("softmax_cross_entropy", &two, Attrs::new(), vec![x.clone(), labels.clone()]);
+        check(
+            "softmax_cross_entropy_grad",
+            &[shape.clone(), shape.clone(), vec![]],
+            Attrs::new(),
+            vec![x.clone(), labels, dloss.clone()],
+        );
+        let ids: Vec<f32> = v(8, 0.0, n as f32, rows).into_iter().map(f32::floor).collect();
+        check("sparse_softmax_cross_entropy", &[shape.clone(), batch.clone()], Attrs::new(), vec![x.clone(), ids.clone()]);
+        check(
+            "sparse_softmax_cross_entropy_grad",
+            &[shape.clone(), batch.clone(), vec![]],
+            Attrs::new(),
+            vec![x, ids, dloss],
+        );
+    }
+
+    #[test]
+    fn gathers_and_scatter_adds_equal_the_interpreter(
+        positions in prop::collection::vec(1usize..5, 0..3),
+        vocab in 1usize..12,
+        d in 1usize..9,
+        seed in any::<u64>(),
+    ) {
+        let t: usize = positions.iter().product();
+        // Few distinct rows, so ids repeat and the scatter-add sums.
+        let ids: Vec<f32> = values(t, seed, 0.0, vocab as f32).into_iter().map(f32::floor).collect();
+        let table = values(vocab * d, seed ^ 1, -1.0, 1.0);
+        let dy = values(t * d, seed ^ 2, -1.0, 1.0);
+        check("embedding", &[vec![vocab, d], positions.clone()], Attrs::new(), vec![table.clone(), ids.clone()]);
+        let dys = [positions.clone(), vec![d]].concat();
+        check(
+            "embedding_grad",
+            &[positions.clone(), dys],
+            ints(&[("vocab", vocab as i64)]),
+            vec![ids.clone(), dy.clone()],
+        );
+        check("gather", &[vec![vocab, d, 2], vec![t]], Attrs::new(), vec![values(vocab * d * 2, seed ^ 3, -1.0, 1.0), ids.clone()]);
+        check("gather_grad", &[vec![t], vec![t, d]], ints(&[("n", vocab as i64)]), vec![ids, dy]);
+    }
+}
