@@ -176,6 +176,7 @@ for model in $MODELS; do
     run torch "$PY" scripts/torch_baseline.py "$model" "$batch" "$STEPS" --device cpu --threads "$NPROC"
     summarise "$model" "$batch" "$STEPS" "$dir"
 done
+echo "# load average at end $(cut -d' ' -f1-3 /proc/loadavg) (other processes on these cores slow PyTorch's threads most)"
 [ -s "$TMP/notes" ] && { echo; cat "$TMP/notes"; }
 echo
 cat "$TMP/json"
