@@ -152,7 +152,7 @@ with open(f"{d}/../top", "a") as f:
 EOF
 }
 
-# run WHO TIMEOUT COMMAND...: the command's stdout, stderr and exit status in $dir.
+# run WHO COMMAND...: the command's stdout, stderr and exit status in $dir (TIMEOUT seconds at most).
 run() {
     local who=$1
     shift

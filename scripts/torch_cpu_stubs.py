@@ -53,7 +53,7 @@ def main():
                 continue
             if so in system:
                 found.add(system[so])
-            elif not os.path.exists(os.path.join(libdir, so)) or so in missing:
+            else:
                 missing.add(so)
     if not missing:
         print("torch_cpu_stubs: nothing missing")
