@@ -1,15 +1,28 @@
 #!/usr/bin/env python3
-"""PyTorch eager baseline for `scripts/gpu-bench.sh`: the zoo models of
-`planner/src/zoo/` written out op for op (attention as in the zoo: no fused
-kernels), FP32 (TF32 off), momentum SGD (lr 0.1, momentum 0.9, tofu plan's
-default optimizer), soft labels with softmax cross-entropy averaged over the
-batch dims. Prints one JSON line: {"model", "batch", "step_seconds": [...]}.
+"""PyTorch eager baseline for `scripts/gpu-bench.sh` and `scripts/bench-cpu.sh`:
+the zoo models of `planner/src/zoo/` written out op for op (attention as in
+the zoo: no fused kernels), FP32 (TF32 off), momentum SGD (lr 0.1, momentum
+0.9, tofu plan's default optimizer), soft labels with softmax cross-entropy
+averaged over the batch dims. Also the models of two ONNX exports in
+`onnx/tests/fixtures/exports/`, trained as tofu trains an ONNX model
+(`onnx/src/loss.rs`: softmax cross-entropy with soft labels on the first
+output): `resnet50` (torchvision's ResNet-50, the export's architecture,
+without BatchNorm: the eval-mode export has neither BatchNormalization nor
+convolution biases; 25,503,912 parameters, as `tofu graph` counts) and
+`bert-base` (transformers' BertModel, bert-base-uncased's configuration,
+written out op for op; the loss is on last_hidden_state, sequence 128 as tofu
+defaults it).
+Prints one JSON line: {"model", "batch", "device", "threads", "step_seconds": [...]}.
 
-Usage: torch_baseline.py MODEL BATCH STEPS   (MODEL: mlp-L-H or gpt-L-D)
+Usage: torch_baseline.py MODEL BATCH STEPS [--device cpu|cuda] [--threads N]
+  MODEL: mlp-L-H, gpt-L-D, resnet50 or bert-base; --device defaults to cuda
+  when available, else cpu; --threads (CPU, torch.set_num_threads) defaults
+  to the CPUs this process may use (nproc).
 """
+import argparse
 import json
 import math
-import sys
+import os
 import time
 
 import torch
@@ -100,23 +113,116 @@ def gpt(layers, d, batch, dev, seq=1024, vocab=50257):
     return list(p.values()), loss
 
 
-def main():
-    model, batch, steps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-    dev = torch.device("cuda")
+def resnet50(batch, dev):
+    import torchvision
+
+    m = torchvision.models.resnet50()
+    for mod in list(m.modules()):
+        for name, child in mod.named_children():
+            if isinstance(child, torch.nn.BatchNorm2d):
+                setattr(mod, name, torch.nn.Identity())
+    m.to(dev).train()
+    x = torch.randn(batch, 3, 224, 224, device=dev)
+    labels = torch.softmax(torch.randn(batch, 1000, device=dev), dim=-1)
+    return list(m.parameters()), lambda: soft_ce(m(x), labels)
+
+
+def bert_base(batch, dev, seq=128, d=768, layers=12, dff=3072, vocab=30522):
+    heads = d // 64
+    p = {}
+
+    def P(name, *shape, std=0.02):
+        p[name] = (torch.randn(*shape, device=dev) * std).requires_grad_()
+
+    def LN(name):
+        p[name + ".g"] = torch.ones(d, device=dev, requires_grad=True)
+        p[name + ".b"] = torch.zeros(d, device=dev, requires_grad=True)
+
+    def Lin(name, i, o):
+        P(name + ".w", i, o)
+        p[name + ".b"] = torch.zeros(o, device=dev, requires_grad=True)
+
+    P("word", vocab, d)
+    P("pos", 512, d)
+    P("type", 2, d)
+    LN("emb.ln")
+    for l in range(layers):
+        for n, (i, o) in {"q": (d, d), "k": (d, d), "v": (d, d), "o": (d, d),
+                          "fc1": (d, dff), "fc2": (dff, d)}.items():
+            Lin(f"{l}.{n}", i, o)
+        LN(f"{l}.ln1")
+        LN(f"{l}.ln2")
+    Lin("pool", d, d)
+    ids = torch.randint(0, vocab, (batch, seq), device=dev)
+    mask = torch.ones(batch, seq, device=dev, dtype=torch.int64)
+    labels = torch.softmax(torch.randn(batch, seq, d, device=dev), dim=-1)
+
+    def ln(x, n):
+        return torch.nn.functional.layer_norm(x, (d,), p[n + ".g"], p[n + ".b"], 1e-12)
+
+    def lin(x, n):
+        return x @ p[n + ".w"] + p[n + ".b"]
+
+    def split(x):
+        return x.view(batch, seq, heads, d // heads).transpose(1, 2)
+
+    def loss():
+        x = ln(p["word"][ids] + p["pos"][:seq] + p["type"][0], "emb.ln")
+        bias = (1.0 - mask[:, None, None, :].float()) * torch.finfo(torch.float32).min
+        for l in range(layers):
+            q, k, v = (split(lin(x, f"{l}.{n}")) for n in "qkv")
+            a = torch.softmax((q @ k.transpose(-1, -2)) / math.sqrt(d // heads) + bias, dim=-1)
+            o = (a @ v).transpose(1, 2).reshape(batch, seq, d)
+            x = ln(x + lin(o, f"{l}.o"), f"{l}.ln1")
+            h = torch.nn.functional.gelu(lin(x, f"{l}.fc1"))
+            x = ln(x + lin(h, f"{l}.fc2"), f"{l}.ln2")
+        torch.tanh(lin(x[:, 0], "pool"))  # pooler_output, as the export computes it
+        return soft_ce(x, labels)
+
+    return list(p.values()), loss
+
+
+def build(model, batch, dev):
+    if model == "resnet50":
+        return resnet50(batch, dev)
+    if model == "bert-base":
+        return bert_base(batch, dev)
     kind, a, b = model.split("-")
     a, b = int(a), int(b.replace("k", "")) * (1024 if b.endswith("k") else 1)
-    params, loss = (mlp if kind == "mlp" else gpt)(a, b, batch, dev)
+    return (mlp if kind == "mlp" else gpt)(a, b, batch, dev)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("model")
+    ap.add_argument("batch", type=int)
+    ap.add_argument("steps", type=int)
+    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    ap.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)))
+    args = ap.parse_args()
+    dev = torch.device(args.device)
+    if dev.type == "cpu":
+        torch.set_num_threads(args.threads)
+
+    def sync():
+        if dev.type == "cuda":
+            torch.cuda.synchronize()
+
+    torch.manual_seed(0)
+    params, loss = build(args.model, args.batch, dev)
     opt = torch.optim.SGD(params, lr=0.1, momentum=0.9)
     times = []
-    for _ in range(steps):
-        torch.cuda.synchronize()
+    for _ in range(args.steps):
+        sync()
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
         loss().backward()
         opt.step()
-        torch.cuda.synchronize()
+        sync()
         times.append(time.perf_counter() - t0)
-    print(json.dumps({"model": model, "batch": batch, "step_seconds": times}))
+    print(json.dumps({"model": args.model, "batch": args.batch, "device": dev.type,
+                      "threads": torch.get_num_threads() if dev.type == "cpu" else None,
+                      "parameters": sum(t.numel() for t in params), "step_seconds": times}))
 
 
 if __name__ == "__main__":
