@@ -213,6 +213,10 @@ fn library_kernels_on_larger_shapes() {
 
     // Property-tested in `library_kernels.rs`.
     for op in [
+        "relu",
+        "relu_grad",
+        "add",
+        "identity",
         "sgd_update",
         "momentum_update",
         "adam_update",

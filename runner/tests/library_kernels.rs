@@ -1,5 +1,5 @@
 //! Property tests of the CPU library kernels that are not GEMM or
-//! convolution (optimizer updates, max pooling and its gradient, softmax /
+//! convolution (relu and its gradient, add, identity, optimizer updates, max pooling and its gradient, softmax /
 //! log-softmax / layer norm / cross-entropy and their gradients, embedding
 //! and gather with their scatter-add gradients) against the interpreter, the
 //! oracle: random shapes (ranks 0–4, dims of 1 included, so the
@@ -70,7 +70,7 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(48))]
 
     #[test]
-    fn optimizer_updates_equal_the_interpreter(
+    fn elementwise_ops_and_optimizer_updates_equal_the_interpreter(
         shape in prop::collection::vec(1usize..7, 0..5),
         lr in 0.001f64..1.0,
         mu in 0.0f64..0.99,
@@ -83,6 +83,11 @@ proptest! {
         let three = vec![shape.clone(); 3];
         let four = vec![shape.clone(); 4];
         check("sgd_update", &two, floats(&[("lr", lr)]), vec![v(1, -1.0, 1.0), v(2, -1.0, 1.0)]);
+        let one = std::slice::from_ref(&shape);
+        check("relu", one, Attrs::new(), vec![v(5, -1.0, 1.0)]);
+        check("identity", one, Attrs::new(), vec![v(5, -1.0, 1.0)]);
+        check("relu_grad", &two, Attrs::new(), vec![v(5, -1.0, 1.0), v(6, -1.0, 1.0)]);
+        check("add", &two, Attrs::new(), vec![v(5, -1.0, 1.0), v(6, -1.0, 1.0)]);
         check(
             "momentum_update",
             &three,

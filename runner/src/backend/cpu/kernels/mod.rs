@@ -7,8 +7,8 @@
 //!
 //! Which implementation runs is data, not code: [`Registry`] maps op names to
 //! library kernels ([`gemm`]: the matmul family on the `gemm` crate; [`conv`]:
-//! convolutions as im2col + gemm; [`optim`]: optimizer updates as contiguous
-//! loops; [`pool`]: max pooling and its gradient as direct loops; [`rows`]
+//! convolutions as im2col + gemm; [`elementwise`] and [`optim`]: hot
+//! elementwise ops and optimizer updates as contiguous loops; [`pool`]: max pooling and its gradient as direct loops; [`rows`]
 //! and [`loss`]: softmax, layer norm and cross-entropy row by row;
 //! [`embedding`]: row gathers and their scatter-add gradients), and every other op (or a library kernel
 //! that declines an unusual instance) falls back to the evaluator
@@ -21,6 +21,7 @@
 
 pub mod compiled;
 pub mod conv;
+pub mod elementwise;
 pub mod embedding;
 pub mod gemm;
 pub mod loss;
@@ -260,6 +261,10 @@ pub const LIBRARY_KERNELS: &[(&str, &str, KernelFactory)] = &[
     ("conv2d", "im2col+gemm", conv::conv2d),
     ("conv2d_grad_x", "im2col+gemm", conv::conv2d_grad_x),
     ("conv2d_grad_w", "im2col+gemm", conv::conv2d_grad_w),
+    ("relu", "elementwise", elementwise::relu),
+    ("relu_grad", "elementwise", elementwise::relu_grad),
+    ("add", "elementwise", elementwise::add),
+    ("identity", "elementwise", elementwise::identity),
     ("sgd_update", "elementwise", optim::sgd),
     ("momentum_update", "elementwise", optim::momentum),
     ("adam_update", "elementwise", optim::adam),

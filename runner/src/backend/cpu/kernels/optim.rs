@@ -1,5 +1,6 @@
 //! Optimizer updates (`specs/optim.tdl`) as contiguous loops over the
-//! parameter's elements, split into chunks run on rayon.
+//! parameter's elements, split into chunks run on rayon
+//! ([`super::elementwise`]).
 //!
 //! Takes a bound `sgd_update`, `momentum_update`, `adam_update`,
 //! `adamw_update`, `adagrad_update` or `rmsprop_update` (every tensor of the
@@ -10,72 +11,10 @@
 //! evaluator does. A constructor declines (`None`) an instance whose inputs,
 //! outputs or attributes are not the shipped spec's.
 
-use rayon::prelude::*;
 use tdl::Binding;
 
-use super::{only_attrs, KernelError, KernelImpl};
-
-/// Elements per parallel chunk (each chunk is a contiguous slice of every buffer).
-const CHUNK: usize = 1 << 15;
-
-/// The update of one chunk: (inputs in the spec's order, outputs to
-/// write), every slice of the same length.
-type Update = Box<dyn Fn(&[&[f32]], &mut [&mut [f32]]) + Send + Sync>;
-
-struct Elementwise {
-    update: Update,
-}
-
-impl KernelImpl for Elementwise {
-    fn run(&self, inputs: &[&[f32]], outputs: &mut [&mut [f32]]) -> Result<(), KernelError> {
-        let n = inputs.first().map_or(0, |x| x.len());
-        // Chunk c of every output, then of every input.
-        let mut chunks: Vec<Vec<&mut [f32]>> = (0..n.div_ceil(CHUNK)).map(|_| Vec::new()).collect();
-        for out in outputs.iter_mut() {
-            for (c, part) in out.chunks_mut(CHUNK).enumerate() {
-                chunks[c].push(part);
-            }
-        }
-        let run = |(c, outs): (usize, &mut Vec<&mut [f32]>)| {
-            let lo = c * CHUNK;
-            let ins: Vec<&[f32]> = inputs.iter().map(|x| &x[lo..(lo + CHUNK).min(n)]).collect();
-            (self.update)(&ins, outs);
-        };
-        if chunks.len() > 1 {
-            chunks.par_iter_mut().enumerate().for_each(run);
-        } else {
-            chunks.iter_mut().enumerate().for_each(run);
-        }
-        Ok(())
-    }
-}
-
-/// The value of a float (or int) attribute, `None` if the spec lacks it.
-fn attr(b: &Binding, name: &str) -> Option<f64> {
-    b.spec.attr(name).map(|id| b.attrs[id.0 as usize].as_f64())
-}
-
-/// Whether the instance has these inputs and outputs, in order, all of one shape.
-fn fits(b: &Binding, inputs: &[&str], outputs: &[&str], attrs: &[&str]) -> bool {
-    let names = |ts: Vec<&str>, want: &[&str]| ts == want;
-    only_attrs(b, attrs)
-        && names(
-            b.spec.inputs.iter().map(|t| t.name.as_str()).collect(),
-            inputs,
-        )
-        && names(
-            b.spec.outputs.iter().map(|t| t.name.as_str()).collect(),
-            outputs,
-        )
-        && b.input_shapes
-            .iter()
-            .chain(&b.output_shapes)
-            .all(|s| *s == b.input_shapes[0])
-}
-
-fn kernel(update: Update) -> Option<Box<dyn KernelImpl>> {
-    Some(Box::new(Elementwise { update }))
-}
+use super::elementwise::{attr, fits, kernel};
+use super::KernelImpl;
 
 /// `sgd_update<lr>(w, g) -> w_new`: `w − lr·g`.
 pub fn sgd(b: &Binding) -> Option<Box<dyn KernelImpl>> {

@@ -1,0 +1,122 @@
+//! Elementwise operators as contiguous loops over flat buffers, split into
+//! fixed chunks run on rayon: the optimizer updates ([`super::optim`]) and
+//! the activations and sums that every training step runs many times
+//! (`relu`, `relu_grad`, `add`, `identity`).
+//!
+//! Takes a bound op whose tensors all have one shape; gives a kernel that
+//! computes each element as the spec does (in f64, stored as f32, where the
+//! spec's arithmetic is not exact in f32). A constructor declines (`None`)
+//! an instance whose inputs, outputs or attributes are not the shipped
+//! spec's.
+
+use rayon::prelude::*;
+use tdl::Binding;
+
+use super::{only_attrs, KernelError, KernelImpl};
+
+/// Elements per parallel chunk (each chunk is a contiguous slice of every buffer).
+const CHUNK: usize = 1 << 15;
+
+/// The update of one chunk: (inputs in the spec's order, outputs to
+/// write), every slice of the same length.
+pub(super) type Update = Box<dyn Fn(&[&[f32]], &mut [&mut [f32]]) + Send + Sync>;
+
+pub(super) struct Elementwise {
+    update: Update,
+}
+
+impl KernelImpl for Elementwise {
+    fn run(&self, inputs: &[&[f32]], outputs: &mut [&mut [f32]]) -> Result<(), KernelError> {
+        let n = inputs.first().map_or(0, |x| x.len());
+        // Chunk c of every output, then of every input.
+        let mut chunks: Vec<Vec<&mut [f32]>> = (0..n.div_ceil(CHUNK)).map(|_| Vec::new()).collect();
+        for out in outputs.iter_mut() {
+            for (c, part) in out.chunks_mut(CHUNK).enumerate() {
+                chunks[c].push(part);
+            }
+        }
+        let run = |(c, outs): (usize, &mut Vec<&mut [f32]>)| {
+            let lo = c * CHUNK;
+            let ins: Vec<&[f32]> = inputs.iter().map(|x| &x[lo..(lo + CHUNK).min(n)]).collect();
+            (self.update)(&ins, outs);
+        };
+        if chunks.len() > 1 {
+            chunks.par_iter_mut().enumerate().for_each(run);
+        } else {
+            chunks.iter_mut().enumerate().for_each(run);
+        }
+        Ok(())
+    }
+}
+
+/// The value of a float (or int) attribute, `None` if the spec lacks it.
+pub(super) fn attr(b: &Binding, name: &str) -> Option<f64> {
+    b.spec.attr(name).map(|id| b.attrs[id.0 as usize].as_f64())
+}
+
+/// Whether the instance has these inputs and outputs, in order, all of one shape.
+pub(super) fn fits(b: &Binding, inputs: &[&str], outputs: &[&str], attrs: &[&str]) -> bool {
+    let names = |ts: Vec<&str>, want: &[&str]| ts == want;
+    only_attrs(b, attrs)
+        && names(
+            b.spec.inputs.iter().map(|t| t.name.as_str()).collect(),
+            inputs,
+        )
+        && names(
+            b.spec.outputs.iter().map(|t| t.name.as_str()).collect(),
+            outputs,
+        )
+        && b.input_shapes
+            .iter()
+            .chain(&b.output_shapes)
+            .all(|s| *s == b.input_shapes[0])
+}
+
+pub(super) fn kernel(update: Update) -> Option<Box<dyn KernelImpl>> {
+    Some(Box::new(Elementwise { update }))
+}
+
+/// `relu(x) -> y`: `max(x, 0)`.
+pub fn relu(b: &Binding) -> Option<Box<dyn KernelImpl>> {
+    if !fits(b, &["x"], &["y"], &[]) {
+        return None;
+    }
+    kernel(Box::new(|x, o| {
+        for (o, &v) in o[0].iter_mut().zip(x[0]) {
+            *o = v.max(0.0);
+        }
+    }))
+}
+
+/// `relu_grad(x, dy) -> dx`: `dy` where `x > 0`, else 0.
+pub fn relu_grad(b: &Binding) -> Option<Box<dyn KernelImpl>> {
+    if !fits(b, &["x", "dy"], &["dx"], &[]) {
+        return None;
+    }
+    kernel(Box::new(|x, o| {
+        for ((o, &v), &d) in o[0].iter_mut().zip(x[0]).zip(x[1]) {
+            *o = if v > 0.0 { d } else { 0.0 };
+        }
+    }))
+}
+
+/// `add(a, b) -> y`: `a + b` (same shapes; the f32 sum of two f32 values
+/// is the f64 sum rounded, as the spec stores it).
+pub fn add(b: &Binding) -> Option<Box<dyn KernelImpl>> {
+    if !fits(b, &["a", "b"], &["y"], &[]) {
+        return None;
+    }
+    kernel(Box::new(|x, o| {
+        for ((o, &a), &c) in o[0].iter_mut().zip(x[0]).zip(x[1]) {
+            *o = a + c;
+        }
+    }))
+}
+
+/// `identity(x) -> y`: a copy.
+pub fn identity(b: &Binding) -> Option<Box<dyn KernelImpl>> {
+    if !fits(b, &["x"], &["y"], &[]) {
+        return None;
+    }
+    kernel(Box::new(|x, o| o[0].copy_from_slice(x[0])))
+}
