@@ -10,6 +10,9 @@
 //! Run: `cargo bench -p runner --bench fallback` (env `TOFU_BENCH_OPS`: a
 //! comma-separated subset of op names).
 
+mod common;
+
+use common::inputs;
 use std::time::Instant;
 
 use runner::{OpKernel, Registry};
@@ -27,17 +30,6 @@ fn median(mut f: impl FnMut()) -> f64 {
         .collect();
     t.sort_by(f64::total_cmp);
     t[2]
-}
-
-fn inputs(shapes: &[Vec<usize>]) -> Vec<Vec<f32>> {
-    shapes
-        .iter()
-        .map(|s| {
-            (0..s.iter().product::<usize>())
-                .map(|i| ((i * 7919) % 2003) as f32 / 1001.0 - 1.0)
-                .collect()
-        })
-        .collect()
 }
 
 fn run(k: &OpKernel, ins: &[Vec<f32>], outs: &mut [Vec<f32>]) {

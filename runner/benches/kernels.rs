@@ -4,22 +4,14 @@
 //!
 //! `CARGO_TARGET_DIR=/work/targets/runner cargo bench -p runner --bench kernels`
 
+mod common;
+
+use common::inputs;
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use runner::{OpKernel, Registry};
 use tdl::{Attrs, Library, Tensor};
-
-fn inputs(shapes: &[Vec<usize>]) -> Vec<Vec<f32>> {
-    shapes
-        .iter()
-        .map(|s| {
-            (0..s.iter().product::<usize>())
-                .map(|i| ((i * 7919) % 2003) as f32 / 1001.0 - 1.0)
-                .collect()
-        })
-        .collect()
-}
 
 fn run(k: &OpKernel, ins: &[Vec<f32>], out: &mut [f32]) {
     let ins: Vec<&[f32]> = ins.iter().map(|v| &v[..]).collect();
