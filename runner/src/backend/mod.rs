@@ -103,6 +103,16 @@ pub trait Backend: Send {
     /// Errors: [`BackendError::OutOfMemory`] past the capacity.
     fn alloc(&self, elems: usize) -> Result<Self::Buffer, BackendError>;
 
+    /// A buffer of `elems` f32 elements that a kernel will overwrite whole
+    /// before anything reads it, so its contents may be anything (a
+    /// reused buffer is not zeroed). The default zero-fills ([`Backend::alloc`]),
+    /// for backends whose kernels do not overwrite every output element.
+    ///
+    /// Errors: as [`Backend::alloc`].
+    fn alloc_for_output(&self, elems: usize) -> Result<Self::Buffer, BackendError> {
+        self.alloc(elems)
+    }
+
     /// A buffer holding a copy of `host`.
     ///
     /// Errors: as [`Backend::alloc`].

@@ -23,6 +23,9 @@ impl<B: Backend, C: Collectives<B::Buffer>> RankRunner<'_, B, C> {
                 Instr::Alloc { buf, init } => {
                     let n = p.buffers[*buf as usize].elems as usize;
                     let b = match init {
+                        Init::Zero if self.overwritten[k] => {
+                            self.be(self.backend.alloc_for_output(n))?
+                        }
                         Init::Zero => self.be(self.backend.alloc(n))?,
                         Init::Identity(r) => {
                             self.be(self.backend.upload(&vec![r.identity() as f32; n]))?

@@ -70,6 +70,10 @@ pub struct RankRunner<'p, B: Backend, C> {
     pub(super) comm_seconds: f64,
     /// Seconds per operator spec, when profiling.
     pub(super) profile: Option<HashMap<String, f64>>,
+    /// Per instruction: for an `Alloc`, whether the buffer's next use is as
+    /// the output of a compute that does not also read it (so zeroing it is
+    /// wasted: kernels overwrite their outputs).
+    pub(super) overwritten: Vec<bool>,
     /// Host values of synthetic fills computed ahead of the first step
     /// ([`RankRunner::prefill`]), by buffer; each is used once.
     pub(super) prefilled: HashMap<u32, Vec<f32>>,
@@ -158,6 +162,7 @@ impl<'p, B: Backend, C: Collectives<B::Buffer>> RankRunner<'p, B, C> {
             steps: 0,
             comm_seconds: 0.0,
             profile: None,
+            overwritten: overwritten_allocs(&p.instrs),
             prefilled: HashMap::new(),
         })
     }
@@ -433,4 +438,91 @@ pub(super) fn fill_host(
         })
         .collect();
     slabs.concat()
+}
+
+/// Per instruction, for an `Alloc`: whether the buffer's next use is as an
+/// output of a `Compute` that does not also read it (one backward pass).
+fn overwritten_allocs(instrs: &[Instr]) -> Vec<bool> {
+    let mut next_overwrites: HashMap<u32, bool> = HashMap::new();
+    let mut out = vec![false; instrs.len()];
+    for (k, ins) in instrs.iter().enumerate().rev() {
+        match ins {
+            Instr::Alloc { buf, .. } => {
+                out[k] = next_overwrites.remove(buf).unwrap_or(false);
+            }
+            Instr::Compute {
+                inputs, outputs, ..
+            } => {
+                for b in outputs {
+                    next_overwrites.insert(*b, !inputs.contains(b));
+                }
+                for b in inputs {
+                    next_overwrites.insert(*b, false);
+                }
+            }
+            other => {
+                for b in other.buffers() {
+                    next_overwrites.insert(b, false);
+                }
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use codegen::{Init, OpId};
+
+    fn compute(inputs: Vec<u32>, outputs: Vec<u32>) -> Instr {
+        Instr::Compute {
+            op: OpId(0),
+            spec: 0,
+            attrs: Default::default(),
+            shapes: vec![],
+            var_box: vec![],
+            inputs,
+            outputs,
+            mode: KernelMode::Local,
+        }
+    }
+
+    #[test]
+    fn only_an_allocation_first_written_whole_by_a_compute_skips_zeroing() {
+        let alloc = |buf| Instr::Alloc {
+            buf,
+            init: Init::Zero,
+        };
+        let instrs = vec![
+            alloc(0),
+            alloc(1),
+            alloc(2),
+            alloc(3),
+            // 0: read first (a zero operand); 1: written by the compute.
+            compute(vec![0], vec![1]),
+            // 2: read and written by one compute (accumulates).
+            compute(vec![2], vec![2]),
+            // 3: a copy lands in it first (the rest must stay zero).
+            Instr::Copy {
+                src: 1,
+                dst: 3,
+                region: Region(vec![(0, 1)]),
+                reduce: None,
+            },
+            compute(vec![1], vec![3]),
+            Instr::Free { buf: 1 },
+            // 1 again: its next use after this allocation is an output.
+            alloc(1),
+            compute(vec![3], vec![1]),
+        ];
+        let got = overwritten_allocs(&instrs);
+        let allocs: Vec<bool> = instrs
+            .iter()
+            .zip(&got)
+            .filter(|(i, _)| matches!(i, Instr::Alloc { .. }))
+            .map(|(_, &o)| o)
+            .collect();
+        assert_eq!(allocs, [false, true, false, false, true]);
+    }
 }

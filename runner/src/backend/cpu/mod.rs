@@ -176,6 +176,14 @@ impl Backend for CpuBackend {
         self.buffer(data)
     }
 
+    fn alloc_for_output(&self, elems: usize) -> Result<CpuBuffer, BackendError> {
+        // Every CPU kernel writes every output element (`kernels` module doc).
+        match self.cache.take(elems) {
+            Some(v) => self.buffer(v),
+            None => self.alloc(elems),
+        }
+    }
+
     fn upload(&self, host: &[f32]) -> Result<CpuBuffer, BackendError> {
         self.counter.take(host.len() as u64 * 4)?;
         self.counter.give(host.len() as u64 * 4);
