@@ -241,6 +241,11 @@ fn library_kernels_on_larger_shapes() {
         "embedding_grad",
         "gather",
         "gather_grad",
+        "transpose",
+        "batch_transpose",
+        "transpose_0213",
+        "split_heads",
+        "merge_heads",
     ] {
         covered.insert(op);
     }

@@ -253,4 +253,22 @@ proptest! {
         check("gather", &[vec![vocab, d, 2], vec![t]], Attrs::new(), vec![values(vocab * d * 2, seed ^ 3, -1.0, 1.0), ids.clone()]);
         check("gather_grad", &[vec![t], vec![t, d]], ints(&[("n", vocab as i64)]), vec![ids, dy]);
     }
+
+    #[test]
+    fn permutations_equal_the_interpreter(
+        dims in prop::collection::vec(1usize..6, 4),
+        extra in prop::collection::vec(1usize..4, 0..3),
+        heads in 1usize..4,
+        seed in any::<u64>(),
+    ) {
+        let v = |shape: &[usize]| values(shape.iter().product(), seed, -1.0, 1.0);
+        let m = vec![dims[0], dims[1]];
+        check("transpose", std::slice::from_ref(&m), Attrs::new(), vec![v(&m)]);
+        let bt = [extra.clone(), m.clone()].concat();
+        check("batch_transpose", std::slice::from_ref(&bt), Attrs::new(), vec![v(&bt)]);
+        check("transpose_0213", std::slice::from_ref(&dims), Attrs::new(), vec![v(&dims)]);
+        check("merge_heads", std::slice::from_ref(&dims), Attrs::new(), vec![v(&dims)]);
+        let x = vec![dims[0], dims[1], dims[2] * heads];
+        check("split_heads", std::slice::from_ref(&x), ints(&[("heads", heads as i64)]), vec![v(&x)]);
+    }
 }

@@ -10,7 +10,8 @@
 //! convolutions as im2col + gemm; [`elementwise`] and [`optim`]: hot
 //! elementwise ops and optimizer updates as contiguous loops; [`pool`]: max pooling and its gradient as direct loops; [`rows`]
 //! and [`loss`]: softmax, layer norm and cross-entropy row by row;
-//! [`embedding`]: row gathers and their scatter-add gradients), and every other op (or a library kernel
+//! [`embedding`]: row gathers and their scatter-add gradients; [`permute`]:
+//! transposes and attention's head split/merge as strided copies), and every other op (or a library kernel
 //! that declines an unusual instance) falls back to the evaluator
 //! [`compiled`] builds from the op's TDL spec. Adding a spec therefore needs
 //! no change here. The reference interpreter is never called: it is the test
@@ -26,6 +27,7 @@ pub mod embedding;
 pub mod gemm;
 pub mod loss;
 pub mod optim;
+pub mod permute;
 pub mod pool;
 pub mod rows;
 
@@ -297,6 +299,11 @@ pub const LIBRARY_KERNELS: &[(&str, &str, KernelFactory)] = &[
         "rows",
         loss::sparse_softmax_cross_entropy_grad,
     ),
+    ("transpose", "permute", permute::transpose),
+    ("batch_transpose", "permute", permute::batch_transpose),
+    ("transpose_0213", "permute", permute::transpose_0213),
+    ("split_heads", "permute", permute::split_heads),
+    ("merge_heads", "permute", permute::merge_heads),
     ("embedding", "gather", embedding::embedding),
     ("embedding_grad", "scatter-add", embedding::embedding_grad),
     ("gather", "gather", embedding::gather),
