@@ -118,6 +118,14 @@ pub trait Backend: Send {
     /// Errors: as [`Backend::alloc`].
     fn upload(&self, host: &[f32]) -> Result<Self::Buffer, BackendError>;
 
+    /// [`Backend::upload`] of values the caller no longer needs: a host
+    /// backend keeps the vector itself instead of copying it.
+    ///
+    /// Errors: as [`Backend::alloc`].
+    fn upload_owned(&self, host: Vec<f32>) -> Result<Self::Buffer, BackendError> {
+        self.upload(&host)
+    }
+
     /// Copy a buffer to `host` (same number of elements).
     ///
     /// Errors: [`BackendError::CopyLength`].

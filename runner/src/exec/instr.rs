@@ -247,7 +247,7 @@ impl<B: Backend, C: Collectives<B::Buffer>> RankRunner<'_, B, C> {
                 Some(h) => h,
                 None => super::rank::fill_host(syn, &info.shape, self.seed, r),
             };
-            self.be(self.backend.upload(&host))?
+            self.be(self.backend.upload_owned(host))?
         };
         if !self.carry_from.contains_key(&t) {
             let mut keep = self.be(self.backend.alloc_workspace(n))?;

@@ -197,6 +197,10 @@ impl Backend for CpuBackend {
         self.buffer(data)
     }
 
+    fn upload_owned(&self, host: Vec<f32>) -> Result<CpuBuffer, BackendError> {
+        self.buffer(host)
+    }
+
     fn download(&self, buf: &CpuBuffer, host: &mut [f32]) -> Result<(), BackendError> {
         if buf.len() != host.len() {
             return Err(BackendError::CopyLength {
