@@ -14,6 +14,10 @@
 //! with a message naming the first failed rank and its exit status, and every
 //! rank's status.
 //!
+//! Unless `RAYON_NUM_THREADS` is set, each child gets `RAYON_NUM_THREADS` =
+//! cores / N (at least 1): the kernels' thread pools of the node's ranks
+//! share its cores instead of each taking all of them.
+//!
 //! Also the hidden `tofu rendezvous-check`, what the launcher's tests run in
 //! each rank: read the environment, join, check that every rank got rank 0's
 //! payload, pass barriers, print one JSON line.
@@ -106,10 +110,17 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
             master_addr: args.master_addr.clone(),
             master_port: args.master_port,
         };
-        let spawned = Command::new(&exe)
-            .args(&args.command)
+        let mut cmd = Command::new(&exe);
+        cmd.args(&args.command)
             .envs(env.vars())
-            .env("LOCAL_WORLD_SIZE", n.to_string())
+            .env("LOCAL_WORLD_SIZE", n.to_string());
+        // The node's cores shared among its ranks (torchrun sets
+        // OMP_NUM_THREADS for the same reason), unless the user chose.
+        if std::env::var_os("RAYON_NUM_THREADS").is_none() {
+            let cores = thread::available_parallelism().map_or(1, |c| c.get());
+            cmd.env("RAYON_NUM_THREADS", threads_per_rank(cores, n).to_string());
+        }
+        let spawned = cmd
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -467,4 +478,22 @@ fn random_id() -> Vec<u8> {
             h.finish() as u8
         })
         .collect()
+}
+
+/// Threads of each rank's kernel pool when `ranks` ranks share `cores` cores.
+fn threads_per_rank(cores: usize, ranks: usize) -> usize {
+    (cores / ranks.max(1)).max(1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::threads_per_rank;
+
+    #[test]
+    fn ranks_share_the_cores_and_each_keeps_one() {
+        assert_eq!(threads_per_rank(16, 4), 4);
+        assert_eq!(threads_per_rank(2, 4), 1);
+        assert_eq!(threads_per_rank(2, 1), 2);
+        assert_eq!(threads_per_rank(7, 2), 3);
+    }
 }
