@@ -1,5 +1,5 @@
-//! Property tests of the CPU library kernels that are not GEMM or
-//! convolution (relu and its gradient, add, identity, optimizer updates, max pooling and its gradient, softmax /
+//! Property tests of the CPU library kernels (the GEMM family, convolutions,
+//! relu and its gradient, add, identity, optimizer updates, max pooling and its gradient, softmax /
 //! log-softmax / layer norm / cross-entropy and their gradients, embedding
 //! and gather with their scatter-add gradients) against the interpreter, the
 //! oracle: random shapes (ranks 0–4, dims of 1 included, so the
@@ -270,5 +270,70 @@ proptest! {
         check("merge_heads", std::slice::from_ref(&dims), Attrs::new(), vec![v(&dims)]);
         let x = vec![dims[0], dims[1], dims[2] * heads];
         check("split_heads", std::slice::from_ref(&x), ints(&[("heads", heads as i64)]), vec![v(&x)]);
+    }
+
+    #[test]
+    fn gemm_family_equals_the_interpreter(
+        (m, k, n) in (1usize..24, 1usize..24, 1usize..24),
+        batch in prop::collection::vec(1usize..4, 0..3),
+        seed in any::<u64>(),
+    ) {
+        let v = |shape: &[usize], s: u64| values(shape.iter().product(), seed ^ s, -1.0, 1.0);
+        let sh = |a: usize, b: usize| [batch.clone(), vec![a, b]].concat();
+        for (op, a, b) in [
+            ("matmul", vec![m, k], vec![k, n]),
+            ("matmul_nt", vec![m, k], vec![n, k]),
+            ("matmul_tn", vec![k, m], vec![k, n]),
+            ("batch_matmul", sh(m, k), sh(k, n)),
+            ("batch_matmul_nt", sh(m, k), sh(n, k)),
+            ("batch_matmul_tn", sh(k, m), sh(k, n)),
+            ("dense", sh(m, k), vec![k, n]),
+            ("dense_nt", sh(m, n), vec![k, n]),
+            ("dense_grad_w", sh(m, k), sh(m, n)),
+        ] {
+            let (x, y) = (v(&a, 1), v(&b, 2));
+            check(op, &[a, b], Attrs::new(), vec![x, y]);
+        }
+    }
+
+    #[test]
+    fn convolutions_equal_the_interpreter(
+        (bn, ci, co) in (1usize..4, 1usize..4, 1usize..4),
+        (h, w) in (1usize..10, 1usize..10),
+        (kh, kw) in (1usize..4, 1usize..4),
+        (sh, sw) in (1i64..3, 1i64..3),
+        (ph, pw) in (0i64..2, 0i64..2),
+        (dh, dw) in (1i64..3, 1i64..3),
+        seed in any::<u64>(),
+    ) {
+        let (oh, ow) = (
+            pooled(h as i64, kh as i64, sh, ph, ph, dh, false),
+            pooled(w as i64, kw as i64, sw, pw, pw, dw, false),
+        );
+        prop_assume!(oh > 0 && ow > 0);
+        let (oh, ow) = (oh as usize, ow as usize);
+        let v = |shape: &[usize], s: u64| values(shape.iter().product(), seed ^ s, -1.0, 1.0);
+        let conv = ints(&[
+            ("stride_h", sh), ("stride_w", sw), ("pad_h", ph), ("pad_w", pw),
+            ("dilation_h", dh), ("dilation_w", dw),
+        ]);
+        let (x, wt, dy) = (vec![bn, ci, h, w], vec![co, ci, kh, kw], vec![bn, co, oh, ow]);
+        check("conv2d", &[x.clone(), wt.clone()], conv.clone(), vec![v(&x, 1), v(&wt, 2)]);
+        let mut gx = conv.clone();
+        gx.extend(ints(&[("in_h", h as i64), ("in_w", w as i64)]));
+        check("conv2d_grad_x", &[dy.clone(), wt.clone()], gx, vec![v(&dy, 3), v(&wt, 2)]);
+        let mut gw = conv;
+        gw.extend(ints(&[("kernel_h", kh as i64), ("kernel_w", kw as i64)]));
+        check("conv2d_grad_w", &[x.clone(), dy.clone()], gw, vec![v(&x, 1), v(&dy, 3)]);
+        // The same along the width as a conv1d.
+        let c1 = ints(&[("stride", sw), ("pad", pw), ("dilation", dw)]);
+        let (x, wt, dy) = (vec![bn, ci, w], vec![co, ci, kw], vec![bn, co, ow]);
+        check("conv1d", &[x.clone(), wt.clone()], c1.clone(), vec![v(&x, 1), v(&wt, 2)]);
+        let mut gx = c1.clone();
+        gx.insert("in_x".into(), AttrValue::Int(w as i64));
+        check("conv1d_grad_x", &[dy.clone(), wt.clone()], gx, vec![v(&dy, 3), v(&wt, 2)]);
+        let mut gw = c1;
+        gw.insert("kernel".into(), AttrValue::Int(kw as i64));
+        check("conv1d_grad_w", &[x.clone(), dy.clone()], gw, vec![v(&x, 1), v(&dy, 3)]);
     }
 }
