@@ -6,7 +6,8 @@
 //!
 //! 1. **Inputs.** The share (the op's index box on this rank, see
 //!    [`CostModel::op_box`]) reads `input_region(slot, box)` of every input.
-//!    If the rank's tile is exactly that region, the tile is the input buffer;
+//!    If the rank's tile is exactly that region (or holds it and reading
+//!    the whole tile lets the op run on local shapes), the tile is the input buffer;
 //!    otherwise a work buffer is assembled from the local tile (a copy of the
 //!    overlap) and the pieces other ranks send (fused fetch + concat, §5).
 //!    One grouped exchange per input carries the `Input` transfers.
@@ -18,6 +19,10 @@
 //!    `Output` transfers move (and reduce) the rest. A tensor replicated on
 //!    every worker is assembled into its virtual split first, then completed
 //!    by the `Gather` transfers.
+//!
+//! The three steps are `emit.rs`'s methods of `RankGen`; this file
+//! recognises the collectives once for every rank and assembles the
+//! programs.
 //!
 //! Leaf tiles (weights, data, optimizer state) are allocated with their
 //! synthetic fill right before their first use; every buffer is freed after
@@ -35,11 +40,9 @@ use planner::plan::{transfers, Decisions, Phase, Transfer};
 use tdl::{Library, OpSpec};
 
 use crate::collectives::{recognise, recognise_input, Collective};
+use crate::emit::Shared;
 use crate::error::CodegenError;
-use crate::local::runs_locally;
-use crate::program::{
-    BufId, Buffer, Carry, Init, Instr, KernelMode, Program, Synthetic, TensorInfo, FORMAT, VERSION,
-};
+use crate::program::{BufId, Buffer, Carry, Instr, Program, TensorInfo, FORMAT, VERSION};
 
 /// The programs of every rank, with the transfers they realise.
 #[derive(Clone, Debug)]
@@ -164,6 +167,18 @@ pub fn generate(
         bindings.push(bound);
     }
     let offsets = fill_offsets(graph);
+    let shared = Shared {
+        graph,
+        model,
+        factors,
+        d,
+        cm: &cm,
+        by_phase: &by_phase,
+        lowered: &lowered,
+        gathered_inputs: &gathered_inputs,
+        bindings: &bindings,
+        offsets: &offsets,
+    };
     let mut programs = Vec::with_capacity(world);
     for rank in 0..world {
         let mut g = RankGen {
@@ -176,293 +191,8 @@ pub fn generate(
             specs: Vec::new(),
             spec_of: HashMap::new(),
         };
-        let dig = digits(rank, factors);
-        for (i, op) in graph.ops().iter().enumerate() {
-            let o = OpId(i as u32);
-            let choices = &d.ops[i];
-            let access = &model.op(o).access;
-            let var_box = cm.op_box(o, choices, &dig);
-            // Every rank runs its share, even an empty one: a reduction over
-            // an empty range still yields its identity, which the plan's
-            // transfers may carry (a scalar partial).
-            let computes = true;
-            let tile = |t: TensorId, r: usize| {
-                CostModel::tile(
-                    &graph.tensor(t).shape,
-                    &d.tensors[t.index()],
-                    factors,
-                    &digits(r, factors),
-                )
-            };
-            // Inputs this rank holds whole in its tile: read the tile itself
-            // when that lets the op run on local shapes (e.g. a stride-2
-            // convolution that never reads the last row).
-            let use_tile = {
-                let (spec, b) = &bindings[i];
-                let receives = |slot: usize| {
-                    gathered_inputs.contains_key(&(o, slot))
-                        || by_phase
-                            .get(&(o, Phase::Input { slot }))
-                            .is_some_and(|ts| ts.iter().any(|x| x.dst == rank))
-                };
-                let tiles: Vec<Region> = op.inputs.iter().map(|&t| tile(t, rank)).collect();
-                let needs: Vec<Region> = (0..op.inputs.len())
-                    .map(|slot| access.input_region(slot, &var_box))
-                    .collect();
-                let outs: Vec<Vec<(i64, i64)>> = (0..op.outputs.len())
-                    .map(|slot| access.output_region(slot, &var_box).0 .0)
-                    .collect();
-                tiles_run_locally(
-                    spec, &op.attrs, b, &var_box, &needs, &tiles, &outs, receives,
-                )
-            };
-            // 1. Inputs.
-            let mut in_bufs = Vec::with_capacity(op.inputs.len());
-            let mut in_regions = Vec::with_capacity(op.inputs.len());
-            for (slot, &t) in op.inputs.iter().enumerate() {
-                let tr = tile(t, rank);
-                let tb = match g.tile_of[t.index()] {
-                    Some(b) => b,
-                    None if graph.producer(t).is_none() => {
-                        let fill =
-                            graph
-                                .tensor(t)
-                                .fill
-                                .zip(offsets[t.index()])
-                                .ok_or_else(|| {
-                                    CodegenError::Mismatch(format!(
-                                        "`{}` is produced by no operator and has no fill",
-                                        graph.tensor(t).name
-                                    ))
-                                })?;
-                        let b = g.buffer(t, tr.clone(), true);
-                        g.instrs.push(Instr::Alloc {
-                            buf: b,
-                            init: Init::Fill(Synthetic {
-                                fill: fill.0,
-                                offset: fill.1,
-                            }),
-                        });
-                        g.tile_of[t.index()] = Some(b);
-                        b
-                    }
-                    None => {
-                        return Err(CodegenError::Mismatch(format!(
-                            "`{}` is read by `{}` before it is produced",
-                            graph.tensor(t).name,
-                            op.name
-                        )))
-                    }
-                };
-                let need = if use_tile[slot] {
-                    tr.clone()
-                } else {
-                    access.input_region(slot, &var_box)
-                };
-                let ib = if !computes {
-                    None
-                } else if need == tr {
-                    Some(tb)
-                } else {
-                    let w = g.buffer(t, need.clone(), false);
-                    g.instrs.push(Instr::Alloc {
-                        buf: w,
-                        init: Init::Zero,
-                    });
-                    let own = need.intersect(&tr);
-                    if own.volume() > 0 {
-                        g.instrs.push(Instr::Copy {
-                            src: tb,
-                            dst: w,
-                            region: own,
-                            reduce: None,
-                        });
-                    }
-                    Some(w)
-                };
-                let ts = by_phase
-                    .get(&(o, Phase::Input { slot }))
-                    .map(|v| &v[..])
-                    .unwrap_or(&[]);
-                match (gathered_inputs.get(&(o, slot)), ib) {
-                    (Some(blocks), Some(buf)) => g.instrs.push(Instr::AllGather {
-                        op: o,
-                        buf,
-                        blocks: blocks.clone(),
-                    }),
-                    _ => g.exchange(o, Phase::Input { slot }, ts, |_| Some(tb), |_| ib)?,
-                }
-                in_bufs.push(ib);
-                in_regions.push(need);
-            }
-            // 2. Compute (into direct tiles or work buffers).
-            let mut out_bufs = Vec::with_capacity(op.outputs.len());
-            let mut out_regions = Vec::with_capacity(op.outputs.len());
-            let mut direct = Vec::with_capacity(op.outputs.len());
-            for (slot, &t) in op.outputs.iter().enumerate() {
-                let tr = tile(t, rank);
-                let (region, _) = access.output_region(slot, &var_box);
-                let b = if computes && region == tr {
-                    let b = g.buffer(t, tr, true);
-                    g.tile_of[t.index()] = Some(b);
-                    direct.push(true);
-                    Some(b)
-                } else if computes {
-                    direct.push(false);
-                    Some(g.buffer(t, region.clone(), false))
-                } else {
-                    direct.push(false);
-                    None
-                };
-                if let Some(b) = b {
-                    g.instrs.push(Instr::Alloc {
-                        buf: b,
-                        init: Init::Zero,
-                    });
-                }
-                out_bufs.push(b);
-                out_regions.push(region);
-            }
-            if computes {
-                let (spec, b) = &bindings[i];
-                let ins: Vec<Vec<(i64, i64)>> = in_regions.iter().map(|r| r.0.clone()).collect();
-                let outs: Vec<Vec<(i64, i64)>> = out_regions.iter().map(|r| r.0.clone()).collect();
-                let mode = if runs_locally(spec, &op.attrs, b, &var_box, &ins, &outs) {
-                    KernelMode::Local
-                } else {
-                    KernelMode::Window
-                };
-                let spec_index = g.spec_index(spec);
-                g.instrs.push(Instr::Compute {
-                    op: o,
-                    spec: spec_index,
-                    attrs: op.attrs.clone(),
-                    shapes: graph.input_shapes(op),
-                    var_box: var_box.clone(),
-                    inputs: in_bufs
-                        .iter()
-                        .map(|b| b.expect("computing ranks have inputs"))
-                        .collect(),
-                    outputs: out_bufs
-                        .iter()
-                        .map(|b| b.expect("computing ranks have outputs"))
-                        .collect(),
-                    mode,
-                });
-            }
-            // 3. Outputs into tiles.
-            for (slot, &t) in op.outputs.iter().enumerate() {
-                let tr = tile(t, rank);
-                let outs = by_phase
-                    .get(&(o, Phase::Output { slot }))
-                    .map(|v| &v[..])
-                    .unwrap_or(&[]);
-                let gathers = by_phase
-                    .get(&(o, Phase::Gather { slot }))
-                    .map(|v| &v[..])
-                    .unwrap_or(&[]);
-                let reducer = outs.iter().find(|x| x.dst == rank).and_then(|x| x.reduce);
-                let collective = lowered.get(&(o, slot));
-                let tb = if direct[slot] {
-                    g.tile_of[t.index()].expect("direct tile")
-                } else {
-                    let tb = g.buffer(t, tr.clone(), true);
-                    let init = reducer.map_or(Init::Zero, Init::Identity);
-                    g.instrs.push(Instr::Alloc { buf: tb, init });
-                    g.tile_of[t.index()] = Some(tb);
-                    // The assembly target: the tile, or for a staged tensor
-                    // (replicated everywhere, or replicated at some levels
-                    // with its chunks gathered within replica groups) this
-                    // rank's chunk, none when its chunk is empty.
-                    let replicated = d.tensors[t.index()].iter().all(Option::is_none);
-                    let target = if (replicated && world > 1) || !gathers.is_empty() {
-                        gathers
-                            .iter()
-                            .find(|x| x.src == rank)
-                            .map(|x| x.region.clone())
-                    } else {
-                        Some(tr.clone())
-                    };
-                    // A reduction collective combines this rank's own partial itself.
-                    let reduces = matches!(
-                        collective,
-                        Some(Collective::AllReduce { .. } | Collective::ReduceScatter { .. })
-                    );
-                    let target = target.filter(|_| !reduces);
-                    if let (Some(ob), Some(target)) = (out_bufs[slot], target) {
-                        let own = out_regions[slot].intersect(&target);
-                        if own.volume() > 0 {
-                            g.instrs.push(Instr::Copy {
-                                src: ob,
-                                dst: tb,
-                                region: own,
-                                reduce: reducer,
-                            });
-                        }
-                    }
-                    tb
-                };
-                let src_buf = out_bufs[slot];
-                let missing = || CodegenError::Invalid {
-                    rank,
-                    message: format!("op `{}`: no output buffer for a collective", op.name),
-                };
-                let gather_p2p = match collective {
-                    Some(Collective::AllReduce { reduce }) => {
-                        g.instrs.push(Instr::AllReduce {
-                            op: o,
-                            src: src_buf.ok_or_else(missing)?,
-                            dst: tb,
-                            region: Region::whole(&graph.tensor(t).shape),
-                            reduce: *reduce,
-                        });
-                        false
-                    }
-                    Some(Collective::ReduceScatter {
-                        blocks,
-                        reduce,
-                        all_gather,
-                    }) => {
-                        g.instrs.push(Instr::ReduceScatter {
-                            op: o,
-                            src: src_buf.ok_or_else(missing)?,
-                            dst: tb,
-                            blocks: blocks.clone(),
-                            reduce: *reduce,
-                        });
-                        if *all_gather {
-                            g.instrs.push(Instr::AllGather {
-                                op: o,
-                                buf: tb,
-                                blocks: blocks.clone(),
-                            });
-                        }
-                        !*all_gather
-                    }
-                    Some(Collective::AllGather { blocks }) => {
-                        g.exchange(o, Phase::Output { slot }, outs, |_| src_buf, |_| Some(tb))?;
-                        g.instrs.push(Instr::AllGather {
-                            op: o,
-                            buf: tb,
-                            blocks: blocks.clone(),
-                        });
-                        false
-                    }
-                    None => {
-                        g.exchange(o, Phase::Output { slot }, outs, |_| src_buf, |_| Some(tb))?;
-                        true
-                    }
-                };
-                if gather_p2p {
-                    g.exchange(
-                        o,
-                        Phase::Gather { slot },
-                        gathers,
-                        |_| Some(tb),
-                        |_| Some(tb),
-                    )?;
-                }
-            }
+        for i in 0..graph.ops().len() {
+            g.emit_op(&shared, i)?;
         }
         programs.push(g.finish());
     }
@@ -475,50 +205,6 @@ pub fn generate(
 
 /// Decisions that fit the graph: one entry per tensor/op and level, split
 /// dims within rank, strategy indices that exist, 4-byte dtypes.
-/// Per input slot, whether the op should read the rank's whole tile of
-/// that input instead of a work buffer holding just the region it needs:
-/// all false unless the needed regions alone do not run on local shapes
-/// ([`runs_locally`]) and reading the tiles (held whole, nothing received
-/// into them) does.
-#[allow(clippy::too_many_arguments)]
-fn tiles_run_locally(
-    spec: &OpSpec,
-    attrs: &tdl::Attrs,
-    b: &tdl::Binding,
-    var_box: &[(i64, i64)],
-    needs: &[Region],
-    tiles: &[Region],
-    outs: &[Vec<(i64, i64)>],
-    receives: impl Fn(usize) -> bool,
-) -> Vec<bool> {
-    let none = vec![false; needs.len()];
-    let regions =
-        |r: &[&Region]| -> Vec<Vec<(i64, i64)>> { r.iter().map(|x| x.0.clone()).collect() };
-    let need_refs: Vec<&Region> = needs.iter().collect();
-    if runs_locally(spec, attrs, b, var_box, &regions(&need_refs), outs) {
-        return none;
-    }
-    let alt: Vec<bool> = needs
-        .iter()
-        .zip(tiles)
-        .enumerate()
-        .map(|(slot, (n, t))| n != t && n.volume() > 0 && n.intersect(t) == *n && !receives(slot))
-        .collect();
-    if !alt.contains(&true) {
-        return none;
-    }
-    let chosen: Vec<&Region> = alt
-        .iter()
-        .zip(needs.iter().zip(tiles))
-        .map(|(&a, (n, t))| if a { t } else { n })
-        .collect();
-    if runs_locally(spec, attrs, b, var_box, &regions(&chosen), outs) {
-        alt
-    } else {
-        none
-    }
-}
-
 fn check_fit(
     graph: &Graph,
     model: &Model,
@@ -593,7 +279,7 @@ pub(crate) struct RankGen<'g> {
     pub(crate) world: usize,
     buffers: Vec<Buffer>,
     pub(crate) instrs: Vec<Instr>,
-    tile_of: Vec<Option<BufId>>,
+    pub(crate) tile_of: Vec<Option<BufId>>,
     /// The specs computed so far, and their index by name.
     specs: Vec<OpSpec>,
     spec_of: HashMap<String, u32>,
@@ -602,7 +288,7 @@ pub(crate) struct RankGen<'g> {
 impl RankGen<'_> {
     /// The index of `spec` in the program's spec table (added on first use,
     /// without its gradient declarations, which execution does not need).
-    fn spec_index(&mut self, spec: &OpSpec) -> u32 {
+    pub(crate) fn spec_index(&mut self, spec: &OpSpec) -> u32 {
         if let Some(&i) = self.spec_of.get(&spec.name) {
             return i;
         }
@@ -614,7 +300,7 @@ impl RankGen<'_> {
         i
     }
 
-    fn buffer(&mut self, tensor: TensorId, region: Region, tile: bool) -> BufId {
+    pub(crate) fn buffer(&mut self, tensor: TensorId, region: Region, tile: bool) -> BufId {
         let elems = region.volume();
         self.buffers.push(Buffer {
             tensor,

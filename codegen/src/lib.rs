@@ -29,6 +29,7 @@
 #![warn(missing_docs)]
 
 pub mod collectives;
+mod emit;
 pub mod error;
 mod exchange;
 pub mod generate;
