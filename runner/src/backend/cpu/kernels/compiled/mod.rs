@@ -41,7 +41,7 @@ use tdl::{Binding, TensorRef};
 use super::{KernelError, KernelImpl};
 use expr::Compiler;
 use row::RowFn;
-use tdl::{Expr, ExprKind, Index};
+use tdl::{Expr, ExprKind, Index, Reducer};
 pub use value::Layouts;
 use value::{Bufs, Env, Fail, ValFn};
 
@@ -69,6 +69,9 @@ struct StmtProg {
     body: ValFn,
     /// The body over rows of the innermost variable (`None` for a scalar target).
     row: Option<RowFn>,
+    /// A scalar target defined by a reduction: its body over rows of the
+    /// reduction's last variable.
+    scalar: Option<ScalarReduce>,
     /// Estimated scalar operations per element.
     cost: f64,
 }
@@ -320,6 +323,25 @@ impl Program {
                 Some(&rv) => Some(c.row(&s.body, rv)?),
                 None => None,
             };
+            let scalar = match (&s.body.kind, vars.is_empty()) {
+                (
+                    ExprKind::Reduce {
+                        reducer,
+                        vars: rvars,
+                        body,
+                    },
+                    true,
+                ) if !rvars.is_empty() => {
+                    let ranges = c.reduction_ranges(rvars);
+                    let rv = ranges.last().expect("not empty").0;
+                    Some(ScalarReduce {
+                        reducer: *reducer,
+                        ranges,
+                        row: c.row(body, rv)?,
+                    })
+                }
+                _ => None,
+            };
             c.defined.push(s.target);
             c.lo.clone_from(&wlo);
             c.ranges.clone_from(&wranges);
@@ -330,6 +352,7 @@ impl Program {
                 lo,
                 body,
                 row,
+                scalar,
                 cost,
             });
         }
@@ -431,7 +454,11 @@ impl Program {
         let mut env = Env::new(self.n_vars, self.n_opaque);
         let rank = s.shape.len();
         if rank == 0 {
-            out[0] = T::store((s.body)(&mut env, bufs));
+            let v = match &s.scalar {
+                Some(r) => r.run(&mut env, bufs),
+                None => (s.body)(&mut env, bufs),
+            };
+            out[0] = T::store(v);
             return env.err;
         }
         // Decode the start index.
@@ -482,6 +509,58 @@ impl Program {
             }
         }
         env.err
+    }
+}
+
+/// A scalar statement `t[] = R(v1, …, vk: body)` evaluated with `body` as
+/// rows of `vk`: the same values combined in the same order as the scalar
+/// closure (`acc = R(acc, x)` from the identity, `vk` innermost), without a
+/// dynamic call per element. What makes a loss (a scalar output) cheap.
+struct ScalarReduce {
+    reducer: Reducer,
+    /// (variable, first value, count) per reduction variable, `vk` last.
+    ranges: Vec<(usize, i64, i64)>,
+    row: RowFn,
+}
+
+impl ScalarReduce {
+    fn run(&self, env: &mut Env, bufs: &Bufs<'_>) -> f64 {
+        let id = self.reducer.identity();
+        if self.ranges.iter().any(|&(_, _, n)| n <= 0) {
+            return id;
+        }
+        let f: fn(f64, f64) -> f64 = match self.reducer {
+            Reducer::Sum => |a, x| a + x,
+            Reducer::Prod => |a, x| a * x,
+            Reducer::Max => f64::max,
+            Reducer::Min => f64::min,
+        };
+        let (outer, last) = self.ranges.split_at(self.ranges.len() - 1);
+        let (rv, lo, n) = last[0];
+        for &(v, l, _) in outer {
+            env.vars[v] = l;
+        }
+        let mut row = vec![0.0; (n as usize).min(ROW)];
+        let mut acc = id;
+        'outer: loop {
+            let mut at = 0;
+            while at < n {
+                let len = (n - at).min(ROW as i64) as usize;
+                env.vars[rv] = lo + at;
+                (self.row)(env, bufs, &mut row[..len]);
+                acc = row[..len].iter().fold(acc, |a, &x| f(a, x));
+                at += len as i64;
+            }
+            for &(v, l, m) in outer.iter().rev() {
+                env.vars[v] += 1;
+                if env.vars[v] < l + m {
+                    continue 'outer;
+                }
+                env.vars[v] = l;
+            }
+            break;
+        }
+        acc
     }
 }
 
