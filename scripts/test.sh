@@ -20,6 +20,11 @@ bash scripts/fetch-onnx-models.sh
 bash scripts/fetch-movielens.sh
 # scikit-learn's 8×8 digits for `tofu ssp mlp` and its test (issue 12).
 bash scripts/fetch-digits.sh
+# NVRTC and ptxas of CUDA 13.0 for runner/tests/cuda_compile.rs (issue 25),
+# which compiles every generated CUDA kernel without a GPU: PyPI's
+# nvidia-cuda-nvrtc and nvidia-cuda-nvcc==13.0.88 wheels into
+# ${TOFU_CUDA_CACHE:-~/.cache/tofu/cuda-13.0}; same convention.
+bash scripts/fetch-nvrtc.sh
 # With the CUDA backend built in (cudarc loads CUDA at run time, so this
 # builds anywhere); its GPU tests print SKIPPED without a device, and fail
 # instead when TOFU_REQUIRE_GPU=1.

@@ -98,8 +98,10 @@ fn modules() -> &'static ModuleCache {
     CACHE.get_or_init(|| Mutex::new(HashMap::new()))
 }
 
-/// The region-copy kernel (see [`Backend::copy_region`]).
-const COPY_SRC: &str = r#"
+/// CUDA C of the region-copy kernel `copy_region` (see
+/// [`Backend::copy_region`]), compiled with NVRTC once per process; public so
+/// tests can compile it without a device.
+pub const COPY_SRC: &str = r#"
 typedef long long i64;
 struct RegionArgs { int rank; int op; i64 n; i64 d[8][6]; };
 extern "C" __global__ void copy_region(const float* src, float* dst, RegionArgs a) {
