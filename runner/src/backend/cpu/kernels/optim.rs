@@ -5,10 +5,12 @@
 //! Takes a bound `sgd_update`, `momentum_update`, `adam_update`,
 //! `adamw_update`, `adagrad_update` or `rmsprop_update` (every tensor of the
 //! same shape `[...]`, inputs in the spec's order `w, g[, state…]`); gives a
-//! kernel computing each element as the spec does: in f64, each output
-//! stored as f32, and a statement that reads an earlier output (e.g.
-//! `w_new` reads `v_new`) reads the stored f32 value, as the compiled
-//! evaluator does. A constructor declines (`None`) an instance whose inputs,
+//! kernel computing each element as the interpreter does: in f64, a
+//! statement that reads an earlier output (e.g. `w_new` reads `v_new`)
+//! reading its f64 value, each output rounded to f32 once. (Re-reading the
+//! rounded f32 state, as the compiled evaluator does, is off by the f32
+//! rounding of `v_new` times `lr`, which cancellation against `w` can make
+//! a large relative error of a small `w_new`.) A constructor declines (`None`) an instance whose inputs,
 //! outputs or attributes are not the shipped spec's.
 
 use tdl::Binding;
@@ -44,9 +46,9 @@ pub fn momentum(b: &Binding) -> Option<Box<dyn KernelImpl>> {
     kernel(Box::new(move |x, o| {
         let [wn, vn] = o else { return };
         for i in 0..wn.len() {
-            let v = (mu * x[2][i] as f64 + x[1][i] as f64) as f32;
-            vn[i] = v;
-            wn[i] = (x[0][i] as f64 - lr * v as f64) as f32;
+            let v = mu * x[2][i] as f64 + x[1][i] as f64;
+            vn[i] = v as f32;
+            wn[i] = (x[0][i] as f64 - lr * v) as f32;
         }
     }))
 }
@@ -80,11 +82,11 @@ fn adam_like(b: &Binding, decay: Option<f64>) -> Option<Box<dyn KernelImpl>> {
         let [wn, mn, vn] = o else { return };
         for i in 0..wn.len() {
             let (w, g) = (x[0][i] as f64, x[1][i] as f64);
-            let m = (b1 * x[2][i] as f64 + (1.0 - b1) * g) as f32;
-            let v = (b2 * x[3][i] as f64 + (1.0 - b2) * g * g) as f32;
-            mn[i] = m;
-            vn[i] = v;
-            let adam = (m as f64 / c1) / ((v as f64 / c2).sqrt() + eps);
+            let m = b1 * x[2][i] as f64 + (1.0 - b1) * g;
+            let v = b2 * x[3][i] as f64 + (1.0 - b2) * g * g;
+            mn[i] = m as f32;
+            vn[i] = v as f32;
+            let adam = (m / c1) / ((v / c2).sqrt() + eps);
             wn[i] = (w - lr * (adam + d * w)) as f32;
         }
     }))
@@ -111,9 +113,9 @@ pub fn adagrad(b: &Binding) -> Option<Box<dyn KernelImpl>> {
         let [wn, hn] = o else { return };
         for i in 0..wn.len() {
             let g = x[1][i] as f64;
-            let h = (x[2][i] as f64 + g * g) as f32;
-            hn[i] = h;
-            wn[i] = (x[0][i] as f64 - lr * g / ((h as f64).sqrt() + eps)) as f32;
+            let h = x[2][i] as f64 + g * g;
+            hn[i] = h as f32;
+            wn[i] = (x[0][i] as f64 - lr * g / (h.sqrt() + eps)) as f32;
         }
     }))
 }
@@ -134,9 +136,9 @@ pub fn rmsprop(b: &Binding) -> Option<Box<dyn KernelImpl>> {
         let [wn, sn] = o else { return };
         for i in 0..wn.len() {
             let g = x[1][i] as f64;
-            let s = (alpha * x[2][i] as f64 + (1.0 - alpha) * g * g) as f32;
-            sn[i] = s;
-            wn[i] = (x[0][i] as f64 - lr * g / ((s as f64).sqrt() + eps)) as f32;
+            let s = alpha * x[2][i] as f64 + (1.0 - alpha) * g * g;
+            sn[i] = s as f32;
+            wn[i] = (x[0][i] as f64 - lr * g / (s.sqrt() + eps)) as f32;
         }
     }))
 }
