@@ -215,6 +215,8 @@ fn library_kernels_on_larger_shapes() {
     for op in [
         "relu",
         "relu_grad",
+        "gelu",
+        "gelu_grad",
         "add",
         "identity",
         "sgd_update",

@@ -1,5 +1,5 @@
 //! Property tests of the CPU library kernels (the GEMM family, convolutions,
-//! relu and its gradient, add, identity, optimizer updates, max pooling and its gradient, softmax /
+//! relu, gelu and their gradients, add, identity, optimizer updates, max pooling and its gradient, softmax /
 //! log-softmax / layer norm / cross-entropy and their gradients, embedding
 //! and gather with their scatter-add gradients) against the interpreter, the
 //! oracle: random shapes (ranks 0–4, dims of 1 included, so the
@@ -94,6 +94,8 @@ proptest! {
         check("relu", one, Attrs::new(), vec![v(5, -1.0, 1.0)]);
         check("identity", one, Attrs::new(), vec![v(5, -1.0, 1.0)]);
         check("relu_grad", &two, Attrs::new(), vec![v(5, -1.0, 1.0), v(6, -1.0, 1.0)]);
+        check("gelu", one, Attrs::new(), vec![v(5, -4.0, 4.0)]);
+        check("gelu_grad", &two, Attrs::new(), vec![v(5, -4.0, 4.0), v(6, -1.0, 1.0)]);
         check("add", &two, Attrs::new(), vec![v(5, -1.0, 1.0), v(6, -1.0, 1.0)]);
         check(
             "momentum_update",

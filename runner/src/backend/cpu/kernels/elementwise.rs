@@ -1,7 +1,7 @@
 //! Elementwise operators as contiguous loops over flat buffers, split into
 //! fixed chunks run on rayon: the optimizer updates ([`super::optim`]) and
 //! the activations and sums that every training step runs many times
-//! (`relu`, `relu_grad`, `add`, `identity`).
+//! (`relu`, `relu_grad`, `gelu`, `gelu_grad`, `add`, `identity`).
 //!
 //! Takes a bound op whose tensors all have one shape; gives a kernel that
 //! computes each element as the spec does (in f64, stored as f32, where the
@@ -119,4 +119,32 @@ pub fn identity(b: &Binding) -> Option<Box<dyn KernelImpl>> {
         return None;
     }
     kernel(Box::new(|x, o| o[0].copy_from_slice(x[0])))
+}
+
+/// `gelu(x) -> y`: `x/2 · (1 + erf(x/√2))` in f64 (erf: `tdl::interp::erf`).
+pub fn gelu(b: &Binding) -> Option<Box<dyn KernelImpl>> {
+    if !fits(b, &["x"], &["y"], &[]) {
+        return None;
+    }
+    kernel(Box::new(|x, o| {
+        for (o, &v) in o[0].iter_mut().zip(x[0]) {
+            let v = v as f64;
+            *o = (0.5 * v * (1.0 + tdl::interp::erf(v * std::f64::consts::FRAC_1_SQRT_2))) as f32;
+        }
+    }))
+}
+
+/// `gelu_grad(x, dy) -> dx`: `dy · (Φ(x) + x·φ(x))` in f64.
+pub fn gelu_grad(b: &Binding) -> Option<Box<dyn KernelImpl>> {
+    if !fits(b, &["x", "dy"], &["dx"], &[]) {
+        return None;
+    }
+    kernel(Box::new(|x, o| {
+        for ((o, &v), &d) in o[0].iter_mut().zip(x[0]).zip(x[1]) {
+            let v = v as f64;
+            let cdf = 0.5 * (1.0 + tdl::interp::erf(v * std::f64::consts::FRAC_1_SQRT_2));
+            let pdf = 0.3989422804014327 * (-0.5 * v * v).exp();
+            *o = (d as f64 * (cdf + v * pdf)) as f32;
+        }
+    }))
 }

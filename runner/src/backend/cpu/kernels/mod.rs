@@ -267,6 +267,8 @@ pub const LIBRARY_KERNELS: &[(&str, &str, KernelFactory)] = &[
     ("relu_grad", "elementwise", elementwise::relu_grad),
     ("add", "elementwise", elementwise::add),
     ("identity", "elementwise", elementwise::identity),
+    ("gelu", "elementwise", elementwise::gelu),
+    ("gelu_grad", "elementwise", elementwise::gelu_grad),
     ("sgd_update", "elementwise", optim::sgd),
     ("momentum_update", "elementwise", optim::momentum),
     ("adam_update", "elementwise", optim::adam),
