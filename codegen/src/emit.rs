@@ -59,9 +59,11 @@ impl Shared<'_> {
 }
 
 /// The buffers of one op's share on a rank, per input or output slot
-/// (`None`: the rank computes nothing there).
+/// (every rank computes its share, even an empty one: a reduction over an
+/// empty range still yields its identity, which the plan's transfers may
+/// carry).
 struct Buffers {
-    bufs: Vec<Option<BufId>>,
+    bufs: Vec<BufId>,
     regions: Vec<Region>,
 }
 
@@ -170,7 +172,7 @@ impl RankGen<'_> {
                 access.input_region(slot, var_box)
             };
             let ib = if need == tr {
-                Some(tb)
+                tb
             } else {
                 let w = self.buffer(t, need.clone(), false);
                 self.instrs.push(Instr::Alloc {
@@ -178,16 +180,16 @@ impl RankGen<'_> {
                     init: Init::Zero,
                 });
                 self.copy_part(tb, w, need.intersect(&tr), None);
-                Some(w)
+                w
             };
             let ts = s.transfers(o, Phase::Input { slot });
-            match (s.gathered_inputs.get(&(o, slot)), ib) {
-                (Some(blocks), Some(buf)) => self.instrs.push(Instr::AllGather {
+            match s.gathered_inputs.get(&(o, slot)) {
+                Some(blocks) => self.instrs.push(Instr::AllGather {
                     op: o,
-                    buf,
+                    buf: ib,
                     blocks: blocks.clone(),
                 }),
-                _ => self.exchange(o, Phase::Input { slot }, ts, |_| Some(tb), |_| ib)?,
+                None => self.exchange(o, Phase::Input { slot }, ts, |_| Some(tb), |_| Some(ib))?,
             }
             in_bufs.push(ib);
             in_regions.push(need);
@@ -231,7 +233,7 @@ impl RankGen<'_> {
                 buf: b,
                 init: Init::Zero,
             });
-            out_bufs.push(Some(b));
+            out_bufs.push(b);
             out_regions.push(region);
         }
         {
@@ -250,15 +252,8 @@ impl RankGen<'_> {
                 attrs: op.attrs.clone(),
                 shapes: s.graph.input_shapes(op),
                 var_box: var_box.to_vec(),
-                inputs: inputs
-                    .bufs
-                    .iter()
-                    .map(|b| b.expect("computing ranks have inputs"))
-                    .collect(),
-                outputs: out_bufs
-                    .iter()
-                    .map(|b| b.expect("computing ranks have outputs"))
-                    .collect(),
+                inputs: inputs.bufs.clone(),
+                outputs: out_bufs.clone(),
                 mode,
             });
         }
@@ -318,21 +313,18 @@ impl RankGen<'_> {
                     Some(Collective::AllReduce { .. } | Collective::ReduceScatter { .. })
                 );
                 let target = target.filter(|_| !reduces);
-                if let (Some(ob), Some(target)) = (outputs.bufs[slot], target) {
-                    self.copy_part(ob, tb, outputs.regions[slot].intersect(&target), reducer);
+                if let Some(target) = target {
+                    let own = outputs.regions[slot].intersect(&target);
+                    self.copy_part(outputs.bufs[slot], tb, own, reducer);
                 }
                 tb
             };
             let src_buf = outputs.bufs[slot];
-            let missing = || CodegenError::Invalid {
-                rank: self.rank,
-                message: format!("op `{}`: no output buffer for a collective", op.name),
-            };
             let gather_p2p = match collective {
                 Some(Collective::AllReduce { reduce }) => {
                     self.instrs.push(Instr::AllReduce {
                         op: o,
-                        src: src_buf.ok_or_else(missing)?,
+                        src: src_buf,
                         dst: tb,
                         region: Region::whole(&s.graph.tensor(t).shape),
                         reduce: *reduce,
@@ -346,7 +338,7 @@ impl RankGen<'_> {
                 }) => {
                     self.instrs.push(Instr::ReduceScatter {
                         op: o,
-                        src: src_buf.ok_or_else(missing)?,
+                        src: src_buf,
                         dst: tb,
                         blocks: blocks.clone(),
                         reduce: *reduce,
@@ -361,7 +353,13 @@ impl RankGen<'_> {
                     !*all_gather
                 }
                 Some(Collective::AllGather { blocks }) => {
-                    self.exchange(o, Phase::Output { slot }, outs, |_| src_buf, |_| Some(tb))?;
+                    self.exchange(
+                        o,
+                        Phase::Output { slot },
+                        outs,
+                        |_| Some(src_buf),
+                        |_| Some(tb),
+                    )?;
                     self.instrs.push(Instr::AllGather {
                         op: o,
                         buf: tb,
@@ -370,7 +368,13 @@ impl RankGen<'_> {
                     false
                 }
                 None => {
-                    self.exchange(o, Phase::Output { slot }, outs, |_| src_buf, |_| Some(tb))?;
+                    self.exchange(
+                        o,
+                        Phase::Output { slot },
+                        outs,
+                        |_| Some(src_buf),
+                        |_| Some(tb),
+                    )?;
                     true
                 }
             };

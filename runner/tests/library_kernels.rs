@@ -32,6 +32,18 @@ fn check_sums(op: &str, shapes: &[Vec<usize>], attrs: Attrs, inputs: Vec<Vec<f32
     common::check_library(spec, shapes, &attrs, inputs, 1e-4);
 }
 
+/// The interpreter's first output of one-input op `op` on `x` (shape
+/// `shape`), as f32.
+fn reference(op: &str, shape: &[usize], x: &[f32], attrs: &Attrs) -> Vec<f32> {
+    let spec = lib().get(op).expect("shipped op");
+    let t = Tensor::new(shape, x.iter().map(|&v| v as f64).collect()).expect("shape fits");
+    tdl::evaluate(spec, &[t], attrs).unwrap_or_else(|e| panic!("{op}: {e}"))[0]
+        .data
+        .iter()
+        .map(|&v| v as f32)
+        .collect()
+}
+
 fn values(n: usize, seed: u64, lo: f32, hi: f32) -> Vec<f32> {
     let mut s = seed;
     (0..n)
@@ -157,13 +169,7 @@ proptest! {
         ]);
         check("maxpool2d_ext", std::slice::from_ref(&xs), ext.clone(), vec![x.clone()]);
         // The gradient from the forward's own output (so maxima match).
-        let fwd = lib().get("maxpool2d_ext").unwrap();
-        let y = tdl::evaluate(fwd, &[Tensor::new(&xs, x.iter().map(|&v| v as f64).collect()).unwrap()], &ext)
-            .unwrap()[0]
-            .data
-            .iter()
-            .map(|&v| v as f32)
-            .collect::<Vec<_>>();
+        let y = reference("maxpool2d_ext", &xs, &x, &ext);
         let dy = values(y.len(), seed ^ 7, -1.0, 1.0);
         let mut grad = ext.clone();
         for k in ["pad_b", "pad_r", "ceil_mode"] {
@@ -181,13 +187,7 @@ proptest! {
                 ("pad_h", ph), ("pad_w", pw),
             ]);
             check("maxpool2d", std::slice::from_ref(&xs), a.clone(), vec![x.clone()]);
-            let fwd = lib().get("maxpool2d").unwrap();
-            let y = tdl::evaluate(fwd, &[Tensor::new(&xs, x.iter().map(|&v| v as f64).collect()).unwrap()], &a)
-                .unwrap()[0]
-                .data
-                .iter()
-                .map(|&v| v as f32)
-                .collect::<Vec<_>>();
+            let y = reference("maxpool2d", &xs, &x, &a);
             let ys = vec![bn, c, oh as usize, ow as usize];
             let dy = values(y.len(), seed ^ 9, -1.0, 1.0);
             check("maxpool2d_grad", &[xs.clone(), ys.clone(), ys], a, vec![x, y, dy]);

@@ -12,7 +12,7 @@
 use rayon::prelude::*;
 use tdl::Binding;
 
-use super::{only_attrs, KernelError, KernelImpl};
+use super::{inputs_named, only_attrs, outputs_named, KernelError, KernelImpl};
 
 /// Elements per parallel chunk (each chunk is a contiguous slice of every buffer).
 const CHUNK: usize = 1 << 15;
@@ -49,23 +49,11 @@ impl KernelImpl for Elementwise {
     }
 }
 
-/// The value of a float (or int) attribute, `None` if the spec lacks it.
-pub(super) fn attr(b: &Binding, name: &str) -> Option<f64> {
-    b.spec.attr(name).map(|id| b.attrs[id.0 as usize].as_f64())
-}
-
 /// Whether the instance has these inputs and outputs, in order, all of one shape.
 pub(super) fn fits(b: &Binding, inputs: &[&str], outputs: &[&str], attrs: &[&str]) -> bool {
-    let names = |ts: Vec<&str>, want: &[&str]| ts == want;
     only_attrs(b, attrs)
-        && names(
-            b.spec.inputs.iter().map(|t| t.name.as_str()).collect(),
-            inputs,
-        )
-        && names(
-            b.spec.outputs.iter().map(|t| t.name.as_str()).collect(),
-            outputs,
-        )
+        && inputs_named(b, inputs)
+        && outputs_named(b, outputs)
         && b.input_shapes
             .iter()
             .chain(&b.output_shapes)

@@ -16,7 +16,7 @@
 use rayon::prelude::*;
 use tdl::Binding;
 
-use super::{int_attr, only_attrs, KernelError, KernelImpl};
+use super::{inputs_named, int_attr, only_attrs, KernelError, KernelImpl};
 
 struct Gather {
     /// Rows of the table.
@@ -74,13 +74,9 @@ impl KernelImpl for Gather {
     }
 }
 
-fn names(b: &Binding) -> Vec<&str> {
-    b.spec.inputs.iter().map(|t| t.name.as_str()).collect()
-}
-
 /// `embedding(table[V, D], ids[...]) -> y[..., D]`.
 pub fn embedding(b: &Binding) -> Option<Box<dyn KernelImpl>> {
-    if names(b) != ["table", "ids"] || !only_attrs(b, &[]) {
+    if !inputs_named(b, &["table", "ids"]) || !only_attrs(b, &[]) {
         return None;
     }
     let &[v, d] = b.input_shapes[0].as_slice() else {
@@ -102,7 +98,7 @@ pub fn embedding(b: &Binding) -> Option<Box<dyn KernelImpl>> {
 
 /// `embedding_grad<vocab>(ids[...], dy[..., D]) -> dtable[vocab, D]`.
 pub fn embedding_grad(b: &Binding) -> Option<Box<dyn KernelImpl>> {
-    if names(b) != ["ids", "dy"] || !only_attrs(b, &["vocab"]) {
+    if !inputs_named(b, &["ids", "dy"]) || !only_attrs(b, &["vocab"]) {
         return None;
     }
     let vocab = int_attr(b, "vocab")?.max(0) as usize;
@@ -125,7 +121,7 @@ pub fn embedding_grad(b: &Binding) -> Option<Box<dyn KernelImpl>> {
 
 /// `gather(x[N, ...], ids[M]) -> y[M, ...]`.
 pub fn gather(b: &Binding) -> Option<Box<dyn KernelImpl>> {
-    if names(b) != ["x", "ids"] || !only_attrs(b, &[]) || b.input_shapes[1].len() != 1 {
+    if !inputs_named(b, &["x", "ids"]) || !only_attrs(b, &[]) || b.input_shapes[1].len() != 1 {
         return None;
     }
     let (&n, rest) = b.input_shapes[0].split_first()?;
@@ -146,7 +142,7 @@ pub fn gather(b: &Binding) -> Option<Box<dyn KernelImpl>> {
 
 /// `gather_grad<n>(ids[M], dy[M, ...]) -> dx[n, ...]`.
 pub fn gather_grad(b: &Binding) -> Option<Box<dyn KernelImpl>> {
-    if names(b) != ["ids", "dy"] || !only_attrs(b, &["n"]) || b.input_shapes[0].len() != 1 {
+    if !inputs_named(b, &["ids", "dy"]) || !only_attrs(b, &["n"]) || b.input_shapes[0].len() != 1 {
         return None;
     }
     let n = int_attr(b, "n")?.max(0) as usize;

@@ -17,7 +17,7 @@
 use rayon::prelude::*;
 use tdl::Binding;
 
-use super::{only_attrs, KernelError, KernelImpl};
+use super::{inputs_named, only_attrs, KernelError, KernelImpl};
 
 /// Rows per parallel block (fixed: results do not depend on threads).
 const BLOCK: usize = 8;
@@ -85,13 +85,7 @@ impl CrossEntropy {
         Ok(total)
     }
 
-    fn grad_block(
-        &self,
-        x: &[f32],
-        labels: &[f32],
-        scale: f64,
-        dx: &mut [f32],
-    ) -> Result<(), KernelError> {
+    fn grad_block(&self, x: &[f32], labels: &[f32], scale: f64, dx: &mut [f32]) {
         let n = self.n;
         // exp(x − max) of the current row, computed once.
         let mut e = vec![0.0f64; n];
@@ -114,7 +108,6 @@ impl CrossEntropy {
                 }
             }
         }
-        Ok(())
     }
 }
 
@@ -153,7 +146,7 @@ impl KernelImpl for CrossEntropy {
         outputs[0]
             .par_chunks_mut(chunk)
             .enumerate()
-            .map(|(c, dx)| {
+            .for_each(|(c, dx)| {
                 let r0 = c * BLOCK;
                 let m = dx.len() / n;
                 self.grad_block(
@@ -162,10 +155,8 @@ impl KernelImpl for CrossEntropy {
                     scale,
                     dx,
                 )
-            })
-            .collect::<Vec<_>>()
-            .into_iter()
-            .collect()
+            });
+        Ok(())
     }
 }
 
@@ -176,8 +167,7 @@ fn build(b: &Binding, sparse: bool, grad: bool) -> Option<Box<dyn KernelImpl>> {
     } else {
         &["logits", labels]
     };
-    let inputs: Vec<&str> = b.spec.inputs.iter().map(|t| t.name.as_str()).collect();
-    if inputs != want || !only_attrs(b, &[]) || b.output_shapes.len() != 1 {
+    if !inputs_named(b, want) || !only_attrs(b, &[]) || b.output_shapes.len() != 1 {
         return None;
     }
     let shape = b.input_shapes[0].clone();

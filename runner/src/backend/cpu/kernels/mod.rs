@@ -457,9 +457,32 @@ fn collapse_ellipsis(spec: &OpSpec, input_shapes: &[Vec<usize>]) -> Option<Vec<V
 /// The value of an int attribute of a bound op, `None` if the spec has no
 /// attribute of that name.
 pub(crate) fn int_attr(b: &Binding, name: &str) -> Option<i64> {
+    float_attr(b, name).map(|v| v as i64)
+}
+
+/// The value of a float (or int) attribute of a bound op, `None` if the
+/// spec has no attribute of that name.
+pub(crate) fn float_attr(b: &Binding, name: &str) -> Option<f64> {
+    b.spec.attr(name).map(|id| b.attrs[id.0 as usize].as_f64())
+}
+
+/// Whether the op's inputs have these names, in order (a library kernel
+/// declines a spec whose tensors it cannot place).
+pub(crate) fn inputs_named(b: &Binding, names: &[&str]) -> bool {
     b.spec
-        .attr(name)
-        .map(|id| b.attrs[id.0 as usize].as_f64() as i64)
+        .inputs
+        .iter()
+        .map(|t| t.name.as_str())
+        .eq(names.iter().copied())
+}
+
+/// Whether the op's outputs have these names, in order.
+pub(crate) fn outputs_named(b: &Binding, names: &[&str]) -> bool {
+    b.spec
+        .outputs
+        .iter()
+        .map(|t| t.name.as_str())
+        .eq(names.iter().copied())
 }
 
 /// Whether every attribute of the spec is one of `known` (library kernels

@@ -15,8 +15,8 @@
 
 use tdl::Binding;
 
-use super::elementwise::{attr, fits, kernel};
-use super::KernelImpl;
+use super::elementwise::{fits, kernel};
+use super::{float_attr as attr, KernelImpl};
 
 /// `sgd_update<lr>(w, g) -> w_new`: `w − lr·g`.
 pub fn sgd(b: &Binding) -> Option<Box<dyn KernelImpl>> {

@@ -16,7 +16,7 @@
 use rayon::prelude::*;
 use tdl::Binding;
 
-use super::{int_attr, only_attrs, KernelError, KernelImpl};
+use super::{inputs_named, int_attr, only_attrs, KernelError, KernelImpl};
 
 struct Permute {
     /// Input dims (the view).
@@ -66,9 +66,8 @@ impl KernelImpl for Permute {
 }
 
 fn build(b: &Binding, dims: Vec<usize>, perm: Vec<usize>) -> Option<Box<dyn KernelImpl>> {
-    let inputs: Vec<&str> = b.spec.inputs.iter().map(|t| t.name.as_str()).collect();
     let elems: usize = dims.iter().product();
-    let fits = inputs == ["x"]
+    let fits = inputs_named(b, &["x"])
         && b.input_shapes[0].iter().product::<usize>() == elems
         && b.output_shapes.len() == 1
         && b.output_shapes[0].iter().product::<usize>() == elems;

@@ -16,7 +16,7 @@
 use rayon::prelude::*;
 use tdl::Binding;
 
-use super::{int_attr, only_attrs, KernelError, KernelImpl};
+use super::{inputs_named, int_attr, only_attrs, KernelError, KernelImpl};
 
 /// Window geometry.
 #[derive(Clone, Copy, Debug)]
@@ -144,8 +144,7 @@ const POOL_EXT: Names = Names {
 
 fn build(b: &Binding, names: &Names, grad: bool) -> Option<Box<dyn KernelImpl>> {
     let want: &[&str] = if grad { &["x", "y", "dy"] } else { &["x"] };
-    let inputs: Vec<&str> = b.spec.inputs.iter().map(|t| t.name.as_str()).collect();
-    if !only_attrs(b, names.known) || inputs != want || b.output_shapes.len() != 1 {
+    if !only_attrs(b, names.known) || !inputs_named(b, want) || b.output_shapes.len() != 1 {
         return None;
     }
     let a = |n: &str, d: i64| int_attr(b, n).unwrap_or(d);

@@ -16,7 +16,7 @@
 use rayon::prelude::*;
 use tdl::Binding;
 
-use super::{only_attrs, KernelError, KernelImpl};
+use super::{float_attr, inputs_named, only_attrs, outputs_named, KernelError, KernelImpl};
 
 /// Rows per parallel block (a fixed count: results do not depend on threads).
 const BLOCK: usize = 16;
@@ -193,17 +193,9 @@ fn build(
     inputs: &[&str],
     outputs: &[&str],
 ) -> Option<Box<dyn KernelImpl>> {
-    let names = |ts: &[_], want: &[&str]| {
-        ts.len() == want.len()
-            && ts
-                .iter()
-                .zip(want)
-                .all(|(t, w): (&tdl::InputDecl, _)| t.name == *w)
-    };
-    let out_names: Vec<&str> = b.spec.outputs.iter().map(|t| t.name.as_str()).collect();
     let layer = matches!(kind, Kind::LayerNorm | Kind::LayerNormGrad);
-    if !names(&b.spec.inputs, inputs)
-        || out_names != outputs
+    if !inputs_named(b, inputs)
+        || !outputs_named(b, outputs)
         || !only_attrs(b, if layer { &["eps"] } else { &[] })
     {
         return None;
@@ -229,10 +221,7 @@ fn build(
                 && vec_n(&b.output_shapes[2])
         }
     };
-    let eps = b
-        .spec
-        .attr("eps")
-        .map_or(0.0, |id| b.attrs[id.0 as usize].as_f64());
+    let eps = float_attr(b, "eps").unwrap_or(0.0);
     ok.then(|| Box::new(RowKernel { kind, n, eps }) as Box<dyn KernelImpl>)
 }
 

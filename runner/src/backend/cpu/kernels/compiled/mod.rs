@@ -43,7 +43,7 @@ use expr::Compiler;
 use row::RowFn;
 use tdl::{Expr, ExprKind, Index, Reducer};
 pub use value::Layouts;
-use value::{Bufs, Env, Fail, ValFn};
+use value::{for_each_index, Bufs, Env, Fail, ValFn};
 
 /// Estimated scalar operations above which a statement runs in parallel.
 const PARALLEL_WORK: f64 = 200_000.0;
@@ -331,14 +331,16 @@ impl Program {
                         body,
                     },
                     true,
-                ) if !rvars.is_empty() => {
+                ) => {
                     let ranges = c.reduction_ranges(rvars);
-                    let rv = ranges.last().expect("not empty").0;
-                    Some(ScalarReduce {
-                        reducer: *reducer,
-                        ranges,
-                        row: c.row(body, rv)?,
-                    })
+                    match ranges.last() {
+                        Some(&(rv, _, _)) => Some(ScalarReduce {
+                            reducer: *reducer,
+                            row: c.row(body, rv)?,
+                            ranges,
+                        }),
+                        None => None,
+                    }
                 }
                 _ => None,
             };
@@ -525,41 +527,25 @@ struct ScalarReduce {
 
 impl ScalarReduce {
     fn run(&self, env: &mut Env, bufs: &Bufs<'_>) -> f64 {
-        let id = self.reducer.identity();
+        let (r, id) = (self.reducer, self.reducer.identity());
+        let Some((&(rv, lo, n), outer)) = self.ranges.split_last() else {
+            return id;
+        };
         if self.ranges.iter().any(|&(_, _, n)| n <= 0) {
             return id;
         }
-        let f: fn(f64, f64) -> f64 = match self.reducer {
-            Reducer::Sum => |a, x| a + x,
-            Reducer::Prod => |a, x| a * x,
-            Reducer::Max => f64::max,
-            Reducer::Min => f64::min,
-        };
-        let (outer, last) = self.ranges.split_at(self.ranges.len() - 1);
-        let (rv, lo, n) = last[0];
-        for &(v, l, _) in outer {
-            env.vars[v] = l;
-        }
         let mut row = vec![0.0; (n as usize).min(ROW)];
         let mut acc = id;
-        'outer: loop {
+        for_each_index(env, outer, |env| {
             let mut at = 0;
             while at < n {
                 let len = (n - at).min(ROW as i64) as usize;
                 env.vars[rv] = lo + at;
                 (self.row)(env, bufs, &mut row[..len]);
-                acc = row[..len].iter().fold(acc, |a, &x| f(a, x));
+                acc = row[..len].iter().fold(acc, |a, &x| r.combine(a, x));
                 at += len as i64;
             }
-            for &(v, l, m) in outer.iter().rev() {
-                env.vars[v] += 1;
-                if env.vars[v] < l + m {
-                    continue 'outer;
-                }
-                env.vars[v] = l;
-            }
-            break;
-        }
+        });
         acc
     }
 }

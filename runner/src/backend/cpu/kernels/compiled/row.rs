@@ -22,7 +22,7 @@
 use tdl::{BinOp, Builtin, Expr, ExprKind, Reducer, Semantics, TensorRef, Type, UnOp};
 
 use super::expr::Compiler;
-use super::value::{Affine, Bufs, Env, Src, I};
+use super::value::{for_each_index, Affine, Bufs, Env, Src, I};
 use crate::kernels::KernelError;
 
 /// A compiled expression over a row: fills the slice (see the module doc).
@@ -260,21 +260,10 @@ fn reduce_row(
     Box::new(move |e, b, out| {
         out.fill(id);
         let mut tmp = take(e, out.len());
-        for &(v, lo, _) in &vars {
-            e.vars[v] = lo;
-        }
-        'outer: loop {
+        for_each_index(e, &vars, |e| {
             body(e, b, &mut tmp);
             out.iter_mut().zip(&tmp).for_each(|(a, x)| *a = f(*a, *x));
-            for &(v, lo, n) in vars.iter().rev() {
-                e.vars[v] += 1;
-                if e.vars[v] < lo + n {
-                    continue 'outer;
-                }
-                e.vars[v] = lo;
-            }
-            break;
-        }
+        });
         e.pool.push(tmp);
     })
 }

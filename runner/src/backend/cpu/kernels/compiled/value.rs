@@ -237,22 +237,30 @@ fn reduce_with(
         }));
     }
     V::Dyn(Box::new(move |e, b| {
-        for &(v, lo, _) in &vars {
+        let mut acc = id;
+        for_each_index(e, &vars, |e| acc = f(acc, body(e, b)));
+        acc
+    }))
+}
+
+/// Run `f` once per value of the variables `vars` ((variable, first value,
+/// count) each, every count positive), the last variable innermost, with
+/// each value set in `e`; leaves every variable at its first value.
+pub(super) fn for_each_index(e: &mut Env, vars: &[(usize, i64, i64)], mut f: impl FnMut(&mut Env)) {
+    for &(v, lo, _) in vars {
+        e.vars[v] = lo;
+    }
+    'outer: loop {
+        f(e);
+        for &(v, lo, n) in vars.iter().rev() {
+            e.vars[v] += 1;
+            if e.vars[v] < lo + n {
+                continue 'outer;
+            }
             e.vars[v] = lo;
         }
-        let mut acc = id;
-        'outer: loop {
-            acc = f(acc, body(e, b));
-            for &(v, lo, n) in vars.iter().rev() {
-                e.vars[v] += 1;
-                if e.vars[v] < lo + n {
-                    continue 'outer;
-                }
-                e.vars[v] = lo;
-            }
-            break acc;
-        }
-    }))
+        break;
+    }
 }
 
 /// Where each tensor's buffer sits in the tensor: `(origin, extent)` per
