@@ -58,6 +58,22 @@ def mlp(layers, hidden, batch, dev):
     return ws, loss
 
 
+def transformer_parts(p, batch, seq, d, heads, eps):
+    """Layer norm, linear layer and head split over the parameters `p` (by
+    name: `NAME.g`/`NAME.b`, `NAME.w`/`NAME.b`), shared by GPT and BERT."""
+
+    def ln(x, n):
+        return torch.nn.functional.layer_norm(x, (d,), p[n + ".g"], p[n + ".b"], eps)
+
+    def lin(x, n):
+        return x @ p[n + ".w"] + p[n + ".b"]
+
+    def split(x):
+        return x.view(batch, seq, heads, d // heads).transpose(1, 2)
+
+    return ln, lin, split
+
+
 def gpt(layers, d, batch, dev, seq=1024, vocab=50257):
     heads, dff = d // 64, 4 * d
     p = {}
@@ -85,14 +101,7 @@ def gpt(layers, d, batch, dev, seq=1024, vocab=50257):
     labels = torch.softmax(torch.randn(batch, seq, vocab, device=dev), dim=-1)
     mask = torch.triu(torch.ones(seq, seq, device=dev, dtype=torch.bool), 1)
 
-    def ln(x, n):
-        return torch.nn.functional.layer_norm(x, (d,), p[n + ".g"], p[n + ".b"], 1e-5)
-
-    def lin(x, n):
-        return x @ p[n + ".w"] + p[n + ".b"]
-
-    def split(x):
-        return x.view(batch, seq, heads, d // heads).transpose(1, 2)
+    ln, lin, split = transformer_parts(p, batch, seq, d, heads, 1e-5)
 
     def loss():
         x = p["wte"][ids] + p["wpe"][pos]
@@ -157,14 +166,7 @@ def bert_base(batch, dev, seq=128, d=768, layers=12, dff=3072, vocab=30522):
     mask = torch.ones(batch, seq, device=dev, dtype=torch.int64)
     labels = torch.softmax(torch.randn(batch, seq, d, device=dev), dim=-1)
 
-    def ln(x, n):
-        return torch.nn.functional.layer_norm(x, (d,), p[n + ".g"], p[n + ".b"], 1e-12)
-
-    def lin(x, n):
-        return x @ p[n + ".w"] + p[n + ".b"]
-
-    def split(x):
-        return x.view(batch, seq, heads, d // heads).transpose(1, 2)
+    ln, lin, split = transformer_parts(p, batch, seq, d, heads, 1e-12)
 
     def loss():
         x = ln(p["word"][ids] + p["pos"][:seq] + p["type"][0], "emb.ln")
