@@ -452,6 +452,47 @@ impl Program {
             .map(|i| &self.tensors[i])
     }
 
+    /// The box covering this rank's tiles of `tensor` (global coordinates),
+    /// `None` if it holds none: the region a caller sets a leaf's values on
+    /// ([`Program::buffers`] with `tile`).
+    pub fn tile_region(&self, tensor: TensorId) -> Option<Region> {
+        let mut tiles = self
+            .buffers
+            .iter()
+            .filter(|b| b.tile && b.tensor == tensor)
+            .map(|b| &b.region);
+        let first = tiles.next()?.clone();
+        Some(tiles.fold(first, |acc, r| {
+            Region(
+                acc.0
+                    .iter()
+                    .zip(&r.0)
+                    .map(|(&(a, b), &(c, d))| (a.min(c), b.max(d)))
+                    .collect(),
+            )
+        }))
+    }
+
+    /// Keep this rank's tiles of `tensors` after the step (readable by the
+    /// runner's `RankRunner::get`, returned in a run's outputs) instead of
+    /// freeing them after their last use: a gradient for a parameter
+    /// server, the logits of an evaluation.
+    pub fn keep_tiles(&mut self, tensors: &[TensorId]) {
+        let bufs: Vec<BufId> = (0..self.buffers.len() as BufId)
+            .filter(|&b| {
+                let buf = &self.buffers[b as usize];
+                buf.tile && tensors.contains(&buf.tensor)
+            })
+            .collect();
+        self.instrs
+            .retain(|i| !matches!(i, Instr::Free { buf } if bufs.contains(buf)));
+        for b in bufs {
+            if !self.keep.contains(&b) {
+                self.keep.push(b);
+            }
+        }
+    }
+
     /// JSON text of the program.
     pub fn to_json(&self) -> String {
         serde_json::to_string_pretty(self).expect("programs serialize")

@@ -15,3 +15,4 @@ pub mod ssp_bench;
 pub mod ssp_mlp;
 pub mod ssp_processes;
 pub mod strategies;
+pub mod train;

@@ -23,12 +23,11 @@
 //! only the entries sent travel.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use codegen::{Instr, Programs};
+use codegen::Programs;
 use interval::cache::StrategyCache;
 use planner::graph::{training_graph, Optimizer, TensorId};
 use planner::plan::model::Model;
@@ -40,6 +39,7 @@ use runner::{run_programs_given, CpuBackend, Given, LocalCommunicator, RunOption
 use ssp::topk::TopK;
 use ssp::{ClusterConfig, LocalCluster, RowKey, RowValues, TableConfig, Worker};
 use tdl::Library;
+use train::DataSet;
 
 use super::ssp::{comm_config, CommArgs};
 
@@ -72,75 +72,6 @@ pub struct MlpArgs {
     pub target_accuracy: f64,
 }
 
-/// A labelled data set: row-major features in `[0, 1]`.
-struct DataSet {
-    x: Vec<f32>,
-    y: Vec<usize>,
-    features: usize,
-    classes: usize,
-}
-
-impl DataSet {
-    fn len(&self) -> usize {
-        self.y.len()
-    }
-}
-
-fn cache_dir() -> PathBuf {
-    match std::env::var_os("TOFU_DATA_CACHE") {
-        Some(c) => PathBuf::from(c),
-        None => PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/tofu"),
-    }
-}
-
-/// scikit-learn's `digits.csv`: 64 pixels 0–16 and a label per line.
-fn load_digits(path: &Path) -> miette::Result<DataSet> {
-    let text = std::fs::read_to_string(path).map_err(|e| {
-        miette::miette!(
-            "{}: {e}: run scripts/fetch-digits.sh to cache the digits set",
-            path.display()
-        )
-    })?;
-    let (mut x, mut y) = (Vec::new(), Vec::new());
-    for (n, line) in text.lines().enumerate() {
-        if line.trim().is_empty() {
-            continue;
-        }
-        let v: Vec<f32> = line
-            .split(',')
-            .map(|f| f.trim().parse::<f32>())
-            .collect::<Result<_, _>>()
-            .map_err(|e| miette::miette!("{}:{}: {e}", path.display(), n + 1))?;
-        if v.len() != 65 || v[64] < 0.0 || v[64] > 9.0 {
-            return Err(miette::miette!(
-                "{}:{}: expected 64 pixels and a label 0–9",
-                path.display(),
-                n + 1
-            ));
-        }
-        x.extend(v[..64].iter().map(|p| p / 16.0));
-        y.push(v[64] as usize);
-    }
-    Ok(DataSet {
-        x,
-        y,
-        features: 64,
-        classes: 10,
-    })
-}
-
-fn load(name: &str) -> miette::Result<DataSet> {
-    match name {
-        "digits" => load_digits(&cache_dir().join("sklearn-digits/digits.csv")),
-        "fashion-mnist" => Err(miette::miette!(
-            "--data fashion-mnist: no PyPI wheel carries it and Debian's dataset-fashion-mnist is not fetched here; use --data digits"
-        )),
-        other => Err(miette::miette!(
-            "--data {other}: use digits or fashion-mnist"
-        )),
-    }
-}
-
 /// One weight tensor as an SSP table.
 #[derive(Clone)]
 struct Param {
@@ -160,26 +91,6 @@ struct Net {
     labels: TensorId,
     loss: TensorId,
     cfg: MlpConfig,
-}
-
-/// Keeps the tiles of `tensors` alive after the step (so the run returns
-/// them) instead of freeing them after their last use.
-fn keep_tiles(progs: &mut Programs, tensors: &[TensorId]) {
-    for p in &mut progs.programs {
-        let bufs: Vec<u32> = (0..p.buffers.len() as u32)
-            .filter(|&b| {
-                let buf = &p.buffers[b as usize];
-                buf.tile && tensors.contains(&buf.tensor)
-            })
-            .collect();
-        p.instrs
-            .retain(|i| !matches!(i, Instr::Free { buf } if bufs.contains(buf)));
-        for b in bufs {
-            if !p.keep.contains(&b) {
-                p.keep.push(b);
-            }
-        }
-    }
 }
 
 /// `sparse`: tables of sparse rows (top-k pushes a few entries per row).
@@ -235,7 +146,7 @@ fn build_net(cfg: MlpConfig, staleness: u32, seed: u64, sparse: bool) -> miette:
         }
     }
     let grads: Vec<TensorId> = params.iter().map(|p| p.grad).collect();
-    keep_tiles(&mut progs, &grads);
+    progs.programs.iter_mut().for_each(|p| p.keep_tiles(&grads));
     let (x, labels) = (find("x")?, find("labels")?);
     let loss = graph
         .loss()
@@ -408,7 +319,7 @@ pub fn mlp(a: MlpArgs) -> miette::Result<ExitCode> {
             return Err(miette::miette!("--top-k {f}: give a fraction in (0, 1]"));
         }
     }
-    let data = load(&a.data)?;
+    let data = train::data::load(&a.data).map_err(|e| miette::miette!("{e}"))?;
     let mut order: Vec<usize> = (0..data.len()).collect();
     order.shuffle(&mut StdRng::seed_from_u64(c.seed));
     let n_test = data.len() / 5;

@@ -99,3 +99,27 @@ pub fn movielens_cache() -> Option<PathBuf> {
     eprintln!("SKIPPED: {msg}");
     None
 }
+
+/// Whether scikit-learn's digits are cached (`digits.csv` under
+/// `$TOFU_DATA_CACHE`, default `~/.cache/tofu`, `sklearn-digits/`);
+/// otherwise prints `SKIPPED` and gives `false`, or panics when `CI` is
+/// set (data must be fetched there by `scripts/fetch-digits.sh`).
+pub fn have_digits() -> bool {
+    let cache = std::env::var_os("TOFU_DATA_CACHE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(std::env::var_os("HOME").unwrap_or_else(|| "/root".into()))
+                .join(".cache/tofu")
+        });
+    let file = cache.join("sklearn-digits/digits.csv");
+    if file.is_file() {
+        return true;
+    }
+    let msg = format!(
+        "{} is missing: run `bash scripts/fetch-digits.sh`",
+        file.display()
+    );
+    assert!(std::env::var_os("CI").is_none(), "{msg}");
+    eprintln!("SKIPPED: {msg}");
+    false
+}

@@ -10,30 +10,9 @@
 //! `${TOFU_DATA_CACHE:-~/.cache/tofu}/sklearn-digits`); without it the test
 //! fails under CI and prints SKIPPED locally.
 
-use std::path::PathBuf;
 use std::process::Command;
 
-use tofu_tests::tofu_bin;
-
-fn have_digits() -> bool {
-    let cache = std::env::var_os("TOFU_DATA_CACHE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(std::env::var_os("HOME").unwrap_or_else(|| "/root".into()))
-                .join(".cache/tofu")
-        });
-    let file = cache.join("sklearn-digits/digits.csv");
-    if file.is_file() {
-        return true;
-    }
-    let msg = format!(
-        "{} is missing: run `bash scripts/fetch-digits.sh`",
-        file.display()
-    );
-    assert!(std::env::var_os("CI").is_none(), "{msg}");
-    eprintln!("SKIPPED: {msg}");
-    false
-}
+use tofu_tests::{have_digits, tofu_bin};
 
 fn mlp(extra: &[&str]) -> serde_json::Value {
     let out = Command::new(tofu_bin())

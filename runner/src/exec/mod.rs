@@ -154,6 +154,47 @@ where
 /// Host copies of whole tensors, one per tensor that needs it.
 type Store = HashMap<TensorId, Mutex<Vec<f32>>>;
 
+/// Per-step values and observations of a run ([`run_programs_fed`]): what a
+/// training loop gives each rank before a step (its tiles of the step's
+/// batch) and reads back after it (the loss).
+///
+/// Called from every rank's thread; a rank is asked only about its own
+/// program, so it reads only its own tiles (see [`codegen::Program::tile_region`]).
+pub trait StepFeed: Sync {
+    /// Values to set before step `step` (0-based) on the rank running
+    /// `program`: `(tensor, region in global coordinates, row-major values)`,
+    /// each region covering every tile of the tensor the rank allocates.
+    ///
+    /// Errors: a message (the data cannot be produced), which fails the run.
+    fn feed(
+        &self,
+        step: usize,
+        program: &Program,
+    ) -> Result<Vec<(TensorId, Region, Vec<f32>)>, String>;
+
+    /// Tensors whose kept tiles [`StepFeed::observe`] sees after each step.
+    fn watched(&self) -> &[TensorId];
+
+    /// A kept tile of a watched tensor on `rank` after step `step`
+    /// (global region, row-major values).
+    fn observe(&self, step: usize, rank: usize, tensor: TensorId, region: &Region, values: &[f32]);
+}
+
+/// The feed of a run whose inputs are fixed ([`run_programs_given`]).
+struct NoFeed;
+
+impl StepFeed for NoFeed {
+    fn feed(&self, _: usize, _: &Program) -> Result<Vec<(TensorId, Region, Vec<f32>)>, String> {
+        Ok(Vec::new())
+    }
+
+    fn watched(&self) -> &[TensorId] {
+        &[]
+    }
+
+    fn observe(&self, _: usize, _: usize, _: TensorId, _: &Region, _: &[f32]) {}
+}
+
 /// [`run_programs_on`] with `given` values for some leaf tensors (real
 /// weights, a step's inputs; see [`crate::given`]) instead of their
 /// synthetic fill.
@@ -166,6 +207,28 @@ pub fn run_programs_given<B, C>(
     progress: Option<&(dyn Fn(usize) + Sync)>,
     ranks: Vec<(B, C)>,
     given: &Given,
+) -> Result<RunReport, ExecError>
+where
+    B: Backend,
+    C: Collectives<B::Buffer>,
+{
+    run_programs_fed(programs, opts, progress, ranks, given, &NoFeed)
+}
+
+/// [`run_programs_given`] with per-step values and observations (a training
+/// loop's data, see [`StepFeed`]): before step `s` each rank sets the tiles
+/// [`StepFeed::feed`] gives it; after the step each rank hands the kept tiles
+/// of [`StepFeed::watched`] tensors to [`StepFeed::observe`].
+///
+/// Errors: as [`run_programs_given`]; [`ExecError::Invalid`] for a fed value
+/// that does not fit its tensor, or the feed's own error.
+pub fn run_programs_fed<B, C>(
+    programs: &[Program],
+    opts: RunOptions,
+    progress: Option<&(dyn Fn(usize) + Sync)>,
+    ranks: Vec<(B, C)>,
+    given: &Given,
+    feed: &dyn StepFeed,
 ) -> Result<RunReport, ExecError>
 where
     B: Backend,
@@ -255,8 +318,16 @@ where
                 if step > 0 {
                     hand_off(&mut w, &store[(step - 1) % 2])?;
                 }
+                for (t, region, values) in feed.feed(step, p).map_err(ExecError::Invalid)? {
+                    w.set(t, &region, values)?;
+                }
                 let t0 = Instant::now();
                 let stats = w.step()?;
+                for &t in feed.watched() {
+                    if let Some((region, host)) = w.get(t)? {
+                        feed.observe(step, rank, t, &region, &host);
+                    }
+                }
                 times.push(t0.elapsed().as_secs_f64());
                 bytes.push(stats.bytes_sent);
                 comm_s.push(stats.comm_seconds);

@@ -1,0 +1,41 @@
+//! Training with a tofu plan (issue 27): a model planned for k workers,
+//! trained on a real data set batch by batch, each rank fed only its own
+//! tile of every batch, with the loss of every step and a held-out
+//! evaluation at the end.
+//!
+//! Data flow: [`data`] (a cached data set, split) → [`prepare`] (a zoo
+//! model sized to the data and planned, or a plan file → validated
+//! per-rank programs) → [`trainer`] (the runner's ranks stepped with a
+//! [`feed`] over the [`batches`]) → [`evaluate`] (held-out loss and
+//! accuracy of the trained weights). The binary's `tofu train` parses
+//! arguments and prints; everything else is here.
+#![warn(missing_docs)]
+
+pub mod batches;
+pub mod data;
+pub mod evaluate;
+pub mod feed;
+pub mod prepare;
+pub mod trainer;
+
+pub use data::DataSet;
+pub use evaluate::Evaluation;
+pub use prepare::Prepared;
+pub use trainer::{train, StepLog, TrainOptions, TrainReport};
+
+/// Why training could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum TrainError {
+    /// The data set is missing, malformed or too small.
+    #[error("{0}")]
+    Data(String),
+    /// The model cannot be built, planned or turned into programs.
+    #[error("{0}")]
+    Model(String),
+    /// The graph's inputs do not fit the data set.
+    #[error("{0}")]
+    Input(String),
+    /// A rank failed.
+    #[error(transparent)]
+    Run(runner::ExecError),
+}

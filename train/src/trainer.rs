@@ -1,0 +1,180 @@
+//! The training loop: a [`Prepared`] model's ranks stepped over the
+//! batches of a data set, one thread per rank (CPU backend, in-process
+//! communicator), each rank fed only its own tiles of every batch.
+//!
+//! Takes a [`Prepared`] model, the training and held-out parts of a
+//! [`DataSet`] and [`TrainOptions`]; gives a [`TrainReport`]: the loss of
+//! every step, the trained weights (whole tensors by graph id) and the
+//! held-out [`Evaluation`]. A callback sees every step as it completes
+//! ([`StepLog`]), for progress lines and JSON logs.
+
+use std::sync::Mutex;
+use std::time::Instant;
+
+use codegen::TensorId;
+use planner::graph::TensorRole;
+use runner::{run_programs_fed, Given, RunOptions};
+
+use crate::batches::Batches;
+use crate::data::DataSet;
+use crate::evaluate::{evaluate, Evaluation};
+use crate::feed::ClassifierFeed;
+use crate::prepare::Prepared;
+use crate::TrainError;
+
+/// How long to train.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TrainOptions {
+    /// Steps (one batch each).
+    pub steps: usize,
+    /// Seed of the batch order and of the initial weights' synthetic fill.
+    pub seed: u64,
+}
+
+/// One completed step, as the callback sees it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct StepLog {
+    /// Step index (0-based).
+    pub step: usize,
+    /// Epoch of the step (0-based).
+    pub epoch: usize,
+    /// The step's training loss (the graph's loss on its batch).
+    pub loss: f32,
+    /// Samples per second over the step (batch / wall seconds).
+    pub samples_per_second: f64,
+    /// Seconds since training started.
+    pub elapsed: f64,
+}
+
+/// What a run gave.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TrainReport {
+    /// Training loss per step.
+    pub losses: Vec<f32>,
+    /// The trained weights: whole tensors (row-major) by graph id.
+    pub weights: Given,
+    /// Held-out loss and accuracy of the trained weights.
+    pub test: Option<Evaluation>,
+    /// Wall seconds of the training steps (evaluation excluded).
+    pub seconds: f64,
+    /// Whole batches per epoch.
+    pub steps_per_epoch: usize,
+}
+
+/// Steps in `epochs` epochs of `train` at the model's batch.
+///
+/// Errors: [`TrainError::Data`] when the data set has not one whole batch.
+pub fn steps_for_epochs(
+    prep: &Prepared,
+    train: &DataSet,
+    epochs: usize,
+) -> Result<usize, TrainError> {
+    Ok(batches(prep, train, 0)?.per_epoch() * epochs)
+}
+
+fn batches(prep: &Prepared, train: &DataSet, seed: u64) -> Result<Batches, TrainError> {
+    Batches::new(train.len(), prep.batch, seed).ok_or_else(|| {
+        TrainError::Data(format!(
+            "{} training samples do not make one batch of {}",
+            train.len(),
+            prep.batch
+        ))
+    })
+}
+
+/// Train `prep` on `train` and evaluate on `test` (see the module doc);
+/// `on_step` is called once per step, in order, after every rank finished it.
+///
+/// Errors: [`TrainError::Data`] (no whole batch), [`TrainError::Run`] (a
+/// rank failed), [`TrainError::Input`] (a step's loss was not kept).
+pub fn train(
+    prep: &Prepared,
+    train: &DataSet,
+    test: Option<&DataSet>,
+    opts: TrainOptions,
+    on_step: &(dyn Fn(&StepLog) + Sync),
+) -> Result<TrainReport, TrainError> {
+    let batches = batches(prep, train, opts.seed)?;
+    let per_epoch = batches.per_epoch();
+    let feed = ClassifierFeed::new(train, batches, prep.tensors, 0, opts.steps);
+    let start = Instant::now();
+    let last = Mutex::new(start);
+    let batch = prep.batch;
+    let progress = |done: usize| {
+        let now = Instant::now();
+        let dt = {
+            let mut l = last.lock().expect("no poisoned clock");
+            let dt = now.duration_since(*l).as_secs_f64();
+            *l = now;
+            dt
+        };
+        let step = done - 1;
+        on_step(&StepLog {
+            step,
+            epoch: step / per_epoch,
+            loss: feed.loss(step).unwrap_or(f32::NAN),
+            samples_per_second: batch as f64 / dt.max(1e-9),
+            elapsed: now.duration_since(start).as_secs_f64(),
+        });
+    };
+    let ranks = runner::LocalCommunicator::create(prep.world())
+        .into_iter()
+        .map(|c| (runner::CpuBackend::new(), c))
+        .collect();
+    let run_opts = RunOptions {
+        steps: opts.steps,
+        seed: opts.seed,
+    };
+    let report = run_programs_fed(
+        &prep.programs.programs,
+        run_opts,
+        Some(&progress),
+        ranks,
+        &Given::new(),
+        &feed,
+    )
+    .map_err(TrainError::Run)?;
+    let seconds = start.elapsed().as_secs_f64();
+    let losses = feed
+        .losses()
+        .into_iter()
+        .enumerate()
+        .map(|(s, l)| {
+            l.ok_or_else(|| TrainError::Input(format!("no rank kept the loss of step {s}")))
+        })
+        .collect::<Result<Vec<f32>, _>>()?;
+    let weights = trained_weights(prep, &report.outputs);
+    let test = match test {
+        Some(t) if !t.is_empty() => Some(evaluate(
+            &prep.unpartitioned,
+            prep.tensors,
+            prep.logits,
+            &weights,
+            t,
+            prep.batch,
+        )?),
+        _ => None,
+    };
+    Ok(TrainReport {
+        losses,
+        weights,
+        test,
+        seconds,
+        steps_per_epoch: per_epoch,
+    })
+}
+
+/// The weights after the last step: the kept value of each weight's update
+/// (a carry `w' → w`), by the weight's id.
+fn trained_weights(prep: &Prepared, outputs: &[(TensorId, Vec<f32>)]) -> Given {
+    let mut weights = Given::new();
+    for c in prep.programs.programs.iter().flat_map(|p| &p.carries) {
+        if prep.graph.tensor(c.to).role != TensorRole::Weight || weights.contains_key(&c.to) {
+            continue;
+        }
+        if let Some((_, v)) = outputs.iter().find(|(t, _)| *t == c.from) {
+            weights.insert(c.to, v.clone());
+        }
+    }
+    weights
+}
