@@ -19,7 +19,7 @@ use std::sync::Mutex;
 
 use planner::graph::Optimizer;
 use planner::plan::SearchKind;
-use train::{data, prepare, trainer, StepLog, TrainOptions};
+use train::{checkpoint, data, prepare, trainer, weights, StepLog, TrainOptions};
 
 /// Arguments of `tofu train`.
 #[derive(clap::Args, Debug)]
@@ -70,6 +70,25 @@ pub struct Args {
     /// Log every N-th step (and the last).
     #[arg(long, default_value_t = 1)]
     pub log_every: usize,
+    /// Start from these weights (safetensors named by graph names, e.g. a
+    /// `--save-weights` file) instead of the synthetic initial fill.
+    #[arg(long, value_name = "FILE.safetensors")]
+    pub weights: Option<PathBuf>,
+    /// Write the trained weights (whole tensors, by graph names) as
+    /// safetensors; with `--steps 0`, the initial weights.
+    #[arg(long, value_name = "FILE.safetensors")]
+    pub save_weights: Option<PathBuf>,
+    /// Write a checkpoint (every rank's shards of weights and optimizer
+    /// state, a manifest) into DIR/step-<S>/ every `--checkpoint-every` steps.
+    #[arg(long, value_name = "DIR")]
+    pub checkpoint_dir: Option<PathBuf>,
+    /// Steps between checkpoints.
+    #[arg(long, default_value_t = 100, requires = "checkpoint_dir")]
+    pub checkpoint_every: usize,
+    /// Continue from the latest checkpoint in `--checkpoint-dir` (same
+    /// model, workers and seed): later losses equal the uninterrupted run's.
+    #[arg(long, requires = "checkpoint_dir")]
+    pub resume: bool,
 }
 
 /// The zoo model's optimizer with `--lr`.
@@ -130,8 +149,50 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
             trainer::steps_for_epochs(&prep, &train_set, args.epochs.unwrap_or(1)).map_err(e)?
         }
     };
+    let mut opts = TrainOptions {
+        steps,
+        seed: args.seed,
+        checkpoint: args
+            .checkpoint_dir
+            .clone()
+            .map(|d| (d, args.checkpoint_every.max(1))),
+        ..TrainOptions::default()
+    };
+    if let Some(w) = &args.weights {
+        opts.given = weights::load(w, &prep.graph).map_err(e)?;
+    }
     if steps == 0 {
-        return Err(miette::miette!("nothing to train: 0 steps"));
+        return match &args.save_weights {
+            Some(out) => {
+                let mut w = weights::initial(&prep.graph, args.seed);
+                w.extend(opts.given);
+                weights::save(out, &prep.graph, &w).map_err(e)?;
+                eprintln!("wrote the initial weights to {}", out.display());
+                Ok(ExitCode::SUCCESS)
+            }
+            None => Err(miette::miette!(
+                "nothing to train: 0 steps (with --save-weights, 0 steps writes the initial weights)"
+            )),
+        };
+    }
+    if args.resume {
+        let dir = args
+            .checkpoint_dir
+            .as_deref()
+            .expect("clap: --resume requires it");
+        let latest = checkpoint::latest(dir).map_err(e)?.ok_or_else(|| {
+            miette::miette!(
+                "--resume: no checkpoint in {} (a run writes them with --checkpoint-dir)",
+                dir.display()
+            )
+        })?;
+        let (start, state) =
+            checkpoint::load(&latest, &prep.graph, &prep.programs, args.seed).map_err(e)?;
+        opts.start = start;
+        opts.given = state;
+        if !args.json {
+            eprintln!("resuming from {} (step {start})", latest.display());
+        }
     }
     if !args.json {
         eprintln!(
@@ -175,12 +236,12 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
             l.clear();
         }
     };
-    let opts = TrainOptions {
-        steps,
-        seed: args.seed,
-    };
-    let report = trainer::train(&prep, &train_set, Some(&test_set), opts, &on_step).map_err(e)?;
+    let report =
+        trainer::train(&prep, &train_set, Some(&test_set), opts.clone(), &on_step).map_err(e)?;
     let test = report.test;
+    if let Some(out) = &args.save_weights {
+        weights::save(out, &prep.graph, &report.weights).map_err(e)?;
+    }
     if args.json {
         println!(
             "{}",
@@ -188,6 +249,8 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
                 "done": true,
                 "workers": prep.world(),
                 "steps": steps,
+                "start_step": opts.start,
+                "checkpoints": report.checkpoints.iter().map(|p| p.display().to_string()).collect::<Vec<_>>(),
                 "steps_per_epoch": report.steps_per_epoch,
                 "seconds": report.seconds,
                 "final_loss": report.losses.last(),

@@ -127,3 +127,191 @@ fn models_and_data_that_do_not_fit_are_refused_with_the_fix() {
         assert!(e.contains("do not make one batch of 5000"), "{e}");
     }
 }
+
+/// Losses by step of a `--json` run.
+fn losses_by_step(lines: &[serde_json::Value]) -> std::collections::BTreeMap<u64, f64> {
+    lines
+        .iter()
+        .filter_map(|l| Some((l.get("step")?.as_u64()?, l["loss"].as_f64()?)))
+        .collect()
+}
+
+const CK_MODEL: [&str; 8] = [
+    "--model",
+    "mlp-3-64",
+    "--workers",
+    "4",
+    "--data",
+    "digits",
+    "--optimizer",
+    "momentum",
+];
+
+#[test]
+fn a_run_killed_after_a_checkpoint_resumes_with_bit_identical_losses() {
+    if !have_digits() {
+        return;
+    }
+    let dir = tofu_tests::temp_dir("train-kill");
+    let ck = dir.join("ck");
+    let ck_s = ck.to_str().unwrap();
+    let mut child = Command::new(tofu_bin())
+        .arg("train")
+        .args(CK_MODEL)
+        .args([
+            "--steps",
+            "100000000",
+            "--checkpoint-dir",
+            ck_s,
+            "--checkpoint-every",
+            "25",
+            "--json",
+        ])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let t0 = std::time::Instant::now();
+    while !ck.join("step-00000050").is_dir() {
+        assert!(t0.elapsed().as_secs() < 120, "no checkpoint after 120 s");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    let latest = std::fs::read_dir(&ck)
+        .unwrap()
+        .filter_map(|e| {
+            e.unwrap()
+                .file_name()
+                .to_str()?
+                .strip_prefix("step-")?
+                .parse::<u64>()
+                .ok()
+        })
+        .max()
+        .unwrap();
+    let total = (latest + 40).to_string();
+    let resumed = train(
+        &[
+            &CK_MODEL[..],
+            &["--steps", &total, "--checkpoint-dir", ck_s, "--resume"],
+        ]
+        .concat(),
+    );
+    let reference = train(&[&CK_MODEL[..], &["--steps", &total]].concat());
+    let (r, full) = (losses_by_step(&resumed), losses_by_step(&reference));
+    assert_eq!(
+        r.keys().copied().collect::<Vec<_>>(),
+        (latest..latest + 40).collect::<Vec<_>>()
+    );
+    for (s, l) in &r {
+        assert_eq!(
+            l.to_bits(),
+            full[s].to_bits(),
+            "step {s}: resumed {l} vs uninterrupted {}",
+            full[s]
+        );
+    }
+    assert_eq!(
+        resumed.last().unwrap()["test_accuracy"],
+        reference.last().unwrap()["test_accuracy"]
+    );
+
+    // A damaged checkpoint is refused, naming the shard.
+    let last = ck.join(format!("step-{latest:08}"));
+    let shard = last.join("rank-1.safetensors");
+    let bytes = std::fs::read(&shard).unwrap();
+    std::fs::write(&shard, &bytes[..bytes.len() / 2]).unwrap();
+    let refused = |what: &str| {
+        let out = Command::new(tofu_bin())
+            .arg("train")
+            .args(CK_MODEL)
+            .args(["--steps", &total, "--checkpoint-dir", ck_s, "--resume"])
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{what}: resumed anyway");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let e = refused("truncated");
+    assert!(
+        e.contains("rank-1.safetensors") && e.contains("truncated"),
+        "{e}"
+    );
+    std::fs::remove_file(&shard).unwrap();
+    let e = refused("missing");
+    assert!(e.contains("rank-1.safetensors"), "{e}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn saved_weights_are_the_graph_tensors_and_start_a_run_where_it_would_start() {
+    if !have_digits() {
+        return;
+    }
+    let dir = tofu_tests::temp_dir("train-weights");
+    let init = dir.join("init.safetensors");
+    let model = ["--model", "mlp-2-32", "--workers", "2", "--data", "digits"];
+    let out = Command::new(tofu_bin())
+        .arg("train")
+        .args(model)
+        .args(["--steps", "0", "--save-weights", init.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let bytes = std::fs::read(&init).unwrap();
+    let st = safetensors::SafeTensors::deserialize(&bytes).unwrap();
+    let mut names: Vec<(String, Vec<usize>)> = st
+        .tensors()
+        .into_iter()
+        .map(|(n, v)| (n, v.shape().to_vec()))
+        .collect();
+    names.sort();
+    let want = [
+        ("fc0.b", vec![32]),
+        ("fc0.w", vec![64, 32]),
+        ("fc1.b", vec![10]),
+        ("fc1.w", vec![32, 10]),
+    ];
+    assert_eq!(names, want.map(|(n, s)| (n.to_string(), s)).to_vec());
+    // Starting from the saved initial weights is the run from the fill.
+    let given = train(
+        &[
+            &model[..],
+            &["--steps", "20", "--weights", init.to_str().unwrap()],
+        ]
+        .concat(),
+    );
+    let fill = train(&[&model[..], &["--steps", "20"]].concat());
+    assert_eq!(losses_by_step(&given), losses_by_step(&fill));
+    // The trained weights differ from the initial ones and load again.
+    let trained = dir.join("trained.safetensors");
+    train(
+        &[
+            &model[..],
+            &["--steps", "20", "--save-weights", trained.to_str().unwrap()],
+        ]
+        .concat(),
+    );
+    let tb = std::fs::read(&trained).unwrap();
+    let t = safetensors::SafeTensors::deserialize(&tb).unwrap();
+    assert_ne!(
+        t.tensor("fc0.w").unwrap().data(),
+        st.tensor("fc0.w").unwrap().data()
+    );
+    let again = train(
+        &[
+            &model[..],
+            &["--steps", "1", "--weights", trained.to_str().unwrap()],
+        ]
+        .concat(),
+    );
+    let first = losses_by_step(&again)[&0];
+    assert!(
+        first < losses_by_step(&fill)[&0],
+        "trained weights start lower: {first}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -5,7 +5,8 @@
 //! Takes the training part of a [`DataSet`], its [`Batches`] and the graph's
 //! input tensors `x[batch, features]` and `labels[batch, classes]`
 //! (probabilities: one-hot rows); gives a [`runner::StepFeed`] and, after
-//! the run, the loss of every step.
+//! the run, the loss of every step; with a [`Capture`], the tiles of the
+//! carried tensors after every checkpoint step.
 
 use std::sync::Mutex;
 
@@ -13,6 +14,7 @@ use codegen::{Program, Region, TensorId};
 use runner::StepFeed;
 
 use crate::batches::Batches;
+use crate::checkpoint::Capture;
 use crate::data::DataSet;
 
 /// The graph tensors a classifier is trained through.
@@ -42,7 +44,7 @@ pub struct ClassifierFeed<'d> {
     data: &'d DataSet,
     batches: Batches,
     tensors: ClassifierTensors,
-    watched: [TensorId; 1],
+    capture: Option<&'d Capture>,
     /// Loss per step, set by the rank that keeps it.
     losses: Mutex<Vec<Option<f32>>>,
     /// Steps before the first one this run takes (a resumed run).
@@ -51,19 +53,19 @@ pub struct ClassifierFeed<'d> {
 
 impl<'d> ClassifierFeed<'d> {
     /// A feed of `steps` steps of `batches` over `data`, starting at global
-    /// step `first_step`.
+    /// step `first_step`, capturing checkpoints into `capture`.
     pub fn new(
         data: &'d DataSet,
         batches: Batches,
         tensors: ClassifierTensors,
-        first_step: usize,
-        steps: usize,
+        (first_step, steps): (usize, usize),
+        capture: Option<&'d Capture>,
     ) -> ClassifierFeed<'d> {
         ClassifierFeed {
             data,
             batches,
             tensors,
-            watched: [tensors.loss],
+            capture,
             losses: Mutex::new(vec![None; steps]),
             first_step,
         }
@@ -86,6 +88,9 @@ impl StepFeed for ClassifierFeed<'_> {
         step: usize,
         program: &Program,
     ) -> Result<Vec<(TensorId, Region, Vec<f32>)>, String> {
+        if let Some(e) = self.capture.and_then(Capture::failed) {
+            return Err(format!("checkpoint: {e}"));
+        }
         let idx = self.batches.batch(self.first_step + step);
         let classes = self.data.classes;
         let mut out = Vec::new();
@@ -104,16 +109,22 @@ impl StepFeed for ClassifierFeed<'_> {
         Ok(out)
     }
 
-    fn watched(&self) -> &[TensorId] {
-        &self.watched
+    fn watched(&self, step: usize) -> Vec<TensorId> {
+        let mut w = vec![self.tensors.loss];
+        if let Some(c) = self.capture.filter(|c| c.due(self.first_step + step)) {
+            w.extend(c.carried.iter().map(|&(from, _)| from));
+        }
+        w
     }
 
-    fn observe(&self, step: usize, _rank: usize, tensor: TensorId, _: &Region, values: &[f32]) {
+    fn observe(&self, step: usize, rank: usize, tensor: TensorId, region: &Region, values: &[f32]) {
         if tensor == self.tensors.loss {
             let mut l = self.losses.lock().expect("no poisoned loss log");
             if l[step].is_none() {
                 l[step] = values.first().copied();
             }
+        } else if let Some(c) = self.capture {
+            c.record(rank, tensor, region, values);
         }
     }
 }

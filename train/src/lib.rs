@@ -7,16 +7,20 @@
 //! model sized to the data and planned, or a plan file → validated
 //! per-rank programs) → [`trainer`] (the runner's ranks stepped with a
 //! [`feed`] over the [`batches`]) → [`evaluate`] (held-out loss and
-//! accuracy of the trained weights). The binary's `tofu train` parses
+//! accuracy of the trained weights), with [`checkpoint`]s to resume from
+//! and [`weights`] in and out as safetensors. The binary's `tofu train` parses
 //! arguments and prints; everything else is here.
 #![warn(missing_docs)]
 
+mod atomic;
 pub mod batches;
+pub mod checkpoint;
 pub mod data;
 pub mod evaluate;
 pub mod feed;
 pub mod prepare;
 pub mod trainer;
+pub mod weights;
 
 pub use data::DataSet;
 pub use evaluate::Evaluation;

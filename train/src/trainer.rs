@@ -8,6 +8,7 @@
 //! held-out [`Evaluation`]. A callback sees every step as it completes
 //! ([`StepLog`]), for progress lines and JSON logs.
 
+use std::path::PathBuf;
 use std::sync::Mutex;
 use std::time::Instant;
 
@@ -16,19 +17,28 @@ use planner::graph::TensorRole;
 use runner::{run_programs_fed, Given, RunOptions};
 
 use crate::batches::Batches;
+use crate::checkpoint::{self, Capture};
 use crate::data::DataSet;
 use crate::evaluate::{evaluate, Evaluation};
 use crate::feed::ClassifierFeed;
 use crate::prepare::Prepared;
 use crate::TrainError;
 
-/// How long to train.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// How long to train, from where, and where checkpoints go.
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct TrainOptions {
-    /// Steps (one batch each).
+    /// The step to stop before (steps are counted from the start of
+    /// training, a resumed run included; one batch each).
     pub steps: usize,
     /// Seed of the batch order and of the initial weights' synthetic fill.
     pub seed: u64,
+    /// The first step to run: 0, or the steps a resumed checkpoint completed.
+    pub start: usize,
+    /// Values of weights and optimizer state to start from instead of the
+    /// synthetic fill (given weights, or a checkpoint's state), by graph id.
+    pub given: Given,
+    /// Write a checkpoint into this directory after every this many steps.
+    pub checkpoint: Option<(PathBuf, usize)>,
 }
 
 /// One completed step, as the callback sees it.
@@ -49,8 +59,10 @@ pub struct StepLog {
 /// What a run gave.
 #[derive(Clone, Debug, PartialEq)]
 pub struct TrainReport {
-    /// Training loss per step.
+    /// Training loss per step run (steps `start..steps`).
     pub losses: Vec<f32>,
+    /// Checkpoints written (directories).
+    pub checkpoints: Vec<PathBuf>,
     /// The trained weights: whole tensors (row-major) by graph id.
     pub weights: Given,
     /// Held-out loss and accuracy of the trained weights.
@@ -94,9 +106,27 @@ pub fn train(
     opts: TrainOptions,
     on_step: &(dyn Fn(&StepLog) + Sync),
 ) -> Result<TrainReport, TrainError> {
+    if opts.start >= opts.steps {
+        return Err(TrainError::Data(format!(
+            "nothing to train: the run starts at step {} of {}",
+            opts.start, opts.steps
+        )));
+    }
     let batches = batches(prep, train, opts.seed)?;
     let per_epoch = batches.per_epoch();
-    let feed = ClassifierFeed::new(train, batches, prep.tensors, 0, opts.steps);
+    let capture = opts
+        .checkpoint
+        .as_ref()
+        .map(|(dir, every)| Capture::new(dir.clone(), *every, &prep.programs));
+    let run_steps = opts.steps - opts.start;
+    let feed = ClassifierFeed::new(
+        train,
+        batches,
+        prep.tensors,
+        (opts.start, run_steps),
+        capture.as_ref(),
+    );
+    let written = Mutex::new(Vec::new());
     let start = Instant::now();
     let last = Mutex::new(start);
     let batch = prep.batch;
@@ -108,11 +138,26 @@ pub fn train(
             *l = now;
             dt
         };
-        let step = done - 1;
+        let local = done - 1;
+        let step = opts.start + local;
+        if let Some(c) = capture.as_ref().filter(|c| c.due(step)) {
+            let tiles = c.take();
+            match checkpoint::write(
+                &c.dir,
+                &prep.graph,
+                opts.seed,
+                prep.world(),
+                step + 1,
+                &tiles,
+            ) {
+                Ok(d) => written.lock().expect("no poisoned list").push(d),
+                Err(e) => c.fail(e.to_string()),
+            }
+        }
         on_step(&StepLog {
             step,
             epoch: step / per_epoch,
-            loss: feed.loss(step).unwrap_or(f32::NAN),
+            loss: feed.loss(local).unwrap_or(f32::NAN),
             samples_per_second: batch as f64 / dt.max(1e-9),
             elapsed: now.duration_since(start).as_secs_f64(),
         });
@@ -122,7 +167,7 @@ pub fn train(
         .map(|c| (runner::CpuBackend::new(), c))
         .collect();
     let run_opts = RunOptions {
-        steps: opts.steps,
+        steps: run_steps,
         seed: opts.seed,
     };
     let report = run_programs_fed(
@@ -130,17 +175,22 @@ pub fn train(
         run_opts,
         Some(&progress),
         ranks,
-        &Given::new(),
+        &opts.given,
         &feed,
     )
     .map_err(TrainError::Run)?;
+    if let Some(e) = capture.as_ref().and_then(Capture::failed) {
+        return Err(TrainError::Data(format!("checkpoint: {e}")));
+    }
     let seconds = start.elapsed().as_secs_f64();
     let losses = feed
         .losses()
         .into_iter()
         .enumerate()
         .map(|(s, l)| {
-            l.ok_or_else(|| TrainError::Input(format!("no rank kept the loss of step {s}")))
+            l.ok_or_else(|| {
+                TrainError::Input(format!("no rank kept the loss of step {}", opts.start + s))
+            })
         })
         .collect::<Result<Vec<f32>, _>>()?;
     let weights = trained_weights(prep, &report.outputs);
@@ -157,6 +207,7 @@ pub fn train(
     };
     Ok(TrainReport {
         losses,
+        checkpoints: written.into_inner().expect("no poisoned list"),
         weights,
         test,
         seconds,

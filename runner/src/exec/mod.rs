@@ -172,8 +172,10 @@ pub trait StepFeed: Sync {
         program: &Program,
     ) -> Result<Vec<(TensorId, Region, Vec<f32>)>, String>;
 
-    /// Tensors whose kept tiles [`StepFeed::observe`] sees after each step.
-    fn watched(&self) -> &[TensorId];
+    /// Tensors whose kept tiles [`StepFeed::observe`] sees after step
+    /// `step` (each one a download from the backend: the loss every step,
+    /// the weights and optimizer state at a checkpoint).
+    fn watched(&self, step: usize) -> Vec<TensorId>;
 
     /// A kept tile of a watched tensor on `rank` after step `step`
     /// (global region, row-major values).
@@ -188,8 +190,8 @@ impl StepFeed for NoFeed {
         Ok(Vec::new())
     }
 
-    fn watched(&self) -> &[TensorId] {
-        &[]
+    fn watched(&self, _: usize) -> Vec<TensorId> {
+        Vec::new()
     }
 
     fn observe(&self, _: usize, _: usize, _: TensorId, _: &Region, _: &[f32]) {}
@@ -323,7 +325,7 @@ where
                 }
                 let t0 = Instant::now();
                 let stats = w.step()?;
-                for &t in feed.watched() {
+                for t in feed.watched(step) {
                     if let Some((region, host)) = w.get(t)? {
                         feed.observe(step, rank, t, &region, &host);
                     }

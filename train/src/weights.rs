@@ -1,0 +1,102 @@
+//! Weights in and out as safetensors (Hugging Face's format, through the
+//! `safetensors` crate; what PyTorch's `safetensors.torch.load_file`
+//! reads).
+//!
+//! Takes whole tensors by graph id ([`runner::Given`]); gives a file whose
+//! tensors are named by their graph names (`fc0.w`, …), F32, row-major in
+//! the graph's shapes, written atomically; and the synthetic initial
+//! weights of a run (what every rank's tiles hold before step 0), so a
+//! reference implementation can start from the same point.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use planner::graph::{Graph, TensorRole};
+use runner::Given;
+use safetensors::tensor::TensorView;
+use safetensors::Dtype;
+
+use crate::atomic::write_atomic;
+use crate::TrainError;
+
+/// Little-endian bytes of f32 values.
+fn le_bytes(v: &[f32]) -> Vec<u8> {
+    v.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+/// A safetensors file of named F32 tensors `(name, shape, values)` with
+/// `metadata`.
+///
+/// Errors: [`TrainError::Data`] when a tensor's length is not its shape's.
+pub fn to_safetensors(
+    tensors: &[(String, Vec<usize>, &[f32])],
+    metadata: Option<HashMap<String, String>>,
+) -> Result<Vec<u8>, TrainError> {
+    let bytes: Vec<Vec<u8>> = tensors.iter().map(|(_, _, v)| le_bytes(v)).collect();
+    let views = tensors
+        .iter()
+        .zip(&bytes)
+        .map(|((name, shape, _), b)| {
+            TensorView::new(Dtype::F32, shape.clone(), b)
+                .map(|v| (name.clone(), v))
+                .map_err(|e| TrainError::Data(format!("tensor `{name}`: {e}")))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    safetensors::serialize(views, metadata).map_err(|e| TrainError::Data(e.to_string()))
+}
+
+/// Write `weights` (whole tensors by graph id) to `path` as safetensors
+/// named by graph names, atomically.
+///
+/// Errors: [`TrainError::Data`] naming the file (I/O) or the tensor.
+pub fn save(path: &Path, graph: &Graph, weights: &Given) -> Result<(), TrainError> {
+    let mut named: Vec<(String, Vec<usize>, &[f32])> = weights
+        .iter()
+        .map(|(&t, v)| {
+            let info = graph.tensor(t);
+            (info.name.clone(), info.shape.clone(), v.as_slice())
+        })
+        .collect();
+    named.sort_by(|a, b| a.0.cmp(&b.0));
+    let bytes = to_safetensors(&named, None)?;
+    write_atomic(path, &bytes).map_err(TrainError::Data)
+}
+
+/// The weights a run with `seed` starts from: every trainable weight's
+/// synthetic fill, whole (the values the ranks' tiles are generated from).
+pub fn initial(graph: &Graph, seed: u64) -> Given {
+    let offsets = planner::graph::execute::fill_offsets(graph);
+    graph
+        .tensor_ids()
+        .zip(offsets)
+        .filter_map(|(t, offset)| {
+            let info = graph.tensor(t);
+            let (TensorRole::Weight, Some(fill), Some(offset)) = (info.role, info.fill, offset)
+            else {
+                return None;
+            };
+            let whole: Vec<(i64, i64)> = info.shape.iter().map(|&d| (0, d as i64)).collect();
+            let v = tdl::fill::fill_region(fill, &info.shape, seed, offset, &whole)
+                .into_iter()
+                .map(|x| x as f32)
+                .collect();
+            Some((t, v))
+        })
+        .collect()
+}
+
+/// Weights from a safetensors file written by [`save`] (or any file whose
+/// names are the graph's weight names).
+///
+/// Errors: [`TrainError::Data`] naming the file and the tensor.
+pub fn load(path: &Path, graph: &Graph) -> Result<Given, TrainError> {
+    let bytes =
+        std::fs::read(path).map_err(|e| TrainError::Data(format!("{}: {e}", path.display())))?;
+    runner::given::from_safetensors(
+        graph,
+        &path.display().to_string(),
+        &bytes,
+        runner::given::Kind::Weights,
+    )
+    .map_err(|e| TrainError::Data(e.to_string()))
+}
