@@ -78,6 +78,11 @@ pub struct Args {
     /// safetensors; with `--steps 0`, the initial weights.
     #[arg(long, value_name = "FILE.safetensors")]
     pub save_weights: Option<PathBuf>,
+    /// Write the features and labels of every step's batch (`x[steps,
+    /// batch, features]`, `y[steps, batch]`) as safetensors, for a
+    /// reference implementation (`scripts/compare-torch.py`).
+    #[arg(long, value_name = "FILE.safetensors")]
+    pub export_batches: Option<PathBuf>,
     /// Write a checkpoint (every rank's shards of weights and optimizer
     /// state, a manifest) into DIR/step-<S>/ every `--checkpoint-every` steps.
     #[arg(long, value_name = "DIR")]
@@ -158,6 +163,10 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
             .map(|d| (d, args.checkpoint_every.max(1))),
         ..TrainOptions::default()
     };
+    if let Some(out) = &args.export_batches {
+        let order = trainer::batches(&prep, &train_set, args.seed).map_err(e)?;
+        weights::export_batches(out, &train_set, &order, steps).map_err(e)?;
+    }
     if let Some(w) = &args.weights {
         opts.given = weights::load(w, &prep.graph).map_err(e)?;
     }

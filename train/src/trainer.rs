@@ -84,7 +84,10 @@ pub fn steps_for_epochs(
     Ok(batches(prep, train, 0)?.per_epoch() * epochs)
 }
 
-fn batches(prep: &Prepared, train: &DataSet, seed: u64) -> Result<Batches, TrainError> {
+/// The batch order of a run of `prep` on `train` with `seed`.
+///
+/// Errors: [`TrainError::Data`] when the data set has not one whole batch.
+pub fn batches(prep: &Prepared, train: &DataSet, seed: u64) -> Result<Batches, TrainError> {
     Batches::new(train.len(), prep.batch, seed).ok_or_else(|| {
         TrainError::Data(format!(
             "{} training samples do not make one batch of {}",

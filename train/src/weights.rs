@@ -100,3 +100,34 @@ pub fn load(path: &Path, graph: &Graph) -> Result<Given, TrainError> {
     )
     .map_err(|e| TrainError::Data(e.to_string()))
 }
+
+/// Write the batches of steps `0..steps` to `path` as safetensors, for a
+/// reference implementation to train on the same data in the same order:
+/// `x[steps, batch, features]` and `y[steps, batch]` (classes as f32).
+///
+/// Errors: [`TrainError::Data`] naming the file.
+pub fn export_batches(
+    path: &Path,
+    data: &crate::DataSet,
+    batches: &crate::batches::Batches,
+    steps: usize,
+) -> Result<(), TrainError> {
+    let (mut x, mut y) = (Vec::new(), Vec::new());
+    let mut batch = 0;
+    for s in 0..steps {
+        let idx = batches.batch(s);
+        batch = idx.len();
+        for &i in &idx {
+            x.extend_from_slice(data.row(i));
+            y.push(data.y[i] as f32);
+        }
+    }
+    let bytes = to_safetensors(
+        &[
+            ("x".into(), vec![steps, batch, data.features], &x),
+            ("y".into(), vec![steps, batch], &y),
+        ],
+        None,
+    )?;
+    write_atomic(path, &bytes).map_err(TrainError::Data)
+}
