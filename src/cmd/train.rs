@@ -1,17 +1,20 @@
 //! `tofu train (PLAN.json | --model NAME) [--workers K] --data digits
 //! [--steps N | --epochs E] [--batch B] [--lr LR] [--optimizer O] [--seed S]
-//! [--json [--log-every N]]`: train a model with a partition plan on a real
-//! data set (issue 27; the `train` crate does the work).
+//! [--json [--log-every N]] [--plot loss.svg] [--checkpoint-dir D
+//! [--checkpoint-every S] [--resume]] [--weights F] [--save-weights F]`:
+//! train a model with a partition plan on a real data set (issue 27; the
+//! `train` crate does the work, this file parses and prints).
 //!
 //! Given a zoo model it plans first, as `tofu plan --model` would, with the
 //! model's input and output sized to the data set; given a plan file it
 //! trains that plan (its optimizer, batch and worker count). Each rank reads
 //! only its own tile of every batch. Prints the plan's world size and
-//! bytes per step, one line per epoch (mean training loss, samples per
-//! second) and the held-out loss and accuracy; `--json` prints one JSON
-//! object per step (`step`, `epoch`, `loss`, `samples_per_second`; every
-//! `--log-every` steps and the last) and a final one with `test_loss`,
-//! `test_accuracy`.
+//! bytes per step, a progress bar on a terminal (step, loss, samples per
+//! second, ETA), one line per epoch (mean training loss, held-out loss and
+//! accuracy) and the final held-out loss and accuracy; `--json` prints one
+//! JSON object per step (`step`, `epoch`, `loss`, `samples_per_second`,
+//! and `test_loss`/`test_accuracy` after an evaluation; every `--log-every`
+//! steps and the last) and a final one with `test_loss`, `test_accuracy`.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -19,7 +22,12 @@ use std::sync::Mutex;
 
 use planner::graph::Optimizer;
 use planner::plan::SearchKind;
-use train::{checkpoint, data, prepare, trainer, weights, StepLog, TrainOptions};
+use train::{
+    checkpoint, data, prepare, trainer, weights, DataSet, Prepared, StepLog, TrainError,
+    TrainOptions,
+};
+
+use super::train_print::{human_step, json_step, print_summary, progress_bar};
 
 /// Arguments of `tofu train`.
 #[derive(clap::Args, Debug)]
@@ -94,6 +102,14 @@ pub struct Args {
     /// model, workers and seed): later losses equal the uninterrupted run's.
     #[arg(long, requires = "checkpoint_dir")]
     pub resume: bool,
+    /// Evaluate the held-out set every N steps (default: once per epoch;
+    /// 0: only at the end).
+    #[arg(long, value_name = "N")]
+    pub eval_every: Option<usize>,
+    /// Draw the training loss per step and the held-out loss per
+    /// evaluation into an SVG file.
+    #[arg(long, value_name = "FILE.svg")]
+    pub plot: Option<PathBuf>,
 }
 
 /// The zoo model's optimizer with `--lr`.
@@ -117,162 +133,145 @@ fn optimizer(args: &Args) -> miette::Result<Optimizer> {
     Ok(o)
 }
 
-/// Run `tofu train`.
-pub fn run(args: Args) -> miette::Result<ExitCode> {
-    let e = |e: train::TrainError| miette::miette!("{e}");
-    if args.workers == 0 || args.log_every == 0 {
-        return Err(miette::miette!(
-            "--workers and --log-every must be at least 1"
-        ));
+fn err(e: TrainError) -> miette::Report {
+    miette::miette!("{e}")
+}
+
+/// The plan file, or the zoo model sized to the data and planned.
+fn prepared(args: &Args, all: &DataSet, train_set: &DataSet) -> miette::Result<Prepared> {
+    if let Some(path) = &args.plan {
+        if args.lr.is_some() || args.optimizer != "sgd" {
+            return Err(miette::miette!(
+                "{}: a plan file trains with its own optimizer; plan again with `tofu plan --optimizer` or train `--model NAME --optimizer O --lr LR`",
+                path.display()
+            ));
+        }
+        return prepare::from_plan_file(path, train_set).map_err(err);
     }
-    let all = data::load(&args.data).map_err(e)?;
-    let (train_set, test_set) = all.split(args.held_out, args.seed);
-    let prep = match (&args.plan, &args.model) {
-        (Some(path), _) => {
-            if args.lr.is_some() || args.optimizer != "sgd" {
-                return Err(miette::miette!(
-                    "{}: a plan file trains with its own optimizer; plan again with `tofu plan --optimizer` or train `--model NAME --optimizer O --lr LR`",
-                    path.display()
-                ));
-            }
-            prepare::from_plan_file(path, &train_set).map_err(e)?
-        }
-        (None, Some(name)) => {
-            let search: SearchKind = args
-                .search
-                .parse()
-                .map_err(|e: String| miette::miette!("{e}"))?;
-            let model = prepare::sized_zoo(name, &all, args.batch).map_err(e)?;
-            prepare::from_zoo(&model, &optimizer(&args)?, args.workers, search, &train_set)
-                .map_err(e)?
-        }
-        (None, None) => unreachable!("clap requires a plan or --model"),
-    };
-    let steps = match args.steps {
-        Some(s) => s,
-        None => {
-            trainer::steps_for_epochs(&prep, &train_set, args.epochs.unwrap_or(1)).map_err(e)?
-        }
-    };
+    let name = args
+        .model
+        .as_deref()
+        .expect("clap requires a plan or --model");
+    let search: SearchKind = args
+        .search
+        .parse()
+        .map_err(|e: String| miette::miette!("{e}"))?;
+    let model = prepare::sized_zoo(name, all, args.batch).map_err(err)?;
+    prepare::from_zoo(&model, &optimizer(args)?, args.workers, search, train_set).map_err(err)
+}
+
+/// The run's options: steps, checkpoints, evaluation, and the state it
+/// starts from (`--weights`, or the latest checkpoint with `--resume`).
+fn options(args: &Args, prep: &Prepared, train_set: &DataSet) -> miette::Result<TrainOptions> {
+    let per_epoch = trainer::steps_for_epochs(prep, train_set, 1).map_err(err)?;
     let mut opts = TrainOptions {
-        steps,
+        steps: args.steps.unwrap_or(per_epoch * args.epochs.unwrap_or(1)),
         seed: args.seed,
         checkpoint: args
             .checkpoint_dir
             .clone()
             .map(|d| (d, args.checkpoint_every.max(1))),
+        eval_every: args.eval_every.unwrap_or(per_epoch),
         ..TrainOptions::default()
     };
-    if let Some(out) = &args.export_batches {
-        let order = trainer::batches(&prep, &train_set, args.seed).map_err(e)?;
-        weights::export_batches(out, &train_set, &order, steps).map_err(e)?;
-    }
     if let Some(w) = &args.weights {
-        opts.given = weights::load(w, &prep.graph).map_err(e)?;
+        opts.given = weights::load(w, &prep.graph).map_err(err)?;
     }
-    if steps == 0 {
-        return match &args.save_weights {
-            Some(out) => {
-                let mut w = weights::initial(&prep.graph, args.seed);
-                w.extend(opts.given);
-                weights::save(out, &prep.graph, &w).map_err(e)?;
-                eprintln!("wrote the initial weights to {}", out.display());
-                Ok(ExitCode::SUCCESS)
-            }
-            None => Err(miette::miette!(
-                "nothing to train: 0 steps (with --save-weights, 0 steps writes the initial weights)"
-            )),
-        };
-    }
-    if args.resume {
-        let dir = args
-            .checkpoint_dir
-            .as_deref()
-            .expect("clap: --resume requires it");
-        let latest = checkpoint::latest(dir).map_err(e)?.ok_or_else(|| {
+    if let Some(dir) = args.checkpoint_dir.as_deref().filter(|_| args.resume) {
+        let latest = checkpoint::latest(dir).map_err(err)?.ok_or_else(|| {
             miette::miette!(
                 "--resume: no checkpoint in {} (a run writes them with --checkpoint-dir)",
                 dir.display()
             )
         })?;
         let (start, state) =
-            checkpoint::load(&latest, &prep.graph, &prep.programs, args.seed).map_err(e)?;
+            checkpoint::load(&latest, &prep.graph, &prep.programs, args.seed).map_err(err)?;
         opts.start = start;
         opts.given = state;
         if !args.json {
             eprintln!("resuming from {} (step {start})", latest.display());
         }
     }
+    Ok(opts)
+}
+
+/// `--steps 0 --save-weights F`: write the initial weights.
+fn save_initial(args: &Args, prep: &Prepared, opts: TrainOptions) -> miette::Result<ExitCode> {
+    let Some(out) = &args.save_weights else {
+        return Err(miette::miette!(
+            "nothing to train: 0 steps (with --save-weights, 0 steps writes the initial weights)"
+        ));
+    };
+    let mut w = weights::initial(&prep.graph, args.seed);
+    w.extend(opts.given);
+    weights::save(out, &prep.graph, &w).map_err(err)?;
+    eprintln!("wrote the initial weights to {}", out.display());
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Run `tofu train`.
+pub fn run(args: Args) -> miette::Result<ExitCode> {
+    if args.workers == 0 || args.log_every == 0 {
+        return Err(miette::miette!(
+            "--workers and --log-every must be at least 1"
+        ));
+    }
+    let all = data::load(&args.data).map_err(err)?;
+    let (train_set, test_set) = all.split(args.held_out, args.seed);
+    let prep = prepared(&args, &all, &train_set)?;
+    let opts = options(&args, &prep, &train_set)?;
+    let steps = opts.steps;
+    if let Some(out) = &args.export_batches {
+        let order = trainer::batches(&prep, &train_set, args.seed).map_err(err)?;
+        weights::export_batches(out, &train_set, &order, steps).map_err(err)?;
+    }
+    if steps == 0 {
+        return save_initial(&args, &prep, opts);
+    }
     if !args.json {
         eprintln!(
-            "{} on {} worker(s) (factors {:?}), batch {}, {} plan bytes per step; {} training / {} held-out samples, {steps} steps",
+            "{} on {} worker(s) (factors {:?}), batch {}, {} plan bytes per step; {} training / {} held-out samples, steps {}..{steps}",
             prep.graph.name(),
             prep.world(),
             prep.factors,
             prep.batch,
             prep.comm_bytes,
             train_set.len(),
-            test_set.len()
+            test_set.len(),
+            opts.start
         );
     }
+    let bar = (!args.json).then(|| progress_bar(opts.start, steps));
     let epoch_losses = Mutex::new(Vec::<f32>::new());
-    let report_epoch = (train_set.len() / prep.batch).max(1);
     let on_step = |s: &StepLog| {
-        let last = s.step + 1 == steps;
         if args.json {
-            if s.step.is_multiple_of(args.log_every) || last {
-                println!(
-                    "{}",
-                    serde_json::json!({
-                        "step": s.step,
-                        "epoch": s.epoch,
-                        "loss": s.loss,
-                        "samples_per_second": s.samples_per_second,
-                    })
-                );
-            }
-            return;
-        }
-        let mut l = epoch_losses.lock().expect("no poisoned loss log");
-        l.push(s.loss);
-        let epoch_end = (s.step + 1).is_multiple_of(report_epoch);
-        if epoch_end || last {
-            let mean = l.iter().sum::<f32>() / l.len() as f32;
-            eprintln!(
-                "epoch {:>3}  step {:>6}  loss {mean:.4}  {:.0} samples/s  {:.1} s",
-                s.epoch, s.step, s.samples_per_second, s.elapsed
-            );
-            l.clear();
+            json_step(&args, s, steps);
+        } else if let Some(b) = &bar {
+            human_step(b, s, &epoch_losses, steps);
         }
     };
     let report =
-        trainer::train(&prep, &train_set, Some(&test_set), opts.clone(), &on_step).map_err(e)?;
-    let test = report.test;
+        trainer::train(&prep, &train_set, Some(&test_set), opts.clone(), &on_step).map_err(err)?;
+    if let Some(b) = &bar {
+        b.finish_and_clear();
+    }
     if let Some(out) = &args.save_weights {
-        weights::save(out, &prep.graph, &report.weights).map_err(e)?;
+        weights::save(out, &prep.graph, &report.weights).map_err(err)?;
     }
-    if args.json {
-        println!(
-            "{}",
-            serde_json::json!({
-                "done": true,
-                "workers": prep.world(),
-                "steps": steps,
-                "start_step": opts.start,
-                "checkpoints": report.checkpoints.iter().map(|p| p.display().to_string()).collect::<Vec<_>>(),
-                "steps_per_epoch": report.steps_per_epoch,
-                "seconds": report.seconds,
-                "final_loss": report.losses.last(),
-                "test_loss": test.map(|t| t.loss),
-                "test_accuracy": test.map(|t| t.accuracy),
-                "test_samples": test.map(|t| t.samples),
-            })
+    if let Some(svg) = &args.plot {
+        let test: Vec<(usize, f64)> = report
+            .evaluations
+            .iter()
+            .map(|&(s, e)| (s, e.loss))
+            .collect();
+        let title = format!(
+            "{} on {} worker(s), {}",
+            prep.graph.name(),
+            prep.world(),
+            args.data
         );
-    } else if let Some(t) = test {
-        println!(
-            "trained {steps} steps in {:.2} s; held-out loss {:.4}, accuracy {:.4} ({} samples)",
-            report.seconds, t.loss, t.accuracy, t.samples
-        );
+        super::train_plot::loss_svg(svg, &title, opts.start, &report.losses, &test)?;
     }
+    print_summary(&args, &prep, &opts, &report);
     Ok(ExitCode::SUCCESS)
 }

@@ -85,26 +85,53 @@ fn mlp_on_digits_reaches_95_percent_and_k_ranks_follow_the_unpartitioned_run() {
 }
 
 #[test]
-fn log_every_thins_the_lines_and_keeps_the_last() {
+fn log_every_thins_the_lines_evaluations_are_logged_and_plotted() {
     if !have_digits() {
         return;
     }
+    let dir = tofu_tests::temp_dir("train-log");
+    let svg = dir.join("loss.svg");
     let lines = train(&[
         "--model",
         "mlp-2-32",
         "--data",
         "digits",
         "--steps",
-        "10",
+        "12",
         "--log-every",
         "4",
+        "--eval-every",
+        "6",
+        "--plot",
+        svg.to_str().unwrap(),
     ]);
     let steps: Vec<u64> = lines
         .iter()
         .filter_map(|l| l.get("step").map(|s| s.as_u64().unwrap()))
         .collect();
-    assert_eq!(steps, [0, 4, 8, 9]);
-    assert_eq!(lines.last().unwrap()["done"], true);
+    assert_eq!(
+        steps,
+        [0, 4, 5, 8, 11],
+        "every 4th, the evaluations (5, 11), the last"
+    );
+    let evals: Vec<f64> = lines
+        .iter()
+        .filter(|l| l.get("step").is_some())
+        .filter_map(|l| l.get("test_loss")?.as_f64())
+        .collect();
+    assert_eq!(evals.len(), 2);
+    let last = lines.last().unwrap();
+    assert_eq!(last["done"], true);
+    assert_eq!(
+        last["test_loss"].as_f64().unwrap(),
+        evals[1],
+        "the final evaluation is step 11's"
+    );
+    let text = std::fs::read_to_string(&svg).unwrap();
+    assert!(
+        text.starts_with("<svg") && text.contains("train (batch)") && text.contains("held-out")
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]

@@ -97,13 +97,14 @@ pub fn carried(programs: &Programs) -> Vec<(TensorId, TensorId)> {
     v
 }
 
-/// What a run captures for its checkpoints: the tiles of the carried
-/// tensors after every `every`-th step, and the first write error.
+/// What a run captures of its state: the tiles of the carried tensors
+/// after every step a checkpoint is written or the held-out set is
+/// evaluated, and the first checkpoint write error.
 pub struct Capture {
-    /// The checkpoint directory.
-    pub dir: PathBuf,
-    /// Steps between checkpoints.
-    pub every: usize,
+    /// The checkpoint directory and the steps between checkpoints.
+    pub checkpoint: Option<(PathBuf, usize)>,
+    /// Steps between held-out evaluations (0: none).
+    pub eval_every: usize,
     /// `(updated, replaced)` pairs ([`carried`]).
     pub carried: Vec<(TensorId, TensorId)>,
     tiles: Mutex<Vec<Tile>>,
@@ -111,11 +112,16 @@ pub struct Capture {
 }
 
 impl Capture {
-    /// A capture into `dir` every `every` steps (≥ 1).
-    pub fn new(dir: PathBuf, every: usize, programs: &Programs) -> Capture {
+    /// A capture for checkpoints into `dir` every `every` steps and
+    /// evaluations every `eval_every` steps (0: none).
+    pub fn new(
+        checkpoint: Option<(PathBuf, usize)>,
+        eval_every: usize,
+        programs: &Programs,
+    ) -> Capture {
         Capture {
-            dir,
-            every: every.max(1),
+            checkpoint: checkpoint.map(|(d, e)| (d, e.max(1))),
+            eval_every,
             carried: carried(programs),
             tiles: Mutex::new(Vec::new()),
             error: Mutex::new(None),
@@ -123,8 +129,20 @@ impl Capture {
     }
 
     /// Whether a checkpoint is written after global step `step` (0-based).
+    pub fn checkpoint_due(&self, step: usize) -> bool {
+        self.checkpoint
+            .as_ref()
+            .is_some_and(|(_, every)| (step + 1).is_multiple_of(*every))
+    }
+
+    /// Whether the held-out set is evaluated after global step `step`.
+    pub fn eval_due(&self, step: usize) -> bool {
+        self.eval_every > 0 && (step + 1).is_multiple_of(self.eval_every)
+    }
+
+    /// Whether the state is captured after global step `step`.
     pub fn due(&self, step: usize) -> bool {
-        (step + 1).is_multiple_of(self.every)
+        self.checkpoint_due(step) || self.eval_due(step)
     }
 
     /// Record `rank`'s tile of the updated tensor `updated`.
@@ -300,15 +318,7 @@ pub fn load(
             ),
         ));
     }
-    let mut whole: HashMap<TensorId, (Vec<f32>, Vec<bool>)> = HashMap::new();
-    for (_, to) in carried(programs) {
-        let n = graph.tensor(to).shape.iter().product();
-        whole.insert(to, (vec![0.0; n], vec![false; n]));
-    }
-    let by_name: HashMap<&str, TensorId> = whole
-        .keys()
-        .map(|&t| (graph.tensor(t).name.as_str(), t))
-        .collect();
+    let mut tiles = Vec::new();
     for s in &m.shards {
         let p = path.join(&s.file);
         let bytes =
@@ -323,29 +333,66 @@ pub fn load(
                 ),
             ));
         }
-        read_shard(&p, &bytes, graph, &by_name, &mut whole)?;
+        tiles.extend(read_shard(&p, &bytes, s.rank, graph, programs)?);
+    }
+    let given = assemble(graph, programs, &tiles).map_err(|why| bad(path, why))?;
+    Ok((m.step, given))
+}
+
+/// The whole value of every carried tensor from the ranks' tiles (by the
+/// id of the tensor it replaces).
+///
+/// Errors: a message naming a tensor the tiles do not cover or a tile that
+/// does not fit its tensor.
+pub fn assemble(graph: &Graph, programs: &Programs, tiles: &[Tile]) -> Result<Given, String> {
+    let mut whole: HashMap<TensorId, (Vec<f32>, Vec<f32>)> = HashMap::new();
+    for (_, to) in carried(programs) {
+        let n = graph.tensor(to).shape.iter().product();
+        whole.insert(to, (vec![0.0; n], vec![0.0; n]));
+    }
+    for t in tiles {
+        let info = graph.tensor(t.tensor);
+        let fits = t.region.0.len() == info.shape.len()
+            && t.region
+                .0
+                .iter()
+                .zip(&info.shape)
+                .all(|(&(l, h), &d)| 0 <= l && l <= h && h <= d as i64)
+            && t.region.volume() == t.values.len() as u64;
+        let Some((dst, seen)) = whole.get_mut(&t.tensor).filter(|_| fits) else {
+            return Err(format!(
+                "tile {:?} of `{}` does not fit a carried tensor of shape {:?}",
+                t.region.0, info.name, info.shape
+            ));
+        };
+        let w = Region::whole(&info.shape);
+        let ones = vec![1.0; t.values.len()];
+        for (src, into) in [(&t.values, dst), (&ones, seen)] {
+            runner::region::copy_region(src, &t.region.0, into, &w.0, &t.region.0, None)
+                .map_err(|e| e.to_string())?;
+        }
     }
     let mut given = Given::new();
     for (t, (v, seen)) in whole {
-        if seen.iter().any(|s| !s) {
-            return Err(bad(
-                path,
-                format!("the shards do not cover tensor `{}`", graph.tensor(t).name),
+        if seen.contains(&0.0) {
+            return Err(format!(
+                "the tiles do not cover tensor `{}`",
+                graph.tensor(t).name
             ));
         }
         given.insert(t, v);
     }
-    Ok((m.step, given))
+    Ok(given)
 }
 
-/// Copy one shard's tiles into the whole tensors.
+/// One shard's tiles.
 fn read_shard(
     p: &Path,
     bytes: &[u8],
+    rank: usize,
     graph: &Graph,
-    by_name: &HashMap<&str, TensorId>,
-    whole: &mut HashMap<TensorId, (Vec<f32>, Vec<bool>)>,
-) -> Result<(), TrainError> {
+    programs: &Programs,
+) -> Result<Vec<Tile>, TrainError> {
     let bad = |why: String| TrainError::Data(format!("{}: {why}", p.display()));
     let (_, meta) = SafeTensors::read_metadata(bytes).map_err(|e| bad(e.to_string()))?;
     let regions: HashMap<String, Vec<(i64, i64)>> = meta
@@ -356,41 +403,29 @@ fn read_shard(
         .transpose()
         .map_err(|e| bad(format!("bad `regions` metadata: {e}")))?
         .ok_or_else(|| bad("no `regions` metadata".into()))?;
+    let by_name: HashMap<&str, TensorId> = carried(programs)
+        .into_iter()
+        .map(|(_, to)| (graph.tensor(to).name.as_str(), to))
+        .collect();
     let st = SafeTensors::deserialize(bytes).map_err(|e| bad(e.to_string()))?;
-    for (name, view) in st.tensors() {
-        let (&t, region) = by_name
-            .get(name.as_str())
-            .zip(regions.get(&name))
-            .ok_or_else(|| bad(format!("tensor `{name}` is not carried by this run")))?;
-        let shape = &graph.tensor(t).shape;
-        let values: Vec<f32> = view
-            .data()
-            .chunks_exact(4)
-            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-            .collect();
-        let r = Region(region.clone());
-        if r.0.len() != shape.len()
-            || r.0
-                .iter()
-                .zip(shape)
-                .any(|(&(l, h), &d)| l < 0 || h > d as i64 || l > h)
-            || r.volume() != values.len() as u64
-        {
-            return Err(bad(format!(
-                "tensor `{name}`: region {region:?} does not fit {shape:?}"
-            )));
-        }
-        let (dst, seen) = whole.get_mut(&t).expect("by_name keys are whole's");
-        let whole_r = Region::whole(shape);
-        runner::region::copy_region(&values, &r.0, dst, &whole_r.0, &r.0, None)
-            .map_err(|e| bad(e.to_string()))?;
-        let ones = vec![1.0; values.len()];
-        let mut cover: Vec<f32> = seen.iter().map(|&b| f32::from(u8::from(b))).collect();
-        runner::region::copy_region(&ones, &r.0, &mut cover, &whole_r.0, &r.0, None)
-            .map_err(|e| bad(e.to_string()))?;
-        for (s, c) in seen.iter_mut().zip(cover) {
-            *s = c != 0.0;
-        }
-    }
-    Ok(())
+    st.tensors()
+        .into_iter()
+        .map(|(name, view)| {
+            let (&tensor, region) = by_name
+                .get(name.as_str())
+                .zip(regions.get(&name))
+                .ok_or_else(|| bad(format!("tensor `{name}` is not carried by this run")))?;
+            let values = view
+                .data()
+                .chunks_exact(4)
+                .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                .collect();
+            Ok(Tile {
+                rank,
+                tensor,
+                region: Region(region.clone()),
+                values,
+            })
+        })
+        .collect()
 }

@@ -89,7 +89,7 @@ impl StepFeed for ClassifierFeed<'_> {
         program: &Program,
     ) -> Result<Vec<(TensorId, Region, Vec<f32>)>, String> {
         if let Some(e) = self.capture.and_then(Capture::failed) {
-            return Err(format!("checkpoint: {e}"));
+            return Err(e);
         }
         let idx = self.batches.batch(self.first_step + step);
         let classes = self.data.classes;

@@ -39,6 +39,9 @@ pub struct TrainOptions {
     pub given: Given,
     /// Write a checkpoint into this directory after every this many steps.
     pub checkpoint: Option<(PathBuf, usize)>,
+    /// Evaluate the held-out set after every this many steps (0: only at
+    /// the end).
+    pub eval_every: usize,
 }
 
 /// One completed step, as the callback sees it.
@@ -54,6 +57,8 @@ pub struct StepLog {
     pub samples_per_second: f64,
     /// Seconds since training started.
     pub elapsed: f64,
+    /// The held-out evaluation after this step, when one was due.
+    pub test: Option<Evaluation>,
 }
 
 /// What a run gave.
@@ -63,6 +68,8 @@ pub struct TrainReport {
     pub losses: Vec<f32>,
     /// Checkpoints written (directories).
     pub checkpoints: Vec<PathBuf>,
+    /// Held-out evaluations during training: (step, evaluation).
+    pub evaluations: Vec<(usize, Evaluation)>,
     /// The trained weights: whole tensors (row-major) by graph id.
     pub weights: Given,
     /// Held-out loss and accuracy of the trained weights.
@@ -117,10 +124,13 @@ pub fn train(
     }
     let batches = batches(prep, train, opts.seed)?;
     let per_epoch = batches.per_epoch();
-    let capture = opts
-        .checkpoint
-        .as_ref()
-        .map(|(dir, every)| Capture::new(dir.clone(), *every, &prep.programs));
+    let eval_every = if test.is_some_and(|t| !t.is_empty()) {
+        opts.eval_every
+    } else {
+        0
+    };
+    let capture = (opts.checkpoint.is_some() || eval_every > 0)
+        .then(|| Capture::new(opts.checkpoint.clone(), eval_every, &prep.programs));
     let run_steps = opts.steps - opts.start;
     let feed = ClassifierFeed::new(
         train,
@@ -130,6 +140,7 @@ pub fn train(
         capture.as_ref(),
     );
     let written = Mutex::new(Vec::new());
+    let evaluations = Mutex::new(Vec::new());
     let start = Instant::now();
     let last = Mutex::new(start);
     let batch = prep.batch;
@@ -143,18 +154,33 @@ pub fn train(
         };
         let local = done - 1;
         let step = opts.start + local;
+        let mut eval = None;
         if let Some(c) = capture.as_ref().filter(|c| c.due(step)) {
             let tiles = c.take();
-            match checkpoint::write(
-                &c.dir,
-                &prep.graph,
-                opts.seed,
-                prep.world(),
-                step + 1,
-                &tiles,
-            ) {
-                Ok(d) => written.lock().expect("no poisoned list").push(d),
-                Err(e) => c.fail(e.to_string()),
+            if let Some((dir, _)) = c.checkpoint.as_ref().filter(|_| c.checkpoint_due(step)) {
+                let w =
+                    checkpoint::write(dir, &prep.graph, opts.seed, prep.world(), step + 1, &tiles);
+                match w {
+                    Ok(d) => written.lock().expect("no poisoned list").push(d),
+                    Err(e) => c.fail(format!("checkpoint after step {step}: {e}")),
+                }
+            }
+            if let Some(t) = test.filter(|_| c.eval_due(step)) {
+                let e = checkpoint::assemble(&prep.graph, &prep.programs, &tiles)
+                    .map_err(TrainError::Data)
+                    .and_then(|w| {
+                        evaluate(&prep.unpartitioned, prep.tensors, prep.logits, &w, t, batch)
+                    });
+                match e {
+                    Ok(e) => {
+                        evaluations
+                            .lock()
+                            .expect("no poisoned list")
+                            .push((step, e));
+                        eval = Some(e);
+                    }
+                    Err(e) => c.fail(format!("evaluation after step {step}: {e}")),
+                }
             }
         }
         on_step(&StepLog {
@@ -163,6 +189,7 @@ pub fn train(
             loss: feed.loss(local).unwrap_or(f32::NAN),
             samples_per_second: batch as f64 / dt.max(1e-9),
             elapsed: now.duration_since(start).as_secs_f64(),
+            test: eval,
         });
     };
     let ranks = runner::LocalCommunicator::create(prep.world())
@@ -183,7 +210,7 @@ pub fn train(
     )
     .map_err(TrainError::Run)?;
     if let Some(e) = capture.as_ref().and_then(Capture::failed) {
-        return Err(TrainError::Data(format!("checkpoint: {e}")));
+        return Err(TrainError::Data(e));
     }
     let seconds = start.elapsed().as_secs_f64();
     let losses = feed
@@ -197,7 +224,13 @@ pub fn train(
         })
         .collect::<Result<Vec<f32>, _>>()?;
     let weights = trained_weights(prep, &report.outputs);
+    let evaluations = evaluations.into_inner().expect("no poisoned list");
+    let last_eval = evaluations
+        .last()
+        .filter(|(s, _)| s + 1 == opts.steps)
+        .map(|&(_, e)| e);
     let test = match test {
+        _ if last_eval.is_some() => last_eval,
         Some(t) if !t.is_empty() => Some(evaluate(
             &prep.unpartitioned,
             prep.tensors,
@@ -211,6 +244,7 @@ pub fn train(
     Ok(TrainReport {
         losses,
         checkpoints: written.into_inner().expect("no poisoned list"),
+        evaluations,
         weights,
         test,
         seconds,
