@@ -80,9 +80,10 @@ pub enum CommError {
         /// The peer's collective sequence number.
         peer_seq: u64,
     },
-    /// `peer` dropped its communicator (its thread returned or panicked) while
-    /// this rank was exchanging data with it.
-    #[error("rank {rank}: {op}: rank {peer} hung up (its communicator was dropped: the rank returned or panicked)")]
+    /// `peer` dropped its communicator (its thread returned or panicked, or
+    /// its process exited and closed the connection) while this rank was
+    /// exchanging data with it.
+    #[error("rank {rank}: {op}: rank {peer} hung up (its communicator was dropped or its process exited: the rank returned, failed or was killed)")]
     PeerGone {
         /// Reporting rank.
         rank: Rank,
@@ -115,6 +116,18 @@ pub enum CommError {
         /// Its error message.
         reason: String,
     },
+    /// Connecting to the other processes' ranks failed ([`crate::TcpCommunicator`]):
+    /// an address that does not answer within the timeout, a handshake from
+    /// a process of another run.
+    #[error("rank {rank}: connecting to rank {peer}: {message}")]
+    Connect {
+        /// Reporting rank.
+        rank: Rank,
+        /// The rank it could not connect to (or accept from).
+        peer: Rank,
+        /// What failed.
+        message: String,
+    },
     /// The device or its library failed (a copy to or from the device, an
     /// NCCL call): the driver's or library's words.
     #[error("rank {rank}: {op}: {message}")]
@@ -136,7 +149,8 @@ impl CommError {
             CommError::SizeMismatch { peer, .. }
             | CommError::CallMismatch { peer, .. }
             | CommError::PeerGone { peer, .. }
-            | CommError::Timeout { peer, .. } => Some(*peer),
+            | CommError::Timeout { peer, .. }
+            | CommError::Connect { peer, .. } => Some(*peer),
             CommError::Aborted { origin, .. } => Some(*origin),
             _ => None,
         }

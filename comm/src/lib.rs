@@ -48,6 +48,7 @@ pub mod traffic;
 
 use std::fmt;
 
+pub use local::tcp::TcpCommunicator;
 pub use local::{run_ranks, LocalCommunicator, DEFAULT_TIMEOUT};
 pub use traffic::Traffic;
 

@@ -27,6 +27,7 @@ use crate::traffic::BYTES_PER_ELEMENT;
 use crate::{ByteCounters, Collectives, CommError, Communicator, HostMemory, P2p, Rank, ReduceOp};
 
 mod algorithms;
+pub mod tcp;
 
 /// How long a rank waits for a message before [`CommError::Timeout`], unless
 /// set with [`LocalCommunicator::create_with_timeout`]: 300 seconds (long
@@ -170,6 +171,28 @@ impl LocalCommunicator {
                 poisoned: None,
             })
             .collect()
+    }
+
+    /// One rank over given pair channels (`to[j]`: to rank j, `from[j]`:
+    /// from rank j), a clique of its own for aborts (the TCP bridge).
+    fn from_channels(
+        rank: usize,
+        to: Vec<Sender<Msg>>,
+        from: Vec<Receiver<Msg>>,
+        timeout: Duration,
+    ) -> LocalCommunicator {
+        let world = to.len();
+        LocalCommunicator {
+            rank,
+            world,
+            to,
+            from,
+            shared: Arc::new(Shared::default()),
+            timeout,
+            seq: 0,
+            counters: ByteCounters::new(world),
+            poisoned: None,
+        }
     }
 
     /// The timeout for one message.
