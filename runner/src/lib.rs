@@ -38,8 +38,8 @@ pub use comm::{
     ReduceOp,
 };
 pub use exec::{
-    run_programs, run_programs_fed, run_programs_given, run_programs_on, ExecError, RankRunner,
-    RunOptions, RunReport, StepFeed, StepStats,
+    run_programs, run_programs_fed, run_programs_given, run_programs_on, run_rank_fed, ExecError,
+    RankReport, RankRunner, RunOptions, RunReport, StepFeed, StepStats,
 };
 pub use given::{from_safetensors, Given, GivenError};
 pub use kernels::{KernelError, OpKernel, Provider, Registry};

@@ -102,6 +102,10 @@ pub struct Args {
     /// model, workers and seed): later losses equal the uninterrupted run's.
     #[arg(long, requires = "checkpoint_dir")]
     pub resume: bool,
+    /// Backend: cpu (one thread per rank; under `tofu launch`, one rank per
+    /// process over TCP).
+    #[arg(long, default_value = "cpu")]
+    pub backend: String,
     /// Evaluate the held-out set every N steps (default: once per epoch;
     /// 0: only at the end).
     #[arg(long, value_name = "N")]
@@ -227,6 +231,15 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
     }
     if steps == 0 {
         return save_initial(&args, &prep, opts);
+    }
+    if args.backend != "cpu" {
+        return Err(miette::miette!(
+            "--backend {}: tofu train runs on cpu only for now (`tofu run --backend cuda` runs plans on GPUs)",
+            args.backend
+        ));
+    }
+    if let Some(env) = rendezvous::Env::from_env().map_err(|e| miette::miette!("{e}"))? {
+        return super::train_launched::run(&args, env, &prep, (&train_set, &test_set), &opts);
     }
     if !args.json {
         eprintln!(

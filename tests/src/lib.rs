@@ -123,3 +123,14 @@ pub fn have_digits() -> bool {
     eprintln!("SKIPPED: {msg}");
     false
 }
+
+/// A port nobody listens on now (bound to port 0, then released): a
+/// launcher's `--master-port` for tests that run side by side.
+pub fn free_port() -> String {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("bind a loopback port")
+        .local_addr()
+        .expect("a bound address")
+        .port()
+        .to_string()
+}

@@ -7,21 +7,10 @@
 //! after the grace period; bad variables and layouts are errors naming them.
 
 use std::collections::BTreeMap;
-use std::net::TcpListener;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use tofu_tests::{text, tofu, tofu_bin};
-
-/// A port nobody listens on now (bound to port 0, then released).
-fn free_port() -> String {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-        .to_string()
-}
+use tofu_tests::{free_port, text, tofu, tofu_bin};
 
 /// Run `tofu ARGS` and time it.
 fn timed(args: &[&str]) -> (Output, Duration) {

@@ -11,7 +11,7 @@
 
 use std::process::Command;
 
-use tofu_tests::{have_digits, tofu_bin};
+use tofu_tests::{free_port, have_digits, tofu_bin};
 
 /// The JSON lines of `tofu train ARGS --json`.
 fn train(args: &[&str]) -> Vec<serde_json::Value> {
@@ -341,4 +341,133 @@ fn saved_weights_are_the_graph_tensors_and_start_a_run_where_it_would_start() {
         "trained weights start lower: {first}"
     );
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// `tofu launch --nproc-per-node 4 -- train ARGS --json`: (exit status,
+/// JSON lines by rank, stderr).
+fn launched(args: &[&str]) -> (bool, Vec<Vec<serde_json::Value>>, String) {
+    let out = Command::new(tofu_bin())
+        .args([
+            "launch",
+            "--nproc-per-node",
+            "4",
+            "--master-port",
+            &free_port(),
+        ])
+        .args(["--", "train"])
+        .args(args)
+        .arg("--json")
+        .output()
+        .unwrap();
+    let mut by_rank = vec![Vec::new(); 4];
+    for line in String::from_utf8(out.stdout).unwrap().lines() {
+        let (_, json) = line.split_once("] ").expect("a [rank r] prefix");
+        let v: serde_json::Value = serde_json::from_str(json).unwrap();
+        assert_eq!(v["world_size"], 4, "{line}");
+        by_rank[v["rank"].as_u64().unwrap() as usize].push(v);
+    }
+    (
+        out.status.success(),
+        by_rank,
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn one_rank_per_process_over_tcp_follows_the_one_process_run() {
+    if !have_digits() {
+        return;
+    }
+    let args = [
+        "--model",
+        "mlp-3-64",
+        "--workers",
+        "4",
+        "--data",
+        "digits",
+        "--steps",
+        "40",
+    ];
+    let (ok, by_rank, err) = launched(&args);
+    assert!(ok, "{err}");
+    let one = train(&args);
+    let want = losses_by_step(&one);
+    let mut seen = 0;
+    for lines in &by_rank {
+        assert_eq!(lines.last().unwrap()["done"], true);
+        for (s, l) in lines
+            .iter()
+            .filter_map(|l| Some((l.get("step")?.as_u64()?, l["loss"].as_f64()?)))
+        {
+            let rel = (l - want[&s]).abs() / want[&s].abs();
+            assert!(rel <= 1e-5, "step {s}: {l} vs {} in one process", want[&s]);
+            seen += 1;
+        }
+    }
+    assert!(
+        seen >= 40,
+        "every step's loss from a rank that keeps it ({seen})"
+    );
+    let acc = |v: &serde_json::Value| v["test_accuracy"].as_f64().unwrap();
+    assert_eq!(acc(by_rank[0].last().unwrap()), acc(one.last().unwrap()));
+}
+
+#[test]
+fn a_killed_rank_process_fails_the_launch_naming_it() {
+    if !have_digits() {
+        return;
+    }
+    let child = Command::new(tofu_bin())
+        .args([
+            "launch",
+            "--nproc-per-node",
+            "4",
+            "--grace-s",
+            "2",
+            "--",
+            "train",
+        ])
+        .args(["--model", "mlp-3-64", "--workers", "4", "--data", "digits"])
+        .args(["--steps", "100000000", "--log-every", "1000"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Rank 2's process: a child of the launcher with RANK=2.
+    let launcher = child.id().to_string();
+    let t0 = std::time::Instant::now();
+    let victim = loop {
+        assert!(t0.elapsed().as_secs() < 60, "rank 2 never started");
+        let found = std::fs::read_dir("/proc").unwrap().flatten().find_map(|e| {
+            let dir = e.path();
+            let status = std::fs::read_to_string(dir.join("status")).ok()?;
+            let ppid = status
+                .lines()
+                .find_map(|l| l.strip_prefix("PPid:"))?
+                .trim()
+                .to_string();
+            let environ = std::fs::read(dir.join("environ")).ok()?;
+            let rank2 = environ.split(|&b| b == 0).any(|v| v == b"RANK=2");
+            (ppid == launcher && rank2).then(|| e.file_name().to_string_lossy().into_owned())
+        });
+        if let Some(pid) = found {
+            break pid;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    std::thread::sleep(std::time::Duration::from_millis(1500)); // training by now
+    let killed = Command::new("kill").args(["-9", &victim]).status().unwrap();
+    assert!(killed.success());
+    let t1 = std::time::Instant::now();
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success(),
+        "the launch succeeded with a killed rank"
+    );
+    assert!(t1.elapsed().as_secs() < 60, "noticed within the timeout");
+    assert!(
+        err.contains("rank 2 failed first (was killed by signal 9"),
+        "{err}"
+    );
 }

@@ -18,7 +18,9 @@ pub mod checkpoint;
 pub mod data;
 pub mod evaluate;
 pub mod feed;
+pub mod launched;
 pub mod prepare;
+pub mod rank_trainer;
 pub mod trainer;
 pub mod weights;
 

@@ -23,6 +23,7 @@
 
 use std::io::{BufReader, BufWriter, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{unbounded, Receiver, Sender};
@@ -46,9 +47,15 @@ const KINDS: [Kind; 6] = [
 ];
 
 /// One rank of a communicator across processes (see the module doc).
+///
+/// Dropping it waits until every message it sent is written to its socket
+/// (a process that returns right after its last collective still delivers
+/// it), then closes the connections.
 #[derive(Debug)]
 pub struct TcpCommunicator {
-    inner: LocalCommunicator,
+    /// `None` only inside `drop`.
+    inner: Option<LocalCommunicator>,
+    writers: Vec<JoinHandle<()>>,
 }
 
 fn write_frame(w: &mut impl Write, m: &Msg) -> std::io::Result<()> {
@@ -90,16 +97,17 @@ fn read_frame(r: &mut impl Read) -> std::io::Result<Msg> {
     })
 }
 
-/// Carry one pair channel over `stream` in both directions (detached
-/// threads: the writer ends when the communicator drops its sender and then
-/// shuts the socket down; the reader ends at the end of the stream).
+/// Carry one pair channel over `stream` in both directions: the writer
+/// (joined when the communicator is dropped) ends when the communicator
+/// drops its sender and then shuts the socket down; the reader (detached)
+/// ends at the end of the stream.
 fn bridge(
     stream: TcpStream,
     outgoing: Receiver<Msg>,
     incoming: Sender<Msg>,
-) -> std::io::Result<()> {
+) -> std::io::Result<JoinHandle<()>> {
     let reader = stream.try_clone()?;
-    std::thread::Builder::new()
+    let writer = std::thread::Builder::new()
         .name("tcp-writer".into())
         .spawn(move || {
             let mut w = BufWriter::new(stream);
@@ -122,7 +130,7 @@ fn bridge(
                 }
             }
         })?;
-    Ok(())
+    Ok(writer)
 }
 
 fn handshake(rank: usize, world: usize) -> [u8; 20] {
@@ -212,6 +220,7 @@ impl TcpCommunicator {
             waiting -= 1;
         }
         let (mut to, mut from) = (Vec::with_capacity(world), Vec::with_capacity(world));
+        let mut writers = Vec::with_capacity(world);
         for (peer, s) in streams.into_iter().enumerate() {
             let (out_tx, out_rx) = unbounded();
             if peer == rank {
@@ -222,38 +231,57 @@ impl TcpCommunicator {
             let (in_tx, in_rx) = unbounded();
             let s = s.expect("every other rank connected");
             s.set_nodelay(true).map_err(|e| fail(peer, e.to_string()))?;
-            bridge(s, out_rx, in_tx).map_err(|e| fail(peer, e.to_string()))?;
+            writers.push(bridge(s, out_rx, in_tx).map_err(|e| fail(peer, e.to_string()))?);
             to.push(out_tx);
             from.push(in_rx);
         }
         Ok(TcpCommunicator {
-            inner: LocalCommunicator::from_channels(rank, to, from, timeout),
+            inner: Some(LocalCommunicator::from_channels(rank, to, from, timeout)),
+            writers,
         })
+    }
+
+    fn inner(&self) -> &LocalCommunicator {
+        self.inner.as_ref().expect("live until dropped")
+    }
+
+    fn inner_mut(&mut self) -> &mut LocalCommunicator {
+        self.inner.as_mut().expect("live until dropped")
+    }
+}
+
+impl Drop for TcpCommunicator {
+    /// Close the pair channels, then wait for the writers to drain them.
+    fn drop(&mut self) {
+        drop(self.inner.take());
+        for w in self.writers.drain(..) {
+            let _ = w.join();
+        }
     }
 }
 
 impl Communicator for TcpCommunicator {
     fn rank(&self) -> Rank {
-        self.inner.rank()
+        self.inner().rank()
     }
 
     fn world_size(&self) -> usize {
-        self.inner.world_size()
+        self.inner().world_size()
     }
 
     fn counters(&self) -> ByteCounters {
-        self.inner.counters()
+        self.inner().counters()
     }
 
     fn reset_counters(&mut self) {
-        self.inner.reset_counters()
+        self.inner_mut().reset_counters()
     }
 }
 
 /// Every host buffer type, as [`LocalCommunicator`].
 impl<B: HostMemory + ?Sized> Collectives<B> for TcpCommunicator {
     fn all_reduce(&mut self, buf: &mut B, op: ReduceOp) -> Result<(), CommError> {
-        self.inner.all_reduce(buf, op)
+        self.inner_mut().all_reduce(buf, op)
     }
 
     fn reduce_scatter(
@@ -263,11 +291,11 @@ impl<B: HostMemory + ?Sized> Collectives<B> for TcpCommunicator {
         counts: &[usize],
         op: ReduceOp,
     ) -> Result<(), CommError> {
-        self.inner.reduce_scatter(send, recv, counts, op)
+        self.inner_mut().reduce_scatter(send, recv, counts, op)
     }
 
     fn all_gather(&mut self, send: &B, recv: &mut B, counts: &[usize]) -> Result<(), CommError> {
-        self.inner.all_gather(send, recv, counts)
+        self.inner_mut().all_gather(send, recv, counts)
     }
 
     fn all_to_all(
@@ -277,14 +305,15 @@ impl<B: HostMemory + ?Sized> Collectives<B> for TcpCommunicator {
         recv: &mut B,
         recv_counts: &[usize],
     ) -> Result<(), CommError> {
-        self.inner.all_to_all(send, send_counts, recv, recv_counts)
+        self.inner_mut()
+            .all_to_all(send, send_counts, recv, recv_counts)
     }
 
     fn broadcast(&mut self, buf: &mut B, root: Rank) -> Result<(), CommError> {
-        self.inner.broadcast(buf, root)
+        self.inner_mut().broadcast(buf, root)
     }
 
     fn group(&mut self, ops: &mut [P2p<'_, B>]) -> Result<(), CommError> {
-        self.inner.group(ops)
+        self.inner_mut().group(ops)
     }
 }

@@ -48,7 +48,10 @@ use crate::region::{copy_region, slice};
 mod collective;
 mod exchange;
 mod instr;
+mod one_rank;
 mod rank;
+
+pub use one_rank::{run_rank_fed, RankReport};
 
 pub use rank::{RankRunner, StepStats};
 
@@ -307,11 +310,7 @@ where
             let p = &programs[rank];
             let mut w = RankRunner::new(p, backend, comm, opts.seed)?;
             w.set_profile(profile);
-            for (&t, v) in given {
-                if let Some(info) = p.tensor(t) {
-                    w.set(t, &Region::whole(&info.shape), v.clone())?;
-                }
-            }
+            w.set_given(given)?;
             w.prefill();
             let mut times = Vec::new();
             let mut bytes = Vec::new();
@@ -320,16 +319,8 @@ where
                 if step > 0 {
                     hand_off(&mut w, &store[(step - 1) % 2])?;
                 }
-                for (t, region, values) in feed.feed(step, p).map_err(ExecError::Invalid)? {
-                    w.set(t, &region, values)?;
-                }
                 let t0 = Instant::now();
-                let stats = w.step()?;
-                for t in feed.watched(step) {
-                    if let Some((region, host)) = w.get(t)? {
-                        feed.observe(step, rank, t, &region, &host);
-                    }
-                }
+                let stats = w.fed_step(step, feed)?;
                 times.push(t0.elapsed().as_secs_f64());
                 bytes.push(stats.bytes_sent);
                 comm_s.push(stats.comm_seconds);

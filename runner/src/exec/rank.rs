@@ -215,6 +215,11 @@ impl<'p, B: Backend, C: Collectives<B::Buffer>> RankRunner<'p, B, C> {
         &self.backend
     }
 
+    /// The communicator back, the backend and its buffers released.
+    pub fn into_comm(self) -> C {
+        self.comm
+    }
+
     /// Peak bytes the backend held so far.
     pub fn peak_bytes(&self) -> u64 {
         self.backend.memory().peak
@@ -291,6 +296,43 @@ impl<'p, B: Backend, C: Collectives<B::Buffer>> RankRunner<'p, B, C> {
             },
         );
         Ok(())
+    }
+
+    /// [`RankRunner::set`] every tensor of `given` (whole values, by id)
+    /// that this rank's program names.
+    ///
+    /// Errors: as [`RankRunner::set`].
+    pub fn set_given(&mut self, given: &crate::Given) -> Result<(), ExecError> {
+        for (&t, v) in given {
+            if let Some(info) = self.p.tensor(t) {
+                let whole = Region::whole(&info.shape);
+                self.set(t, &whole, v.clone())?;
+            }
+        }
+        Ok(())
+    }
+
+    /// One step with `feed`'s values for step `step` set first and the
+    /// watched tensors' kept tiles handed to [`super::StepFeed::observe`]
+    /// after it.
+    ///
+    /// Errors: the feed's (as [`ExecError::Invalid`]), [`RankRunner::set`]'s,
+    /// [`RankRunner::step`]'s.
+    pub fn fed_step(
+        &mut self,
+        step: usize,
+        feed: &dyn super::StepFeed,
+    ) -> Result<StepStats, ExecError> {
+        for (t, region, values) in feed.feed(step, self.p).map_err(ExecError::Invalid)? {
+            self.set(t, &region, values)?;
+        }
+        let stats = self.step()?;
+        for t in feed.watched(step) {
+            if let Some((region, host)) = self.get(t)? {
+                feed.observe(step, self.rank, t, &region, &host);
+            }
+        }
+        Ok(stats)
     }
 
     /// Run the program once: every instruction in order, then wait for the

@@ -1,0 +1,209 @@
+//! One rank per process: the training loop of one rank of a [`Prepared`]
+//! model, over a communicator that reaches the other processes
+//! (`comm::TcpCommunicator` joined through `tofu launch`'s rendezvous).
+//!
+//! Takes the prepared model (every process prepares the same programs: plan
+//! and code generation are deterministic), this rank's communicator, the
+//! data set and [`TrainOptions`]; runs only this rank's program, fed only
+//! its own tiles of every batch; gives the losses this rank observed (the
+//! ranks that keep the loss see it) and, on rank 0, the trained weights and
+//! the held-out evaluation: after the last step every rank's kept tiles are
+//! all-gathered (values only: every process knows every rank's kept regions
+//! from the programs) and assembled on rank 0. Checkpoints are not written
+//! under a launcher yet.
+
+use std::sync::Mutex;
+use std::time::Instant;
+
+use codegen::Region;
+use comm::Collectives;
+use runner::{run_rank_fed, CpuBackend, CpuBuffer, Given, RunOptions};
+
+use crate::checkpoint::{self, Tile};
+use crate::data::DataSet;
+use crate::evaluate::{evaluate, Evaluation};
+use crate::feed::ClassifierFeed;
+use crate::prepare::Prepared;
+use crate::trainer::{batches, StepLog, TrainOptions};
+use crate::TrainError;
+
+/// What one rank's run gave.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RankTrainReport {
+    /// This rank.
+    pub rank: usize,
+    /// Ranks.
+    pub world: usize,
+    /// The loss of each step run, where this rank keeps it.
+    pub losses: Vec<Option<f32>>,
+    /// Rank 0: the trained weights (whole tensors by graph id).
+    pub weights: Option<Given>,
+    /// Rank 0: the held-out evaluation of the trained weights.
+    pub test: Option<Evaluation>,
+    /// Wall seconds of the training steps.
+    pub seconds: f64,
+}
+
+/// Train rank `comm.rank()` of `prep` (see the module doc); `on_step` is
+/// called after each step completes on this rank.
+///
+/// Errors: [`TrainError::Model`] when the communicator's world size is not
+/// the plan's or checkpoints are asked for; [`TrainError::Run`] when a step
+/// or the final gather fails (a peer that died is named).
+pub fn train_rank<C>(
+    prep: &Prepared,
+    train: &DataSet,
+    test: Option<&DataSet>,
+    comm: C,
+    opts: &TrainOptions,
+    on_step: &(dyn Fn(&StepLog) + Sync),
+) -> Result<RankTrainReport, TrainError>
+where
+    C: Collectives<CpuBuffer> + Collectives<Vec<f32>>,
+{
+    let (rank, world) = (comm.rank().0, comm.world_size());
+    if world != prep.world() {
+        return Err(TrainError::Model(format!(
+            "the launcher started {world} processes for a plan of {} ranks: use --nproc-per-node {} (or plan for {world} workers)",
+            prep.world(),
+            prep.world()
+        )));
+    }
+    if opts.checkpoint.is_some() {
+        return Err(TrainError::Model(
+            "--checkpoint-dir is not supported under a launcher yet: train in one process (without `tofu launch`) to write checkpoints".into(),
+        ));
+    }
+    let order = batches(prep, train, opts.seed)?;
+    let per_epoch = order.per_epoch();
+    let run_steps = opts.steps.saturating_sub(opts.start);
+    let feed = ClassifierFeed::new(train, order, prep.tensors, (opts.start, run_steps), None);
+    let start = Instant::now();
+    let last = Mutex::new(start);
+    let progress = |done: usize| {
+        let now = Instant::now();
+        let dt = {
+            let mut l = last.lock().expect("no poisoned clock");
+            let dt = now.duration_since(*l).as_secs_f64();
+            *l = now;
+            dt
+        };
+        let step = opts.start + done - 1;
+        on_step(&StepLog {
+            step,
+            epoch: step / per_epoch,
+            loss: feed.loss(done - 1).unwrap_or(f32::NAN),
+            samples_per_second: prep.batch as f64 / dt.max(1e-9),
+            elapsed: now.duration_since(start).as_secs_f64(),
+            test: None,
+        });
+    };
+    let run_opts = RunOptions {
+        steps: run_steps,
+        seed: opts.seed,
+    };
+    let program = &prep.programs.programs[rank];
+    let (report, mut comm) = run_rank_fed(
+        program,
+        CpuBackend::new(),
+        comm,
+        run_opts,
+        Some(&progress),
+        &opts.given,
+        &feed,
+    )
+    .map_err(TrainError::Run)?;
+    let seconds = start.elapsed().as_secs_f64();
+    let tiles = gather_kept(prep, &report.kept, &mut comm, rank)?;
+    let (weights, test) = match (rank, tiles) {
+        (0, Some(tiles)) => {
+            let w = checkpoint::assemble(&prep.graph, &prep.programs, &tiles)
+                .map_err(TrainError::Data)?;
+            let e = match test {
+                Some(t) if !t.is_empty() => Some(evaluate(
+                    &prep.unpartitioned,
+                    prep.tensors,
+                    prep.logits,
+                    &w,
+                    t,
+                    prep.batch,
+                )?),
+                _ => None,
+            };
+            let weights = w
+                .into_iter()
+                .filter(|(t, _)| prep.graph.tensor(*t).role == planner::graph::TensorRole::Weight)
+                .collect();
+            (Some(weights), e)
+        }
+        _ => (None, None),
+    };
+    Ok(RankTrainReport {
+        rank,
+        world,
+        losses: feed.losses(),
+        weights,
+        test,
+        seconds,
+    })
+}
+
+/// All-gather every rank's kept tiles of the carried tensors: each rank
+/// sends the values of its kept buffers in its program's `keep` order (zeros
+/// for one it does not hold), so every process decodes every rank's part
+/// from the programs alone. Gives the tiles on rank 0, `None` elsewhere.
+fn gather_kept<C: Collectives<Vec<f32>>>(
+    prep: &Prepared,
+    kept: &[(codegen::TensorId, Region, Vec<f32>)],
+    comm: &mut C,
+    rank: usize,
+) -> Result<Option<Vec<Tile>>, TrainError> {
+    let carried = checkpoint::carried(&prep.programs);
+    let parts = |p: &codegen::Program| -> Vec<(codegen::TensorId, Region)> {
+        p.keep
+            .iter()
+            .map(|&b| &p.buffers[b as usize])
+            .filter(|b| carried.iter().any(|(from, _)| *from == b.tensor))
+            .map(|b| (b.tensor, b.region.clone()))
+            .collect()
+    };
+    let counts: Vec<usize> = prep
+        .programs
+        .programs
+        .iter()
+        .map(|p| parts(p).iter().map(|(_, r)| r.volume() as usize).sum())
+        .collect();
+    let mut send = Vec::with_capacity(counts[rank]);
+    for (t, r) in parts(&prep.programs.programs[rank]) {
+        match kept.iter().find(|(kt, kr, _)| *kt == t && *kr == r) {
+            Some((_, _, v)) => send.extend_from_slice(v),
+            None => send.resize(send.len() + r.volume() as usize, 0.0),
+        }
+    }
+    let mut recv = vec![0.0; counts.iter().sum()];
+    comm.all_gather(&send, &mut recv, &counts)
+        .map_err(|source| TrainError::Run(runner::ExecError::Comm { rank, source }))?;
+    if rank != 0 {
+        return Ok(None);
+    }
+    let mut tiles = Vec::new();
+    let mut at = 0;
+    for (r, p) in prep.programs.programs.iter().enumerate() {
+        for (t, region) in parts(p) {
+            let n = region.volume() as usize;
+            let to = carried
+                .iter()
+                .find(|(f, _)| *f == t)
+                .map(|&(_, to)| to)
+                .expect("filtered");
+            tiles.push(Tile {
+                rank: r,
+                tensor: to,
+                region,
+                values: recv[at..at + n].to_vec(),
+            });
+            at += n;
+        }
+    }
+    Ok(Some(tiles))
+}
