@@ -39,7 +39,7 @@ pub use comm::{
 };
 pub use exec::{
     run_programs, run_programs_fed, run_programs_given, run_programs_on, run_rank_fed, ExecError,
-    RankReport, RankRunner, RunOptions, RunReport, StepFeed, StepStats,
+    NoFeed, RankReport, RankRunner, RunOptions, RunReport, StepFeed, StepStats,
 };
 pub use given::{from_safetensors, Given, GivenError};
 pub use kernels::{KernelError, OpKernel, Provider, Registry};

@@ -10,6 +10,7 @@ pub mod plan;
 pub mod plan_memory;
 pub mod plan_topology;
 pub mod run;
+pub mod run_launched;
 pub mod ssp;
 pub mod ssp_bench;
 pub mod ssp_mlp;

@@ -123,6 +123,11 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
             given.extend(read_given(&graph, p, kind)?);
         }
     }
+    if args.backend == "cpu" {
+        if let Some(env) = rendezvous::Env::from_env().map_err(|e| miette::miette!("{e}"))? {
+            return super::run_launched::run(&args, &progs, opts, &given, env);
+        }
+    }
     let report = execute(&args, &progs, opts, Some(&progress), &given)?;
     let (verified, err) = if args.verify {
         let one = codegen::generate_unpartitioned(&graph, &lib, &model)

@@ -311,3 +311,52 @@ fn bad_layouts_and_variables_are_named() {
     assert!(run(&bad).contains("RANK=\"2\" is invalid: must be below WORLD_SIZE=2"));
     assert!(run(&[]).contains("RANK and WORLD_SIZE are not set"));
 }
+
+/// `tofu launch -- run PLAN --backend cpu`: each process runs its own rank
+/// of the plan over TCP, and sends exactly the bytes the plan predicts for
+/// it (the same as the in-process run's per-rank counts).
+#[test]
+fn launched_run_processes_each_run_one_rank_and_send_the_predicted_bytes() {
+    let dir = tofu_tests::temp_dir("launch-run");
+    let plan = dir.join("p4.json");
+    let p = plan.to_str().unwrap();
+    let o = tofu(&[
+        "plan",
+        "--model",
+        "mlp-3-64",
+        "--batch",
+        "16",
+        "--workers",
+        "4",
+        "-o",
+        p,
+    ]);
+    assert!(o.status.success(), "{}", text(&o).1);
+    let port = free_port();
+    let args = [
+        "launch",
+        "--nproc-per-node",
+        "4",
+        "--master-port",
+        &port,
+        "--",
+        "run",
+        p,
+    ];
+    let o = tofu(&[&args[..], &["--steps", "2", "--json"]].concat());
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{err}");
+    let one = tofu(&["run", p, "--steps", "2", "--json"]);
+    let one: serde_json::Value = serde_json::from_str(&text(&one).0).unwrap();
+    let mut ranks = Vec::new();
+    for line in out.lines() {
+        let v: serde_json::Value = serde_json::from_str(line.split_once("] ").unwrap().1).unwrap();
+        let r = v["rank"].as_u64().unwrap() as usize;
+        assert_eq!(v["world_size"], 4);
+        assert_eq!(v["bytes_sent"], v["predicted_bytes"], "rank {r}");
+        assert_eq!(v["bytes_sent"], one["bytes_sent_per_rank"][r], "rank {r}");
+        ranks.push(r);
+    }
+    ranks.sort();
+    assert_eq!(ranks, [0, 1, 2, 3], "one line per rank: {out}");
+}

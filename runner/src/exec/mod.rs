@@ -185,8 +185,9 @@ pub trait StepFeed: Sync {
     fn observe(&self, step: usize, rank: usize, tensor: TensorId, region: &Region, values: &[f32]);
 }
 
-/// The feed of a run whose inputs are fixed ([`run_programs_given`]).
-struct NoFeed;
+/// The feed of a run whose inputs are fixed ([`run_programs_given`]): sets
+/// nothing, watches nothing.
+pub struct NoFeed;
 
 impl StepFeed for NoFeed {
     fn feed(&self, _: usize, _: &Program) -> Result<Vec<(TensorId, Region, Vec<f32>)>, String> {

@@ -1,0 +1,70 @@
+//! `tofu run PLAN.json --backend cpu` under a launcher (`tofu launch
+//! --nproc-per-node K -- run …`): this process runs rank `RANK` of the
+//! K-worker plan only, over TCP to the other processes (the rendezvous
+//! exchanges their addresses, `train::launched`). Prints this rank's step
+//! times, bytes sent (and the plan's prediction for it) and peak memory, as
+//! one JSON object with `rank` and `world_size` under `--json`.
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use codegen::Programs;
+use rendezvous::Env;
+use runner::{run_rank_fed, CpuBackend, Given, NoFeed, RunOptions};
+
+use super::run::Args;
+
+/// How long ranks wait for each other to join and, later, for a message.
+const TIMEOUT: Duration = Duration::from_secs(120);
+
+/// Run this process's rank (see the module doc).
+pub fn run(
+    args: &Args,
+    progs: &Programs,
+    opts: RunOptions,
+    given: &Given,
+    env: Env,
+) -> miette::Result<ExitCode> {
+    let world = progs.programs.len();
+    if env.world_size != world {
+        return Err(miette::miette!(
+            "the launcher started {} processes for a plan of {world} workers: use --nproc-per-node {world}",
+            env.world_size
+        ));
+    }
+    if args.verify {
+        return Err(miette::miette!(
+            "--verify compares with the unpartitioned run in one process: run it without a launcher"
+        ));
+    }
+    let (comm, session) =
+        train::launched::join_tcp(&env, TIMEOUT).map_err(|e| miette::miette!("{e}"))?;
+    let rank = env.rank;
+    let program = &progs.programs[rank];
+    let (report, _comm) =
+        run_rank_fed(program, CpuBackend::new(), comm, opts, None, given, &NoFeed)
+            .map_err(|e| miette::miette!("{e}"))?;
+    let sent: u64 = report.bytes_sent.iter().sum();
+    let predicted = progs.predicted_bytes_per_rank[rank] * opts.steps as u64;
+    if args.json {
+        let v = serde_json::json!({
+            "rank": rank,
+            "world_size": world,
+            "steps": opts.steps,
+            "step_seconds": report.step_seconds,
+            "bytes_sent": sent,
+            "predicted_bytes": predicted,
+            "peak_bytes": report.peak_bytes,
+        });
+        println!("{v}");
+    } else {
+        let mean =
+            report.step_seconds.iter().sum::<f64>() / report.step_seconds.len().max(1) as f64;
+        println!(
+            "rank {rank} of {world}: {} step(s), {mean:.4} s per step, {sent} bytes sent (plan: {predicted}), peak {} bytes",
+            opts.steps, report.peak_bytes
+        );
+    }
+    session.close().map_err(|e| miette::miette!("{e}"))?;
+    Ok(ExitCode::SUCCESS)
+}
