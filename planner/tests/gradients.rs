@@ -23,7 +23,7 @@ use std::collections::HashSet;
 
 use planner::graph::execute::{execute, synthesize, Values};
 use planner::graph::{Graph, OpId, OpRole, Optimizer, TensorId, TensorRole};
-use planner::zoo::{GptConfig, MlpConfig, Model, RnnConfig, WResNetConfig};
+use planner::zoo::{CnnConfig, GptConfig, MlpConfig, Model, RnnConfig, WResNetConfig};
 use tdl::Library;
 
 const TOL: f64 = 1e-5;
@@ -214,6 +214,11 @@ fn check_model(model: Model, h: f64, elements_per_weight: usize) {
 #[test]
 fn mlp_gradients_match_finite_differences() {
     check_model(Model::Mlp(MlpConfig::tiny()), 1e-6, 3);
+}
+
+#[test]
+fn cnn_gradients_match_finite_differences() {
+    check_model(Model::Cnn(CnnConfig::tiny()), 1e-6, 2);
 }
 
 #[test]

@@ -14,7 +14,7 @@ use partition::{check, f64_oracle, lib, reference};
 use planner::graph::Optimizer;
 use planner::plan::model::Model;
 use planner::plan::SearchKind;
-use planner::zoo::{self, GptConfig, MlpConfig, RnnConfig, WResNetConfig};
+use planner::zoo::{self, CnnConfig, GptConfig, MlpConfig, RnnConfig, WResNetConfig};
 use runner::max_rel_error;
 
 const KS: [usize; 5] = [1, 2, 3, 4, 8];
@@ -25,6 +25,14 @@ fn mlp_tiny_every_search_every_k() {
         .training(lib(), &Optimizer::default())
         .unwrap();
     check("mlp", &g, &KS, &SearchKind::ALL, 2);
+}
+
+#[test]
+fn cnn_tiny_every_search_every_k() {
+    let g = zoo::Model::Cnn(CnnConfig::tiny())
+        .training(lib(), &Optimizer::default())
+        .unwrap();
+    check("cnn", &g, &KS, &SearchKind::ALL, 1);
 }
 
 #[test]

@@ -45,7 +45,9 @@ pub struct Args {
     /// Workers (ranks) to plan a zoo model for.
     #[arg(long, default_value_t = 1)]
     pub workers: usize,
-    /// Data set: digits (scikit-learn's 8×8 digits; `bash scripts/fetch-digits.sh`).
+    /// Data set: digits (scikit-learn's 8×8 digits; `bash scripts/fetch-digits.sh`;
+    /// 20% held out) or fashion-mnist (`bash scripts/fetch-fashion-mnist.sh`;
+    /// its own 10,000 test images held out).
     #[arg(long)]
     pub data: String,
     /// Training steps (one batch each).
@@ -142,7 +144,7 @@ fn err(e: TrainError) -> miette::Report {
 }
 
 /// The plan file, or the zoo model sized to the data and planned.
-fn prepared(args: &Args, all: &DataSet, train_set: &DataSet) -> miette::Result<Prepared> {
+fn prepared(args: &Args, train_set: &DataSet) -> miette::Result<Prepared> {
     if let Some(path) = &args.plan {
         if args.lr.is_some() || args.optimizer != "sgd" {
             return Err(miette::miette!(
@@ -160,7 +162,7 @@ fn prepared(args: &Args, all: &DataSet, train_set: &DataSet) -> miette::Result<P
         .search
         .parse()
         .map_err(|e: String| miette::miette!("{e}"))?;
-    let model = prepare::sized_zoo(name, all, args.batch).map_err(err)?;
+    let model = prepare::sized_zoo(name, train_set, args.batch).map_err(err)?;
     prepare::from_zoo(&model, &optimizer(args)?, args.workers, search, train_set).map_err(err)
 }
 
@@ -220,9 +222,9 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
             "--workers and --log-every must be at least 1"
         ));
     }
-    let all = data::load(&args.data).map_err(err)?;
-    let (train_set, test_set) = all.split(args.held_out, args.seed);
-    let prep = prepared(&args, &all, &train_set)?;
+    let (train_set, test_set) =
+        data::load_splits(&args.data, args.held_out, args.seed).map_err(err)?;
+    let prep = prepared(&args, &train_set)?;
     let opts = options(&args, &prep, &train_set)?;
     let steps = opts.steps;
     if let Some(out) = &args.export_batches {

@@ -471,3 +471,66 @@ fn a_killed_rank_process_fails_the_launch_naming_it() {
         "{err}"
     );
 }
+
+#[test]
+fn the_cnn_sized_to_digits_trains_and_two_ranks_follow_one() {
+    if !have_digits() {
+        return;
+    }
+    let run = |k: &str| {
+        train(&[
+            "--model",
+            "cnn-4-32",
+            "--workers",
+            k,
+            "--data",
+            "digits",
+            "--epochs",
+            "15",
+        ])
+    };
+    let (one, two) = (run("1"), run("2"));
+    let acc = one.last().unwrap()["test_accuracy"].as_f64().unwrap();
+    assert!(acc >= 0.9, "held-out accuracy {acc}");
+    let (a, b) = (losses_by_step(&one), losses_by_step(&two));
+    assert_eq!(a.len(), 330);
+    for (s, l) in &a {
+        assert!(
+            (l - b[s]).abs() <= 1e-4 * l.abs(),
+            "step {s}: {} vs {l}",
+            b[s]
+        );
+    }
+}
+
+/// Fashion-MNIST (issue 27: a small CNN reaches ≥ 85% held-out accuracy).
+/// Heavy (60,000 images per epoch): run with
+/// `bash scripts/fetch-fashion-mnist.sh && cargo test --release -p tofu-tests --test train_cli -- --ignored`.
+#[test]
+#[ignore]
+fn a_cnn_on_fashion_mnist_reaches_85_percent() {
+    let cache = std::env::var_os("TOFU_DATA_CACHE")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| {
+            std::path::PathBuf::from(std::env::var_os("HOME").unwrap_or_default())
+                .join(".cache/tofu")
+        });
+    if !cache.join("fashion-mnist/.complete").is_file() {
+        eprintln!("SKIPPED: run `bash scripts/fetch-fashion-mnist.sh` first");
+        return;
+    }
+    let lines = train(&[
+        "--model",
+        "cnn-8-64",
+        "--workers",
+        "2",
+        "--data",
+        "fashion-mnist",
+        "--epochs",
+        "1",
+    ]);
+    let last = lines.last().unwrap();
+    let acc = last["test_accuracy"].as_f64().unwrap();
+    assert_eq!(last["test_samples"], 10000);
+    assert!(acc >= 0.85, "held-out accuracy {acc}");
+}

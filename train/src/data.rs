@@ -1,12 +1,15 @@
 //! Labelled data sets, read from the cache the fetch scripts fill (never
 //! from the repository: third-party data is not committed).
 //!
-//! Takes a data set's name (`digits`: scikit-learn's 8×8 handwritten
-//! digits, cached by `scripts/fetch-digits.sh` in
-//! `${TOFU_DATA_CACHE:-~/.cache/tofu}/sklearn-digits/digits.csv`); gives a
-//! [`DataSet`]: row-major features `x[samples, features]` in `[0, 1]` and a
-//! class per sample, and [`DataSet::split`] into a training and a held-out
-//! part by a seeded permutation.
+//! Takes a data set's name — `digits`: scikit-learn's 8×8 handwritten
+//! digits (1,797 images, 64 features), cached by `scripts/fetch-digits.sh`
+//! in `${TOFU_DATA_CACHE:-~/.cache/tofu}/sklearn-digits/digits.csv`;
+//! `fashion-mnist`: Zalando's Fashion-MNIST (60,000 training and 10,000
+//! test 28×28 grey images, 10 classes), cached by
+//! `scripts/fetch-fashion-mnist.sh` in `…/fashion-mnist/` as IDX files —
+//! and gives a [`DataSet`]: row-major features `x[samples, features]` in
+//! `[0, 1]` and a class per sample; [`load_splits`] gives the training and
+//! held-out parts (a seeded split of digits, Fashion-MNIST's own test set).
 
 use std::path::{Path, PathBuf};
 
@@ -17,7 +20,7 @@ use rand::SeedableRng;
 use crate::TrainError;
 
 /// The data sets [`load`] knows, for messages.
-pub const NAMES: &str = "digits";
+pub const NAMES: &str = "digits, fashion-mnist";
 
 /// A labelled data set (see the module doc).
 #[derive(Clone, Debug, PartialEq)]
@@ -77,20 +80,97 @@ pub fn cache_dir() -> PathBuf {
     }
 }
 
-/// The data set `name` from the cache (see the module doc).
+/// The data set `name` from the cache (see the module doc), whole (for
+/// Fashion-MNIST: the training set).
 ///
 /// Errors: [`TrainError::Data`] for an unknown name, a missing file (naming
 /// the script that fetches it) or a malformed line (naming file and line).
 pub fn load(name: &str) -> Result<DataSet, TrainError> {
+    Ok(load_splits(name, 0.0, 0)?.0)
+}
+
+/// The training and held-out parts of data set `name`: digits split by
+/// [`DataSet::split`] (`held_out`, `seed`); Fashion-MNIST's own 60,000 /
+/// 10,000 split (`held_out` and `seed` unused).
+///
+/// Errors: as [`load`].
+pub fn load_splits(name: &str, held_out: f64, seed: u64) -> Result<(DataSet, DataSet), TrainError> {
     match name {
-        "digits" => load_digits(&cache_dir().join("sklearn-digits/digits.csv")),
-        "fashion-mnist" => Err(TrainError::Data(
-            "--data fashion-mnist: not fetched by this version (Debian's dataset-fashion-mnist is not cached); use --data digits".into(),
-        )),
+        "digits" => {
+            Ok(load_digits(&cache_dir().join("sklearn-digits/digits.csv"))?.split(held_out, seed))
+        }
+        "fashion-mnist" => {
+            let dir = cache_dir().join("fashion-mnist");
+            let part = |p: &str| {
+                load_idx(
+                    &dir.join(format!("{p}-images-idx3-ubyte")),
+                    &dir.join(format!("{p}-labels-idx1-ubyte")),
+                )
+            };
+            Ok((part("train")?, part("t10k")?))
+        }
         other => Err(TrainError::Data(format!(
             "--data {other}: unknown data set; expected one of: {NAMES}"
         ))),
     }
+}
+
+/// Read a big-endian u32 at `at` of an IDX file.
+fn be_u32(bytes: &[u8], at: usize) -> Option<usize> {
+    Some(u32::from_be_bytes(bytes.get(at..at + 4)?.try_into().ok()?) as usize)
+}
+
+/// An IDX image file (`0x00000803`, count, rows, columns, then one byte per
+/// pixel) and its label file (`0x00000801`, count, one byte per label), as
+/// MNIST and Fashion-MNIST ship them; pixels are scaled to `[0, 1]`.
+///
+/// Errors: [`TrainError::Data`] naming the file: missing (with the script
+/// that fetches it), another magic number, a size that does not match the
+/// header, labels outside 0–9 or a count that differs between the files.
+pub fn load_idx(images: &Path, labels: &Path) -> Result<DataSet, TrainError> {
+    let read = |p: &Path| {
+        std::fs::read(p).map_err(|e| {
+            TrainError::Data(format!(
+                "{}: {e}: run scripts/fetch-fashion-mnist.sh to cache Fashion-MNIST",
+                p.display()
+            ))
+        })
+    };
+    let bad = |p: &Path, why: &str| TrainError::Data(format!("{}: {why}", p.display()));
+    let (img, lab) = (read(images)?, read(labels)?);
+    let (Some(0x803), Some(n), Some(h), Some(w)) = (
+        be_u32(&img, 0),
+        be_u32(&img, 4),
+        be_u32(&img, 8),
+        be_u32(&img, 12),
+    ) else {
+        return Err(bad(images, "not an IDX image file (magic 0x00000803)"));
+    };
+    if img.len() != 16 + n * h * w {
+        return Err(bad(
+            images,
+            &format!("{} bytes for {n} images of {h}×{w}", img.len()),
+        ));
+    }
+    let (Some(0x801), Some(m)) = (be_u32(&lab, 0), be_u32(&lab, 4)) else {
+        return Err(bad(labels, "not an IDX label file (magic 0x00000801)"));
+    };
+    if m != n || lab.len() != 8 + n {
+        return Err(bad(
+            labels,
+            &format!("{m} labels in {} bytes for {n} images", lab.len()),
+        ));
+    }
+    let y: Vec<usize> = lab[8..].iter().map(|&v| v as usize).collect();
+    if y.iter().any(|&c| c > 9) {
+        return Err(bad(labels, "a label outside 0–9"));
+    }
+    Ok(DataSet {
+        x: img[16..].iter().map(|&p| p as f32 / 255.0).collect(),
+        y,
+        features: h * w,
+        classes: 10,
+    })
 }
 
 /// scikit-learn's `digits.csv`: 64 pixels 0–16 and a label 0–9 per line;
@@ -175,5 +255,26 @@ mod tests {
         std::fs::remove_dir_all(&dir).unwrap();
         let missing = load_digits(&dir.join("nope.csv")).unwrap_err().to_string();
         assert!(missing.contains("scripts/fetch-digits.sh"), "{missing}");
+    }
+
+    #[test]
+    fn idx_files_are_read_and_checked() {
+        let dir = std::env::temp_dir().join(format!("tofu-idx-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (ip, lp) = (dir.join("i"), dir.join("l"));
+        let mut img = vec![0, 0, 8, 3, 0, 0, 0, 2, 0, 0, 0, 1, 0, 0, 0, 2];
+        img.extend([0, 255, 51, 102]);
+        std::fs::write(&ip, &img).unwrap();
+        std::fs::write(&lp, [0, 0, 8, 1, 0, 0, 0, 2, 7, 3]).unwrap();
+        let d = load_idx(&ip, &lp).unwrap();
+        assert_eq!((d.features, d.y.clone()), (2, vec![7, 3]));
+        assert_eq!(d.x, vec![0.0, 1.0, 0.2, 0.4]);
+        std::fs::write(&lp, [0, 0, 8, 1, 0, 0, 0, 3, 7, 3, 1]).unwrap();
+        let e = load_idx(&ip, &lp).unwrap_err().to_string();
+        assert!(e.contains("3 labels") && e.contains("for 2 images"), "{e}");
+        std::fs::write(&ip, &img[..18]).unwrap();
+        let e = load_idx(&ip, &lp).unwrap_err().to_string();
+        assert!(e.contains("18 bytes for 2 images of 1×2"), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

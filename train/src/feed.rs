@@ -28,15 +28,25 @@ pub struct ClassifierTensors {
     pub loss: TensorId,
 }
 
-/// Rows `[r0, r1)` × columns `[c0, c1)` of a row-major `[rows, cols]`
-/// matrix given row by row (`row(i)` is sample `i`'s whole row).
-fn tile<'a>(region: &Region, row: impl Fn(usize) -> std::borrow::Cow<'a, [f32]>) -> Vec<f32> {
-    let (r, c) = (region.0[0], region.0[1]);
-    let mut out = Vec::with_capacity(region.volume() as usize);
-    for i in r.0..r.1 {
-        out.extend_from_slice(&row(i as usize)[c.0 as usize..c.1 as usize]);
+/// The tile `region` of a batch tensor `[rows, sample...]` whose row `i`
+/// is `row(i)` (one sample, row-major in `sample`'s shape).
+///
+/// Errors: a message when the region does not fit the sample's shape.
+fn tile<'a>(
+    region: &Region,
+    sample: &[usize],
+    row: impl Fn(usize) -> std::borrow::Cow<'a, [f32]>,
+) -> Result<Vec<f32>, String> {
+    let (rows, rest) = (region.0[0], &region.0[1..]);
+    let whole: Vec<(i64, i64)> = sample.iter().map(|&d| (0, d as i64)).collect();
+    let n: usize = rest.iter().map(|&(l, h)| (h - l).max(0) as usize).product();
+    let mut out = vec![0.0; (rows.1 - rows.0).max(0) as usize * n];
+    for (k, i) in (rows.0..rows.1).enumerate() {
+        let dst = &mut out[k * n..(k + 1) * n];
+        runner::region::copy_region(&row(i as usize), &whole, dst, rest, rest, None)
+            .map_err(|e| format!("a batch tile {:?}: {e}", region.0))?;
     }
-    out
+    Ok(out)
 }
 
 /// The feed of one training run (see the module doc).
@@ -44,6 +54,8 @@ pub struct ClassifierFeed<'d> {
     data: &'d DataSet,
     batches: Batches,
     tensors: ClassifierTensors,
+    /// One sample's shape in `x` (`x[batch, sample...]`).
+    sample: Vec<usize>,
     capture: Option<&'d Capture>,
     /// Loss per step, set by the rank that keeps it.
     losses: Mutex<Vec<Option<f32>>>,
@@ -52,12 +64,13 @@ pub struct ClassifierFeed<'d> {
 }
 
 impl<'d> ClassifierFeed<'d> {
-    /// A feed of `steps` steps of `batches` over `data`, starting at global
-    /// step `first_step`, capturing checkpoints into `capture`.
+    /// A feed of `steps` steps of `batches` over `data` into `x[batch,
+    /// sample...]`, starting at global step `first_step`, capturing
+    /// checkpoints into `capture`.
     pub fn new(
         data: &'d DataSet,
         batches: Batches,
-        tensors: ClassifierTensors,
+        (tensors, sample): (ClassifierTensors, &[usize]),
         (first_step, steps): (usize, usize),
         capture: Option<&'d Capture>,
     ) -> ClassifierFeed<'d> {
@@ -65,6 +78,7 @@ impl<'d> ClassifierFeed<'d> {
             data,
             batches,
             tensors,
+            sample: sample.to_vec(),
             capture,
             losses: Mutex::new(vec![None; steps]),
             first_step,
@@ -95,15 +109,15 @@ impl StepFeed for ClassifierFeed<'_> {
         let classes = self.data.classes;
         let mut out = Vec::new();
         if let Some(r) = program.tile_region(self.tensors.x) {
-            let v = tile(&r, |i| self.data.row(idx[i]).into());
+            let v = tile(&r, &self.sample, |i| self.data.row(idx[i]).into())?;
             out.push((self.tensors.x, r, v));
         }
         if let Some(r) = program.tile_region(self.tensors.labels) {
-            let v = tile(&r, |i| {
+            let v = tile(&r, &[classes], |i| {
                 let mut row = vec![0.0; classes];
                 row[self.data.y[idx[i]]] = 1.0;
                 row.into()
-            });
+            })?;
             out.push((self.tensors.labels, r, v));
         }
         Ok(out)
@@ -139,7 +153,28 @@ mod tests {
             .map(|i| (0..3).map(|j| (10 * i + j) as f32).collect())
             .collect();
         let r = Region(vec![(1, 3), (1, 3)]);
-        let v = tile(&r, |i| rows[i].as_slice().into());
+        let v = tile(&r, &[3], |i| rows[i].as_slice().into()).unwrap();
         assert_eq!(v, vec![11.0, 12.0, 21.0, 22.0]);
+    }
+
+    #[test]
+    fn an_image_tile_is_its_rows_and_window() {
+        // Samples of shape [1, 2, 3]: value 100·i + 10·h + w.
+        let rows: Vec<Vec<f32>> = (0..3)
+            .map(|i| {
+                (0..6)
+                    .map(|k| (100 * i + 10 * (k / 3) + k % 3) as f32)
+                    .collect()
+            })
+            .collect();
+        let r = Region(vec![(2, 3), (0, 1), (1, 2), (0, 2)]);
+        let v = tile(&r, &[1, 2, 3], |i| rows[i].as_slice().into()).unwrap();
+        assert_eq!(v, vec![210.0, 211.0]);
+        let e = tile(
+            &Region(vec![(0, 1), (0, 1), (0, 3), (0, 3)]),
+            &[1, 2, 3],
+            |i| rows[i].as_slice().into(),
+        );
+        assert!(e.is_err());
     }
 }

@@ -15,7 +15,7 @@ use interval::cache::StrategyCache;
 use planner::graph::{Graph, Optimizer, TensorRole};
 use planner::plan::model::Model;
 use planner::plan::{plan, PlanFile, SearchKind};
-use planner::zoo::{self, MlpConfig};
+use planner::zoo::{self, CnnConfig, MlpConfig};
 use tdl::Library;
 
 use crate::data::DataSet;
@@ -38,6 +38,8 @@ pub struct Prepared {
     pub logits: TensorId,
     /// The batch (the inputs' first dim).
     pub batch: usize,
+    /// One sample's shape in `x[batch, sample...]`.
+    pub sample: Vec<usize>,
     /// The plan's bytes sent by all ranks per step.
     pub comm_bytes: u64,
 }
@@ -53,12 +55,14 @@ fn err(e: impl std::fmt::Display) -> TrainError {
     TrainError::Model(e.to_string())
 }
 
-/// The zoo model `name` sized to `data` with batch `batch`: only classifiers
-/// whose input and output widths are free (the MLP) fit a data set.
+/// The zoo model `name` sized to `data` with batch `batch`: the classifiers
+/// whose input and output widths are free — the MLP (input = features), the
+/// CNN (square grey images: side = √features, a multiple of 4).
 ///
 /// Errors: [`TrainError::Model`] for an unknown name or a family that does
 /// not take a feature vector.
 pub fn sized_zoo(name: &str, data: &DataSet, batch: usize) -> Result<zoo::Model, TrainError> {
+    let side = (data.features as f64).sqrt().round() as usize;
     match zoo::Model::parse(name).map_err(err)? {
         zoo::Model::Mlp(c) => Ok(zoo::Model::Mlp(MlpConfig {
             input: data.features,
@@ -66,8 +70,17 @@ pub fn sized_zoo(name: &str, data: &DataSet, batch: usize) -> Result<zoo::Model,
             batch,
             ..c
         })),
+        zoo::Model::Cnn(c) if side * side == data.features && side.is_multiple_of(4) => {
+            Ok(zoo::Model::Cnn(CnnConfig {
+                in_channels: 1,
+                image: side,
+                classes: data.classes,
+                batch,
+                ..c
+            }))
+        }
         other => Err(TrainError::Model(format!(
-            "`{}` does not take {} features: train the MLP (mlp-<layers>-<hidden>) on this data set, or give a plan file whose inputs `x[batch, {}]` and `labels[batch, {}]` fit it",
+            "`{}` does not take {} features: train the MLP (mlp-<layers>-<hidden>) or, on square images whose side is a multiple of 4, the CNN (cnn-<channels>-<hidden>) on this data set, or give a plan file whose inputs `x[batch, {}]` and `labels[batch, {}]` fit it",
             other.name(),
             data.features,
             data.features,
@@ -144,6 +157,7 @@ fn finish(
     data: &DataSet,
 ) -> Result<Prepared, TrainError> {
     let (tensors, logits, batch) = classifier_tensors(&graph, data)?;
+    let sample = graph.tensor(tensors.x).shape[1..].to_vec();
     let mut unpartitioned = codegen::generate_unpartitioned(&graph, lib, bound).map_err(err)?;
     for p in &mut unpartitioned.programs {
         p.keep_tiles(&[logits]);
@@ -156,11 +170,13 @@ fn finish(
         tensors,
         logits,
         batch,
+        sample,
         comm_bytes,
     })
 }
 
-/// The inputs `x[batch, features]` and `labels[batch, classes]`, the loss
+/// The inputs `x[batch, sample...]` (features per sample = the data's) and
+/// `labels[batch, classes]`, the loss
 /// and the logits (the loss op's first input), checked against `data`.
 ///
 /// Errors: [`TrainError::Input`] naming what is missing or does not fit.
@@ -168,8 +184,8 @@ pub fn classifier_tensors(
     graph: &Graph,
     data: &DataSet,
 ) -> Result<(ClassifierTensors, TensorId, usize), TrainError> {
-    let input = |name: &str, width: usize, what: &str| {
-        let t = graph
+    let input = |name: &str, what: &str| {
+        graph
             .tensor_ids()
             .find(|&t| graph.tensor(t).name == name && graph.tensor(t).role == TensorRole::Input)
             .ok_or_else(|| {
@@ -177,21 +193,25 @@ pub fn classifier_tensors(
                     "the graph `{}` has no input `{name}` for the data set's {what}",
                     graph.name()
                 ))
-            })?;
-        match graph.tensor(t).shape.as_slice() {
-            &[b, w] if w == width && b > 0 => Ok((t, b)),
-            s => Err(TrainError::Input(format!(
-                "input `{name}` has shape {s:?}; the data set needs [batch, {width}] ({what})"
-            ))),
-        }
+            })
     };
-    let (x, batch) = input("x", data.features, "features")?;
-    let (labels, b2) = input("labels", data.classes, "one-hot labels")?;
-    if b2 != batch {
+    let x = input("x", "features")?;
+    let labels = input("labels", "one-hot labels")?;
+    let (xs, ls) = (&graph.tensor(x).shape, &graph.tensor(labels).shape);
+    let per_sample: usize = xs.iter().skip(1).product();
+    if xs.len() < 2 || xs[0] == 0 || per_sample != data.features {
         return Err(TrainError::Input(format!(
-            "inputs `x` and `labels` have batches {batch} and {b2}"
+            "input `x` has shape {xs:?}; the data set needs [batch, …] with {} features per sample",
+            data.features
         )));
     }
+    if ls.as_slice() != [xs[0], data.classes] {
+        return Err(TrainError::Input(format!(
+            "input `labels` has shape {ls:?}; the data set needs [{}, {}] (one-hot labels of its {} classes)",
+            xs[0], data.classes, data.classes
+        )));
+    }
+    let batch = xs[0];
     let loss = graph
         .loss()
         .ok_or_else(|| TrainError::Input(format!("the graph `{}` has no loss", graph.name())))?;

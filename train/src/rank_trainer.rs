@@ -77,7 +77,13 @@ where
     let order = batches(prep, train, opts.seed)?;
     let per_epoch = order.per_epoch();
     let run_steps = opts.steps.saturating_sub(opts.start);
-    let feed = ClassifierFeed::new(train, order, prep.tensors, (opts.start, run_steps), None);
+    let feed = ClassifierFeed::new(
+        train,
+        order,
+        (prep.tensors, &prep.sample),
+        (opts.start, run_steps),
+        None,
+    );
     let start = Instant::now();
     let last = Mutex::new(start);
     let progress = |done: usize| {

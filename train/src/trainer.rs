@@ -135,7 +135,7 @@ pub fn train(
     let feed = ClassifierFeed::new(
         train,
         batches,
-        prep.tensors,
+        (prep.tensors, &prep.sample),
         (opts.start, run_steps),
         capture.as_ref(),
     );

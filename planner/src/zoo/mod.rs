@@ -6,6 +6,7 @@
 //! | name | model | default batch |
 //! | --- | --- | --- |
 //! | `mlp-<layers>-<hidden>` | [`mlp`]: `layers` dense layers of `hidden`×`hidden` | 512 |
+//! | `cnn-<channels>-<hidden>` | [`cnn`]: two 3×3 conv + max-pool stages, a hidden dense layer, 28×28 grey images, 10 classes | 64 |
 //! | `wresnet-<depth>-<widen>` | [`wresnet`]: Wide ResNet, depth 50/101/152, every conv widened, 224×224 | 32 |
 //! | `rnn-<layers>-<hidden>` | [`rnn`]: LSTM language model, 20 steps, embedding 512 | 512 |
 //! | `gpt-<layers>-<d_model>` | [`gpt`]: decoder-only transformer, d_model/64 heads, sequence 1024, vocabulary 50257 | 8 |
@@ -16,6 +17,7 @@
 //! (fewer layers, small dims and images) for tests that execute the graph.
 
 pub mod bert;
+pub mod cnn;
 pub mod gpt;
 mod layers;
 pub mod mlp;
@@ -27,6 +29,7 @@ use tdl::Library;
 use crate::graph::{training_graph, Graph, GraphError, Optimizer};
 
 pub use bert::BertConfig;
+pub use cnn::CnnConfig;
 pub use gpt::GptConfig;
 pub use mlp::MlpConfig;
 pub use rnn::RnnConfig;
@@ -58,6 +61,8 @@ pub enum ZooError {
 pub enum Model {
     /// Multi-layer perceptron.
     Mlp(MlpConfig),
+    /// Small convolutional classifier.
+    Cnn(CnnConfig),
     /// Wide ResNet.
     WResNet(WResNetConfig),
     /// Multi-layer LSTM language model.
@@ -68,7 +73,7 @@ pub enum Model {
     Bert(BertConfig),
 }
 
-const NAMES: &str = "expected mlp-<layers>-<hidden>, wresnet-<50|101|152>-<widen>, rnn-<layers>-<hidden>, gpt-<layers>-<d_model> or bert-<layers>-<d_model> (sizes may end in k = ×1024, e.g. rnn-10-8k)";
+const NAMES: &str = "expected mlp-<layers>-<hidden>, cnn-<channels>-<hidden>, wresnet-<50|101|152>-<widen>, rnn-<layers>-<hidden>, gpt-<layers>-<d_model> or bert-<layers>-<d_model> (sizes may end in k = ×1024, e.g. rnn-10-8k)";
 
 /// Parse a size: digits with an optional `k`/`K` suffix (×1024).
 pub fn parse_size(s: &str) -> Option<usize> {
@@ -104,6 +109,7 @@ impl Model {
         }
         match *family {
             "mlp" => Ok(Model::Mlp(MlpConfig::new(a, b))),
+            "cnn" => Ok(Model::Cnn(CnnConfig::new(a, b))),
             "wresnet" => WResNetConfig::new(a, b)
                 .map(Model::WResNet)
                 .ok_or_else(|| bad(format!("WResNet depth must be 50, 101 or 152, not {a}"))),
@@ -126,6 +132,7 @@ impl Model {
     pub fn name(&self) -> String {
         match self {
             Model::Mlp(c) => c.name(),
+            Model::Cnn(c) => c.name(),
             Model::WResNet(c) => c.name(),
             Model::Rnn(c) => c.name(),
             Model::Gpt(c) => c.name(),
@@ -137,6 +144,7 @@ impl Model {
     pub fn batch(&self) -> usize {
         match self {
             Model::Mlp(c) => c.batch,
+            Model::Cnn(c) => c.batch,
             Model::WResNet(c) => c.batch,
             Model::Rnn(c) => c.batch,
             Model::Gpt(c) => c.batch,
@@ -148,6 +156,7 @@ impl Model {
     pub fn with_batch(mut self, batch: usize) -> Model {
         match &mut self {
             Model::Mlp(c) => c.batch = batch,
+            Model::Cnn(c) => c.batch = batch,
             Model::WResNet(c) => c.batch = batch,
             Model::Rnn(c) => c.batch = batch,
             Model::Gpt(c) => c.batch = batch,
@@ -162,6 +171,7 @@ impl Model {
     pub fn forward(&self, lib: &Library) -> Result<Graph, ZooError> {
         let r = match self {
             Model::Mlp(c) => c.forward(lib),
+            Model::Cnn(c) => c.forward(lib),
             Model::WResNet(c) => c.forward(lib),
             Model::Rnn(c) => c.forward(lib),
             Model::Gpt(c) => c.forward(lib),
