@@ -6,7 +6,8 @@ differs by more than 1e-4 relative.
 
 tofu writes the initial weights (`tofu train --steps 0 --save-weights`,
 safetensors by graph name: fc<i>.w[in, out], fc<i>.b[out]) and the batches
-of its run (`--export-batches`: x[steps, batch, 64], y[steps, batch]); the
+of its run (`--export-batches`: x[steps, batch, 64], labels[steps, batch,
+10] one-hot); the
 PyTorch model is x @ w + b with ReLU between layers and the mean softmax
 cross-entropy (tofu's `softmax_cross_entropy` against one-hot labels), and
 plain SGD (`torch.optim.SGD`, tofu's `sgd_update`).
@@ -80,7 +81,7 @@ def main():
             h = h @ params[2 * i] + params[2 * i + 1]
             if i + 1 < layers:
                 h = torch.relu(h)
-        loss = torch.nn.functional.cross_entropy(h, data["y"][s].long())
+        loss = torch.nn.functional.cross_entropy(h, data["labels"][s].argmax(-1))
         opt.zero_grad()
         loss.backward()
         opt.step()

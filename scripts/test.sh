@@ -18,8 +18,13 @@ bash scripts/fetch-onnx-models.sh
 # recbole==1.2.1 wheel into ${TOFU_DATA_CACHE:-~/.cache/tofu}/recbole-1.2.1;
 # same convention (SKIPPED locally when missing, a failure under CI).
 bash scripts/fetch-movielens.sh
-# scikit-learn's 8×8 digits for `tofu ssp mlp` and its test (issue 12).
+# scikit-learn's 8×8 digits for `tofu ssp mlp` and `tofu train` and their
+# tests (issues 12, 27).
 bash scripts/fetch-digits.sh
+# The King James Bible (public domain, Debian's bible-kjv-text printed by its
+# own `bible` reader) for the language model of tests/tests/train_cli.rs
+# (issue 27), into ${TOFU_DATA_CACHE:-~/.cache/tofu}/kjv; same convention.
+bash scripts/fetch-kjv.sh
 # NVRTC and ptxas of CUDA 13.0 for runner/tests/cuda_compile.rs (issue 25),
 # which compiles every generated CUDA kernel without a GPU: PyPI's
 # nvidia-cuda-nvrtc and nvidia-cuda-nvcc==13.0.88 wheels into

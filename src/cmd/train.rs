@@ -22,9 +22,10 @@ use std::sync::Mutex;
 
 use planner::graph::Optimizer;
 use planner::plan::SearchKind;
+use train::data::Data;
+use train::samples::Samples;
 use train::{
-    checkpoint, data, prepare, trainer, weights, DataSet, Prepared, StepLog, TrainError,
-    TrainOptions,
+    checkpoint, data, prepare, trainer, weights, Prepared, StepLog, TrainError, TrainOptions,
 };
 
 use super::train_print::{human_step, json_step, print_summary, progress_bar};
@@ -46,10 +47,15 @@ pub struct Args {
     #[arg(long, default_value_t = 1)]
     pub workers: usize,
     /// Data set: digits (scikit-learn's 8×8 digits; `bash scripts/fetch-digits.sh`;
-    /// 20% held out) or fashion-mnist (`bash scripts/fetch-fashion-mnist.sh`;
-    /// its own 10,000 test images held out).
+    /// 20% held out), fashion-mnist (`bash scripts/fetch-fashion-mnist.sh`;
+    /// its own 10,000 test images held out) or kjv (the King James Bible as
+    /// bytes for a language model; `bash scripts/fetch-kjv.sh`; the last
+    /// tenth held out).
     #[arg(long)]
     pub data: String,
+    /// Window length (bytes) of a text corpus: the GPT's sequence.
+    #[arg(long, default_value_t = 64)]
+    pub seq: usize,
     /// Training steps (one batch each).
     #[arg(long, conflicts_with = "epochs")]
     pub steps: Option<usize>,
@@ -112,6 +118,9 @@ pub struct Args {
     /// 0: only at the end).
     #[arg(long, value_name = "N")]
     pub eval_every: Option<usize>,
+    /// Evaluate only the first N held-out samples (default: all).
+    #[arg(long, value_name = "N")]
+    pub eval_samples: Option<usize>,
     /// Draw the training loss per step and the held-out loss per
     /// evaluation into an SVG file.
     #[arg(long, value_name = "FILE.svg")]
@@ -144,7 +153,7 @@ fn err(e: TrainError) -> miette::Report {
 }
 
 /// The plan file, or the zoo model sized to the data and planned.
-fn prepared(args: &Args, train_set: &DataSet) -> miette::Result<Prepared> {
+fn prepared(args: &Args, train_set: &Data) -> miette::Result<Prepared> {
     if let Some(path) = &args.plan {
         if args.lr.is_some() || args.optimizer != "sgd" {
             return Err(miette::miette!(
@@ -152,7 +161,7 @@ fn prepared(args: &Args, train_set: &DataSet) -> miette::Result<Prepared> {
                 path.display()
             ));
         }
-        return prepare::from_plan_file(path, train_set).map_err(err);
+        return prepare::from_plan_file(path, train_set.samples()).map_err(err);
     }
     let name = args
         .model
@@ -163,12 +172,19 @@ fn prepared(args: &Args, train_set: &DataSet) -> miette::Result<Prepared> {
         .parse()
         .map_err(|e: String| miette::miette!("{e}"))?;
     let model = prepare::sized_zoo(name, train_set, args.batch).map_err(err)?;
-    prepare::from_zoo(&model, &optimizer(args)?, args.workers, search, train_set).map_err(err)
+    prepare::from_zoo(
+        &model,
+        &optimizer(args)?,
+        args.workers,
+        search,
+        train_set.samples(),
+    )
+    .map_err(err)
 }
 
 /// The run's options: steps, checkpoints, evaluation, and the state it
 /// starts from (`--weights`, or the latest checkpoint with `--resume`).
-fn options(args: &Args, prep: &Prepared, train_set: &DataSet) -> miette::Result<TrainOptions> {
+fn options(args: &Args, prep: &Prepared, train_set: &dyn Samples) -> miette::Result<TrainOptions> {
     let per_epoch = trainer::steps_for_epochs(prep, train_set, 1).map_err(err)?;
     let mut opts = TrainOptions {
         steps: args.steps.unwrap_or(per_epoch * args.epochs.unwrap_or(1)),
@@ -178,6 +194,7 @@ fn options(args: &Args, prep: &Prepared, train_set: &DataSet) -> miette::Result<
             .clone()
             .map(|d| (d, args.checkpoint_every.max(1))),
         eval_every: args.eval_every.unwrap_or(per_epoch),
+        eval_samples: args.eval_samples,
         ..TrainOptions::default()
     };
     if let Some(w) = &args.weights {
@@ -223,13 +240,13 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
         ));
     }
     let (train_set, test_set) =
-        data::load_splits(&args.data, args.held_out, args.seed).map_err(err)?;
+        data::load_splits(&args.data, args.held_out, args.seed, args.seq).map_err(err)?;
     let prep = prepared(&args, &train_set)?;
-    let opts = options(&args, &prep, &train_set)?;
+    let opts = options(&args, &prep, train_set.samples())?;
     let steps = opts.steps;
     if let Some(out) = &args.export_batches {
-        let order = trainer::batches(&prep, &train_set, args.seed).map_err(err)?;
-        weights::export_batches(out, &train_set, &order, steps).map_err(err)?;
+        let order = trainer::batches(&prep, train_set.samples(), args.seed).map_err(err)?;
+        weights::export_batches(out, train_set.samples(), &order, steps).map_err(err)?;
     }
     if steps == 0 {
         return save_initial(&args, &prep, opts);
@@ -251,8 +268,8 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
             prep.factors,
             prep.batch,
             prep.comm_bytes,
-            train_set.len(),
-            test_set.len(),
+            train_set.samples().len(),
+            test_set.samples().len(),
             opts.start
         );
     }
@@ -265,8 +282,14 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
             human_step(b, s, &epoch_losses, steps);
         }
     };
-    let report =
-        trainer::train(&prep, &train_set, Some(&test_set), opts.clone(), &on_step).map_err(err)?;
+    let report = trainer::train(
+        &prep,
+        train_set.samples(),
+        Some(test_set.samples()),
+        opts.clone(),
+        &on_step,
+    )
+    .map_err(err)?;
     if let Some(b) = &bar {
         b.finish_and_clear();
     }
@@ -287,6 +310,10 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
         );
         super::train_plot::loss_svg(svg, &title, opts.start, &report.losses, &test)?;
     }
-    print_summary(&args, &prep, &opts, &report);
+    let unigram = match &train_set {
+        Data::Text(t) => Some(t.unigram_entropy()),
+        Data::Classes(_) => None,
+    };
+    print_summary(&args, &prep, &opts, &report, unigram);
     Ok(ExitCode::SUCCESS)
 }

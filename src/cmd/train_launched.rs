@@ -9,7 +9,8 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use rendezvous::Env;
-use train::{launched, rank_trainer, weights, DataSet, Prepared, StepLog, TrainOptions};
+use train::data::Data;
+use train::{launched, rank_trainer, weights, Prepared, StepLog, TrainOptions};
 
 use super::train::Args;
 
@@ -21,7 +22,7 @@ pub fn run(
     args: &Args,
     env: Env,
     prep: &Prepared,
-    (train_set, test_set): (&DataSet, &DataSet),
+    (train_set, test_set): (&Data, &Data),
     opts: &TrainOptions,
 ) -> miette::Result<ExitCode> {
     let e = |e: train::TrainError| miette::miette!("{e}");
@@ -56,9 +57,9 @@ pub fn run(
             );
         }
     };
-    let test = Some(test_set).filter(|_| rank == 0);
-    let report =
-        rank_trainer::train_rank(prep, train_set, test, comm, opts, &on_step).map_err(e)?;
+    let test = Some(test_set.samples()).filter(|_| rank == 0);
+    let report = rank_trainer::train_rank(prep, train_set.samples(), test, comm, opts, &on_step)
+        .map_err(e)?;
     if let (Some(out), Some(w)) = (&args.save_weights, &report.weights) {
         weights::save(out, &prep.graph, w).map_err(e)?;
     }

@@ -69,7 +69,14 @@ pub fn human_step(bar: &ProgressBar, s: &StepLog, losses: &Mutex<Vec<f32>>, step
 }
 
 /// The final JSON object, or the human summary line.
-pub fn print_summary(args: &Args, prep: &Prepared, opts: &TrainOptions, report: &TrainReport) {
+/// `unigram`: a corpus's unigram entropy (nats per byte), the loss to beat.
+pub fn print_summary(
+    args: &Args,
+    prep: &Prepared,
+    opts: &TrainOptions,
+    report: &TrainReport,
+    unigram: Option<f64>,
+) {
     let test = report.test;
     if args.json {
         let checkpoints: Vec<String> = report
@@ -91,6 +98,7 @@ pub fn print_summary(args: &Args, prep: &Prepared, opts: &TrainOptions, report: 
                 "test_loss": test.map(|t| t.loss),
                 "test_accuracy": test.map(|t| t.accuracy),
                 "test_samples": test.map(|t| t.samples),
+                "unigram_entropy": unigram,
             })
         );
     } else if let Some(t) = test {
@@ -98,5 +106,8 @@ pub fn print_summary(args: &Args, prep: &Prepared, opts: &TrainOptions, report: 
             "trained steps {}..{} in {:.2} s; held-out loss {:.4}, accuracy {:.4} ({} samples)",
             opts.start, opts.steps, report.seconds, t.loss, t.accuracy, t.samples
         );
+        if let Some(h) = unigram {
+            println!("the corpus's unigram entropy: {h:.4} nats per byte (a model of byte frequencies alone)");
+        }
     }
 }

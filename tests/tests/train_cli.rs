@@ -534,3 +534,66 @@ fn a_cnn_on_fashion_mnist_reaches_85_percent() {
     assert_eq!(last["test_samples"], 10000);
     assert!(acc >= 0.85, "held-out accuracy {acc}");
 }
+
+/// Whether the King James Bible is cached (`scripts/fetch-kjv.sh`);
+/// otherwise SKIPPED locally, a failure under CI.
+fn have_kjv() -> bool {
+    let cache = std::env::var_os("TOFU_DATA_CACHE")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| {
+            std::path::PathBuf::from(std::env::var_os("HOME").unwrap_or_default())
+                .join(".cache/tofu")
+        });
+    if cache.join("kjv/.complete").is_file() {
+        return true;
+    }
+    let msg = "the KJV corpus is missing: run `bash scripts/fetch-kjv.sh`";
+    assert!(std::env::var_os("CI").is_none(), "{msg}");
+    eprintln!("SKIPPED: {msg}");
+    false
+}
+
+/// Issue 27: a small GPT on a byte-level corpus; the held-out loss falls
+/// below the corpus's unigram entropy (what a model of byte frequencies
+/// alone scores), and 2 ranks follow 1.
+#[test]
+fn a_gpt_on_the_kjv_beats_the_unigram_entropy_and_two_ranks_follow_one() {
+    if !have_kjv() {
+        return;
+    }
+    let args = |k: &'static str, steps: &'static str| {
+        [
+            "--model",
+            "gpt-1-64",
+            "--workers",
+            k,
+            "--data",
+            "kjv",
+            "--seq",
+            "32",
+            "--batch",
+            "16",
+            "--steps",
+            steps,
+            "--eval-samples",
+            "512",
+        ]
+    };
+    let two = train(&args("2", "200"));
+    let last = two.last().unwrap();
+    let (loss, h) = (
+        last["test_loss"].as_f64().unwrap(),
+        last["unigram_entropy"].as_f64().unwrap(),
+    );
+    assert!(h > 2.5 && h < 3.5, "English bytes: about 3 nats, got {h}");
+    assert!(loss < h, "held-out loss {loss} vs unigram entropy {h}");
+    let one = losses_by_step(&train(&args("1", "20")));
+    let two = losses_by_step(&two);
+    for (s, l) in &one {
+        assert!(
+            (l - two[s]).abs() <= 1e-4 * l.abs(),
+            "step {s}: {} vs {l}",
+            two[s]
+        );
+    }
+}

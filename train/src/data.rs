@@ -17,10 +17,55 @@ use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
 
+use crate::samples::{cross_entropy, Samples};
+use crate::text::{self, TokenSet};
 use crate::TrainError;
 
-/// The data sets [`load`] knows, for messages.
-pub const NAMES: &str = "digits, fashion-mnist";
+/// The data sets [`load_splits`] knows, for messages.
+pub const NAMES: &str = "digits, fashion-mnist, kjv";
+
+/// A loaded data set of either task.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Data {
+    /// Labelled feature vectors (classification).
+    Classes(DataSet),
+    /// A byte corpus (language modelling).
+    Text(TokenSet),
+}
+
+impl Data {
+    /// As the feed and the evaluation see it.
+    pub fn samples(&self) -> &dyn Samples {
+        match self {
+            Data::Classes(d) => d,
+            Data::Text(t) => t,
+        }
+    }
+}
+
+impl Samples for DataSet {
+    fn len(&self) -> usize {
+        self.y.len()
+    }
+
+    fn inputs(&self) -> Vec<(&'static str, usize)> {
+        vec![("x", self.features), ("labels", self.classes)]
+    }
+
+    fn sample(&self, i: usize, k: usize) -> std::borrow::Cow<'_, [f32]> {
+        if k == 0 {
+            return self.row(i).into();
+        }
+        let mut v = vec![0.0; self.classes];
+        v[self.y[i]] = 1.0;
+        v.into()
+    }
+
+    fn score(&self, i: usize, logits: &[f32]) -> (f64, usize, usize) {
+        let (l, ok) = cross_entropy(logits, self.y[i]);
+        (l, usize::from(ok), 1)
+    }
+}
 
 /// A labelled data set (see the module doc).
 #[derive(Clone, Debug, PartialEq)]
@@ -80,34 +125,50 @@ pub fn cache_dir() -> PathBuf {
     }
 }
 
-/// The data set `name` from the cache (see the module doc), whole (for
-/// Fashion-MNIST: the training set).
+/// The classification data set `name` from the cache (see the module
+/// doc), whole (for Fashion-MNIST: the training set).
 ///
-/// Errors: [`TrainError::Data`] for an unknown name, a missing file (naming
-/// the script that fetches it) or a malformed line (naming file and line).
+/// Errors: [`TrainError::Data`] for an unknown name or a corpus, a missing
+/// file (naming the script that fetches it) or a malformed line (naming
+/// file and line).
 pub fn load(name: &str) -> Result<DataSet, TrainError> {
-    Ok(load_splits(name, 0.0, 0)?.0)
+    match load_splits(name, 0.0, 0, 1)?.0 {
+        Data::Classes(d) => Ok(d),
+        Data::Text(_) => Err(TrainError::Data(format!(
+            "--data {name} is a text corpus, not labelled samples"
+        ))),
+    }
 }
 
 /// The training and held-out parts of data set `name`: digits split by
 /// [`DataSet::split`] (`held_out`, `seed`); Fashion-MNIST's own 60,000 /
-/// 10,000 split (`held_out` and `seed` unused).
+/// 10,000 split; the `kjv` corpus in windows of `seq` bytes, its last
+/// tenth held out ([`text::load_kjv`]).
 ///
 /// Errors: as [`load`].
-pub fn load_splits(name: &str, held_out: f64, seed: u64) -> Result<(DataSet, DataSet), TrainError> {
+pub fn load_splits(
+    name: &str,
+    held_out: f64,
+    seed: u64,
+    seq: usize,
+) -> Result<(Data, Data), TrainError> {
+    let classes = |(a, b): (DataSet, DataSet)| (Data::Classes(a), Data::Classes(b));
     match name {
         "digits" => {
-            Ok(load_digits(&cache_dir().join("sklearn-digits/digits.csv"))?.split(held_out, seed))
+            let d = load_digits(&cache_dir().join("sklearn-digits/digits.csv"))?;
+            Ok(classes(d.split(held_out, seed)))
         }
         "fashion-mnist" => {
             let dir = cache_dir().join("fashion-mnist");
             let part = |p: &str| {
-                load_idx(
-                    &dir.join(format!("{p}-images-idx3-ubyte")),
-                    &dir.join(format!("{p}-labels-idx1-ubyte")),
-                )
+                let images = dir.join(format!("{p}-images-idx3-ubyte"));
+                load_idx(&images, &dir.join(format!("{p}-labels-idx1-ubyte")))
             };
-            Ok((part("train")?, part("t10k")?))
+            Ok(classes((part("train")?, part("t10k")?)))
+        }
+        "kjv" => {
+            let (a, b) = text::load_kjv(&cache_dir().join("kjv/kjv.txt"), seq)?;
+            Ok((Data::Text(a), Data::Text(b)))
         }
         other => Err(TrainError::Data(format!(
             "--data {other}: unknown data set; expected one of: {NAMES}"

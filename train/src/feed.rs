@@ -1,12 +1,13 @@
-//! A classifier's batches, fed tile by tile: each rank gets only its own
-//! tile of the step's features and one-hot labels (the plan says how the
-//! graph inputs are split), and the loss is read back after each step.
+//! A data set's batches, fed tile by tile: each rank gets only its own
+//! tile of every graph input the data feeds (the plan says how they are
+//! split), and the loss is read back after each step.
 //!
-//! Takes the training part of a [`DataSet`], its [`Batches`] and the graph's
-//! input tensors `x[batch, features]` and `labels[batch, classes]`
-//! (probabilities: one-hot rows); gives a [`runner::StepFeed`] and, after
-//! the run, the loss of every step; with a [`Capture`], the tiles of the
-//! carried tensors after every checkpoint step.
+//! Takes the training part of a data set ([`Samples`]: features and one-hot
+//! labels, or byte ids and one-hot next bytes), its [`Batches`] and the
+//! graph tensors it feeds with one sample's shape in each; gives a
+//! [`runner::StepFeed`] and, after the run, the loss of every step; with a
+//! [`Capture`], the tiles of the carried tensors after every checkpoint or
+//! evaluation step.
 
 use std::sync::Mutex;
 
@@ -15,15 +16,14 @@ use runner::StepFeed;
 
 use crate::batches::Batches;
 use crate::checkpoint::Capture;
-use crate::data::DataSet;
+use crate::samples::Samples;
 
-/// The graph tensors a classifier is trained through.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ClassifierTensors {
-    /// Features `x[batch, features]`.
-    pub x: TensorId,
-    /// One-hot labels `labels[batch, classes]`.
-    pub labels: TensorId,
+/// The graph tensors a data set is trained through.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TaskTensors {
+    /// Each fed input, in [`Samples::inputs`] order, with one sample's
+    /// shape in it (the input is `[batch, sample...]`).
+    pub inputs: Vec<(TensorId, Vec<usize>)>,
     /// The scalar loss.
     pub loss: TensorId,
 }
@@ -50,12 +50,10 @@ fn tile<'a>(
 }
 
 /// The feed of one training run (see the module doc).
-pub struct ClassifierFeed<'d> {
-    data: &'d DataSet,
+pub struct BatchFeed<'d> {
+    data: &'d dyn Samples,
     batches: Batches,
-    tensors: ClassifierTensors,
-    /// One sample's shape in `x` (`x[batch, sample...]`).
-    sample: Vec<usize>,
+    tensors: &'d TaskTensors,
     capture: Option<&'d Capture>,
     /// Loss per step, set by the rank that keeps it.
     losses: Mutex<Vec<Option<f32>>>,
@@ -63,29 +61,27 @@ pub struct ClassifierFeed<'d> {
     first_step: usize,
 }
 
-impl<'d> ClassifierFeed<'d> {
-    /// A feed of `steps` steps of `batches` over `data` into `x[batch,
-    /// sample...]`, starting at global step `first_step`, capturing
-    /// checkpoints into `capture`.
+impl<'d> BatchFeed<'d> {
+    /// A feed of `steps` steps of `batches` over `data` into `tensors`,
+    /// starting at global step `first_step`, capturing into `capture`.
     pub fn new(
-        data: &'d DataSet,
+        data: &'d dyn Samples,
         batches: Batches,
-        (tensors, sample): (ClassifierTensors, &[usize]),
+        tensors: &'d TaskTensors,
         (first_step, steps): (usize, usize),
         capture: Option<&'d Capture>,
-    ) -> ClassifierFeed<'d> {
-        ClassifierFeed {
+    ) -> BatchFeed<'d> {
+        BatchFeed {
             data,
             batches,
             tensors,
-            sample: sample.to_vec(),
             capture,
             losses: Mutex::new(vec![None; steps]),
             first_step,
         }
     }
 
-    /// The loss of each step run so far (`None`: not run).
+    /// The loss of each step run so far (`None`: not run, or not kept here).
     pub fn losses(&self) -> Vec<Option<f32>> {
         self.losses.lock().expect("no poisoned loss log").clone()
     }
@@ -96,7 +92,7 @@ impl<'d> ClassifierFeed<'d> {
     }
 }
 
-impl StepFeed for ClassifierFeed<'_> {
+impl StepFeed for BatchFeed<'_> {
     fn feed(
         &self,
         step: usize,
@@ -106,19 +102,12 @@ impl StepFeed for ClassifierFeed<'_> {
             return Err(e);
         }
         let idx = self.batches.batch(self.first_step + step);
-        let classes = self.data.classes;
         let mut out = Vec::new();
-        if let Some(r) = program.tile_region(self.tensors.x) {
-            let v = tile(&r, &self.sample, |i| self.data.row(idx[i]).into())?;
-            out.push((self.tensors.x, r, v));
-        }
-        if let Some(r) = program.tile_region(self.tensors.labels) {
-            let v = tile(&r, &[classes], |i| {
-                let mut row = vec![0.0; classes];
-                row[self.data.y[idx[i]]] = 1.0;
-                row.into()
-            })?;
-            out.push((self.tensors.labels, r, v));
+        for (k, (t, sample)) in self.tensors.inputs.iter().enumerate() {
+            if let Some(r) = program.tile_region(*t) {
+                let v = tile(&r, sample, |i| self.data.sample(idx[i], k))?;
+                out.push((*t, r, v));
+            }
         }
         Ok(out)
     }

@@ -21,6 +21,8 @@ pub mod feed;
 pub mod launched;
 pub mod prepare;
 pub mod rank_trainer;
+pub mod samples;
+pub mod text;
 pub mod trainer;
 pub mod weights;
 

@@ -15,11 +15,13 @@ use interval::cache::StrategyCache;
 use planner::graph::{Graph, Optimizer, TensorRole};
 use planner::plan::model::Model;
 use planner::plan::{plan, PlanFile, SearchKind};
-use planner::zoo::{self, CnnConfig, MlpConfig};
+use planner::zoo::{self, CnnConfig, GptConfig, MlpConfig};
 use tdl::Library;
 
-use crate::data::DataSet;
-use crate::feed::ClassifierTensors;
+use crate::data::Data;
+use crate::feed::TaskTensors;
+use crate::samples::Samples;
+use crate::text::VOCAB;
 use crate::TrainError;
 
 /// A model ready to train (see the module doc).
@@ -32,14 +34,12 @@ pub struct Prepared {
     pub programs: Programs,
     /// The training graph's unpartitioned programs, logits kept (evaluation).
     pub unpartitioned: Programs,
-    /// Features, labels and loss.
-    pub tensors: ClassifierTensors,
-    /// The logits `[batch, classes]` (the loss's first input).
+    /// The fed inputs and the loss.
+    pub tensors: TaskTensors,
+    /// The logits `[batch, …, classes]` (the loss's first input).
     pub logits: TensorId,
     /// The batch (the inputs' first dim).
     pub batch: usize,
-    /// One sample's shape in `x[batch, sample...]`.
-    pub sample: Vec<usize>,
     /// The plan's bytes sent by all ranks per step.
     pub comm_bytes: u64,
 }
@@ -55,38 +55,55 @@ fn err(e: impl std::fmt::Display) -> TrainError {
     TrainError::Model(e.to_string())
 }
 
-/// The zoo model `name` sized to `data` with batch `batch`: the classifiers
-/// whose input and output widths are free — the MLP (input = features), the
-/// CNN (square grey images: side = √features, a multiple of 4).
+/// The zoo model `name` sized to `data` with batch `batch`: for labelled
+/// samples the classifiers whose input and output widths are free — the MLP
+/// (input = features), the CNN (square grey images: side = √features, a
+/// multiple of 4); for a corpus the GPT (vocabulary 256 bytes, sequence =
+/// the windows' length).
 ///
 /// Errors: [`TrainError::Model`] for an unknown name or a family that does
-/// not take a feature vector.
-pub fn sized_zoo(name: &str, data: &DataSet, batch: usize) -> Result<zoo::Model, TrainError> {
-    let side = (data.features as f64).sqrt().round() as usize;
-    match zoo::Model::parse(name).map_err(err)? {
-        zoo::Model::Mlp(c) => Ok(zoo::Model::Mlp(MlpConfig {
-            input: data.features,
-            classes: data.classes,
+/// not fit the data.
+pub fn sized_zoo(name: &str, data: &Data, batch: usize) -> Result<zoo::Model, TrainError> {
+    let model = zoo::Model::parse(name).map_err(err)?;
+    match (model, data) {
+        (zoo::Model::Mlp(c), Data::Classes(d)) => Ok(zoo::Model::Mlp(MlpConfig {
+            input: d.features,
+            classes: d.classes,
             batch,
             ..c
         })),
-        zoo::Model::Cnn(c) if side * side == data.features && side.is_multiple_of(4) => {
+        (zoo::Model::Cnn(c), Data::Classes(d)) if square(d.features).is_some() => {
             Ok(zoo::Model::Cnn(CnnConfig {
                 in_channels: 1,
-                image: side,
-                classes: data.classes,
+                image: square(d.features).unwrap_or(0),
+                classes: d.classes,
                 batch,
                 ..c
             }))
         }
-        other => Err(TrainError::Model(format!(
-            "`{}` does not take {} features: train the MLP (mlp-<layers>-<hidden>) or, on square images whose side is a multiple of 4, the CNN (cnn-<channels>-<hidden>) on this data set, or give a plan file whose inputs `x[batch, {}]` and `labels[batch, {}]` fit it",
+        (zoo::Model::Gpt(c), Data::Text(t)) => Ok(zoo::Model::Gpt(GptConfig {
+            vocab: VOCAB,
+            seq: t.seq,
+            batch,
+            ..c
+        })),
+        (other, Data::Classes(d)) => Err(TrainError::Model(format!(
+            "`{}` does not take {} features: train the MLP (mlp-<layers>-<hidden>) or, on square images whose side is a multiple of 4, the CNN (cnn-<channels>-<hidden>) on this data set, or give a plan file whose inputs `x[batch, …]` and `labels[batch, {}]` fit it",
             other.name(),
-            data.features,
-            data.features,
-            data.classes
+            d.features,
+            d.classes
+        ))),
+        (other, Data::Text(_)) => Err(TrainError::Model(format!(
+            "`{}` is not a language model: train the GPT (gpt-<layers>-<d_model>) on a corpus",
+            other.name()
         ))),
     }
+}
+
+/// The side of a square image of `n` pixels, if it is a multiple of 4.
+fn square(n: usize) -> Option<usize> {
+    let side = (n as f64).sqrt().round() as usize;
+    (side * side == n && side.is_multiple_of(4)).then_some(side)
 }
 
 /// Plan the zoo model `model` for `workers` workers with `search` and
@@ -98,7 +115,7 @@ pub fn from_zoo(
     optimizer: &Optimizer,
     workers: usize,
     search: SearchKind,
-    data: &DataSet,
+    data: &dyn Samples,
 ) -> Result<Prepared, TrainError> {
     let lib = Library::shipped().map_err(err)?;
     let cache = StrategyCache::new();
@@ -130,7 +147,7 @@ pub fn from_zoo(
 /// it for `data`.
 ///
 /// Errors: [`TrainError::Model`] naming the file.
-pub fn from_plan_file(path: &Path, data: &DataSet) -> Result<Prepared, TrainError> {
+pub fn from_plan_file(path: &Path, data: &dyn Samples) -> Result<Prepared, TrainError> {
     let named = |e: &dyn std::fmt::Display| TrainError::Model(format!("{}: {e}", path.display()));
     let lib = Library::shipped().map_err(err)?;
     let cache = StrategyCache::new();
@@ -154,10 +171,9 @@ fn finish(
     factors: Vec<usize>,
     programs: Programs,
     comm_bytes: u64,
-    data: &DataSet,
+    data: &dyn Samples,
 ) -> Result<Prepared, TrainError> {
-    let (tensors, logits, batch) = classifier_tensors(&graph, data)?;
-    let sample = graph.tensor(tensors.x).shape[1..].to_vec();
+    let (tensors, logits, batch) = task_tensors(&graph, data)?;
     let mut unpartitioned = codegen::generate_unpartitioned(&graph, lib, bound).map_err(err)?;
     for p in &mut unpartitioned.programs {
         p.keep_tiles(&[logits]);
@@ -170,48 +186,47 @@ fn finish(
         tensors,
         logits,
         batch,
-        sample,
         comm_bytes,
     })
 }
 
-/// The inputs `x[batch, sample...]` (features per sample = the data's) and
-/// `labels[batch, classes]`, the loss
-/// and the logits (the loss op's first input), checked against `data`.
+/// The graph inputs `data` feeds (by name, each `[batch, …]` with the
+/// data's elements per sample after the batch dim, one batch for all), the
+/// loss and the logits (the loss op's first input).
 ///
 /// Errors: [`TrainError::Input`] naming what is missing or does not fit.
-pub fn classifier_tensors(
+pub fn task_tensors(
     graph: &Graph,
-    data: &DataSet,
-) -> Result<(ClassifierTensors, TensorId, usize), TrainError> {
-    let input = |name: &str, what: &str| {
-        graph
+    data: &dyn Samples,
+) -> Result<(TaskTensors, TensorId, usize), TrainError> {
+    let mut inputs = Vec::new();
+    let mut batch = None;
+    for (name, elems) in data.inputs() {
+        let t = graph
             .tensor_ids()
             .find(|&t| graph.tensor(t).name == name && graph.tensor(t).role == TensorRole::Input)
             .ok_or_else(|| {
                 TrainError::Input(format!(
-                    "the graph `{}` has no input `{name}` for the data set's {what}",
+                    "the graph `{}` has no input `{name}` for the data set",
                     graph.name()
                 ))
-            })
-    };
-    let x = input("x", "features")?;
-    let labels = input("labels", "one-hot labels")?;
-    let (xs, ls) = (&graph.tensor(x).shape, &graph.tensor(labels).shape);
-    let per_sample: usize = xs.iter().skip(1).product();
-    if xs.len() < 2 || xs[0] == 0 || per_sample != data.features {
-        return Err(TrainError::Input(format!(
-            "input `x` has shape {xs:?}; the data set needs [batch, …] with {} features per sample",
-            data.features
-        )));
+            })?;
+        let shape = &graph.tensor(t).shape;
+        let per: usize = shape.iter().skip(1).product();
+        if shape.len() < 2 || shape[0] == 0 || per != elems {
+            return Err(TrainError::Input(format!(
+                "input `{name}` has shape {shape:?}; the data set needs [batch, …] with {elems} elements per sample"
+            )));
+        }
+        if *batch.get_or_insert(shape[0]) != shape[0] {
+            return Err(TrainError::Input(format!(
+                "input `{name}` has batch {} but another input has {}",
+                shape[0],
+                batch.unwrap_or(0)
+            )));
+        }
+        inputs.push((t, shape[1..].to_vec()));
     }
-    if ls.as_slice() != [xs[0], data.classes] {
-        return Err(TrainError::Input(format!(
-            "input `labels` has shape {ls:?}; the data set needs [{}, {}] (one-hot labels of its {} classes)",
-            xs[0], data.classes, data.classes
-        )));
-    }
-    let batch = xs[0];
     let loss = graph
         .loss()
         .ok_or_else(|| TrainError::Input(format!("the graph `{}` has no loss", graph.name())))?;
@@ -221,5 +236,6 @@ pub fn classifier_tensors(
         .find(|op| op.outputs.contains(&loss))
         .and_then(|op| op.inputs.first().copied())
         .ok_or_else(|| TrainError::Input("the loss is not computed by an operator".into()))?;
-    Ok((ClassifierTensors { x, labels, loss }, logits, batch))
+    let batch = batch.ok_or_else(|| TrainError::Input("the data set feeds no input".into()))?;
+    Ok((TaskTensors { inputs, loss }, logits, batch))
 }

@@ -20,10 +20,10 @@ use comm::Collectives;
 use runner::{run_rank_fed, CpuBackend, CpuBuffer, Given, RunOptions};
 
 use crate::checkpoint::{self, Tile};
-use crate::data::DataSet;
 use crate::evaluate::{evaluate, Evaluation};
-use crate::feed::ClassifierFeed;
+use crate::feed::BatchFeed;
 use crate::prepare::Prepared;
+use crate::samples::Samples;
 use crate::trainer::{batches, StepLog, TrainOptions};
 use crate::TrainError;
 
@@ -52,8 +52,8 @@ pub struct RankTrainReport {
 /// or the final gather fails (a peer that died is named).
 pub fn train_rank<C>(
     prep: &Prepared,
-    train: &DataSet,
-    test: Option<&DataSet>,
+    train: &dyn Samples,
+    test: Option<&dyn Samples>,
     comm: C,
     opts: &TrainOptions,
     on_step: &(dyn Fn(&StepLog) + Sync),
@@ -77,13 +77,7 @@ where
     let order = batches(prep, train, opts.seed)?;
     let per_epoch = order.per_epoch();
     let run_steps = opts.steps.saturating_sub(opts.start);
-    let feed = ClassifierFeed::new(
-        train,
-        order,
-        (prep.tensors, &prep.sample),
-        (opts.start, run_steps),
-        None,
-    );
+    let feed = BatchFeed::new(train, order, &prep.tensors, (opts.start, run_steps), None);
     let start = Instant::now();
     let last = Mutex::new(start);
     let progress = |done: usize| {
@@ -128,11 +122,12 @@ where
             let e = match test {
                 Some(t) if !t.is_empty() => Some(evaluate(
                     &prep.unpartitioned,
-                    prep.tensors,
+                    &prep.tensors,
                     prep.logits,
                     &w,
                     t,
                     prep.batch,
+                    opts.eval_samples,
                 )?),
                 _ => None,
             };

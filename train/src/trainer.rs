@@ -3,7 +3,7 @@
 //! communicator), each rank fed only its own tiles of every batch.
 //!
 //! Takes a [`Prepared`] model, the training and held-out parts of a
-//! [`DataSet`] and [`TrainOptions`]; gives a [`TrainReport`]: the loss of
+//! data set ([`Samples`]) and [`TrainOptions`]; gives a [`TrainReport`]: the loss of
 //! every step, the trained weights (whole tensors by graph id) and the
 //! held-out [`Evaluation`]. A callback sees every step as it completes
 //! ([`StepLog`]), for progress lines and JSON logs.
@@ -18,10 +18,10 @@ use runner::{run_programs_fed, Given, RunOptions};
 
 use crate::batches::Batches;
 use crate::checkpoint::{self, Capture};
-use crate::data::DataSet;
 use crate::evaluate::{evaluate, Evaluation};
-use crate::feed::ClassifierFeed;
+use crate::feed::BatchFeed;
 use crate::prepare::Prepared;
+use crate::samples::Samples;
 use crate::TrainError;
 
 /// How long to train, from where, and where checkpoints go.
@@ -42,6 +42,8 @@ pub struct TrainOptions {
     /// Evaluate the held-out set after every this many steps (0: only at
     /// the end).
     pub eval_every: usize,
+    /// Evaluate only the first this many held-out samples (`None`: all).
+    pub eval_samples: Option<usize>,
 }
 
 /// One completed step, as the callback sees it.
@@ -85,7 +87,7 @@ pub struct TrainReport {
 /// Errors: [`TrainError::Data`] when the data set has not one whole batch.
 pub fn steps_for_epochs(
     prep: &Prepared,
-    train: &DataSet,
+    train: &dyn Samples,
     epochs: usize,
 ) -> Result<usize, TrainError> {
     Ok(batches(prep, train, 0)?.per_epoch() * epochs)
@@ -94,7 +96,7 @@ pub fn steps_for_epochs(
 /// The batch order of a run of `prep` on `train` with `seed`.
 ///
 /// Errors: [`TrainError::Data`] when the data set has not one whole batch.
-pub fn batches(prep: &Prepared, train: &DataSet, seed: u64) -> Result<Batches, TrainError> {
+pub fn batches(prep: &Prepared, train: &dyn Samples, seed: u64) -> Result<Batches, TrainError> {
     Batches::new(train.len(), prep.batch, seed).ok_or_else(|| {
         TrainError::Data(format!(
             "{} training samples do not make one batch of {}",
@@ -111,8 +113,8 @@ pub fn batches(prep: &Prepared, train: &DataSet, seed: u64) -> Result<Batches, T
 /// rank failed), [`TrainError::Input`] (a step's loss was not kept).
 pub fn train(
     prep: &Prepared,
-    train: &DataSet,
-    test: Option<&DataSet>,
+    train: &dyn Samples,
+    test: Option<&dyn Samples>,
     opts: TrainOptions,
     on_step: &(dyn Fn(&StepLog) + Sync),
 ) -> Result<TrainReport, TrainError> {
@@ -132,10 +134,10 @@ pub fn train(
     let capture = (opts.checkpoint.is_some() || eval_every > 0)
         .then(|| Capture::new(opts.checkpoint.clone(), eval_every, &prep.programs));
     let run_steps = opts.steps - opts.start;
-    let feed = ClassifierFeed::new(
+    let feed = BatchFeed::new(
         train,
         batches,
-        (prep.tensors, &prep.sample),
+        &prep.tensors,
         (opts.start, run_steps),
         capture.as_ref(),
     );
@@ -169,7 +171,15 @@ pub fn train(
                 let e = checkpoint::assemble(&prep.graph, &prep.programs, &tiles)
                     .map_err(TrainError::Data)
                     .and_then(|w| {
-                        evaluate(&prep.unpartitioned, prep.tensors, prep.logits, &w, t, batch)
+                        evaluate(
+                            &prep.unpartitioned,
+                            &prep.tensors,
+                            prep.logits,
+                            &w,
+                            t,
+                            batch,
+                            opts.eval_samples,
+                        )
                     });
                 match e {
                     Ok(e) => {
@@ -233,11 +243,12 @@ pub fn train(
         _ if last_eval.is_some() => last_eval,
         Some(t) if !t.is_empty() => Some(evaluate(
             &prep.unpartitioned,
-            prep.tensors,
+            &prep.tensors,
             prep.logits,
             &weights,
             t,
             prep.batch,
+            opts.eval_samples,
         )?),
         _ => None,
     };

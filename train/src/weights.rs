@@ -103,31 +103,33 @@ pub fn load(path: &Path, graph: &Graph) -> Result<Given, TrainError> {
 
 /// Write the batches of steps `0..steps` to `path` as safetensors, for a
 /// reference implementation to train on the same data in the same order:
-/// `x[steps, batch, features]` and `y[steps, batch]` (classes as f32).
+/// one tensor per fed input, named as the input (`x`, `labels`; `ids`,
+/// `labels`), of shape `[steps, batch, elements per sample]`.
 ///
 /// Errors: [`TrainError::Data`] naming the file.
 pub fn export_batches(
     path: &Path,
-    data: &crate::DataSet,
+    data: &dyn crate::samples::Samples,
     batches: &crate::batches::Batches,
     steps: usize,
 ) -> Result<(), TrainError> {
-    let (mut x, mut y) = (Vec::new(), Vec::new());
+    let inputs = data.inputs();
+    let mut values: Vec<Vec<f32>> = vec![Vec::new(); inputs.len()];
     let mut batch = 0;
     for s in 0..steps {
         let idx = batches.batch(s);
         batch = idx.len();
         for &i in &idx {
-            x.extend_from_slice(data.row(i));
-            y.push(data.y[i] as f32);
+            for (k, v) in values.iter_mut().enumerate() {
+                v.extend_from_slice(&data.sample(i, k));
+            }
         }
     }
-    let bytes = to_safetensors(
-        &[
-            ("x".into(), vec![steps, batch, data.features], &x),
-            ("y".into(), vec![steps, batch], &y),
-        ],
-        None,
-    )?;
+    let named: Vec<(String, Vec<usize>, &[f32])> = inputs
+        .iter()
+        .zip(&values)
+        .map(|((name, elems), v)| (name.to_string(), vec![steps, batch, *elems], v.as_slice()))
+        .collect();
+    let bytes = to_safetensors(&named, None)?;
     write_atomic(path, &bytes).map_err(TrainError::Data)
 }
