@@ -74,8 +74,10 @@ static inline double atomicAdd(double* a, double v) { return atomic_float_add(a,
 
 namespace cuda_shim {
 
-// Launch failures the shim detects (besides the kernel's own error word).
-enum { OK = 0, DIVERGENT_BARRIER = 1 };
+// Launch failures the shim detects (besides the kernel's own error word):
+// a divergent barrier; a configuration CUDA refuses (no blocks, more than
+// 2^31 - 1, no threads or more than 1024 per block).
+enum { OK = 0, DIVERGENT_BARRIER = 1, INVALID_CONFIGURATION = 3 };
 
 #if defined(__x86_64__) && !defined(CUDA_SHIM_UCONTEXT)
 #define CUDA_SHIM_ASM 1
@@ -242,10 +244,7 @@ static int run_block(unsigned n, bool reverse) {
 // (x only, as the backend launches); gives 0 or the first failure.
 template <class F>
 int launch(unsigned grid, unsigned block, F f) {
-  if (block == 0 || block > MAX_THREADS) {
-    fprintf(stderr, "cuda_shim: %u threads per block\n", block);
-    exit(70);
-  }
+  if (grid == 0 || grid > 0x7fffffffu || block == 0 || block > MAX_THREADS) return INVALID_CONFIGURATION;
   make_fibers(block);
   S.body = [](void* c) { (*(F*)c)(); };
   S.ctx = &f;
