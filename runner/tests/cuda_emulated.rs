@@ -274,6 +274,7 @@ impl Suite {
         stats.instances = instances.len();
         let mut host = BTreeSet::new();
         let mut last_op = "";
+        let mut rng = StdRng::seed_from_u64(0xe3b7);
         for inst in &instances {
             let (b, case) = (&inst.binding, &inst.case);
             let mut windows = vec![(
@@ -282,7 +283,17 @@ impl Suite {
                 case.inputs.clone(),
                 Expect::Values(case.reference.clone()),
             )];
-            for w in &inst.windows[1..] {
+            // Besides the random windows, one with a variable over no
+            // values (a share of a dim shorter than the workers splitting
+            // it): empty outputs, or reductions over nothing.
+            let mut empty = inst.windows[0].clone();
+            if !empty.vars.is_empty() {
+                let v = rng.gen_range(0..empty.vars.len());
+                let (lo, hi) = empty.vars[v];
+                let at = rng.gen_range(lo..=hi);
+                empty.vars[v] = (at, at);
+            }
+            for w in inst.windows[1..].iter().chain([&empty]) {
                 // The share's inputs as codegen assembles them: what it
                 // reads; whole where the evaluator needs more (a `let`
                 // temporary computed over the hull of its reads).
@@ -373,7 +384,17 @@ impl Suite {
     /// every reduction, launched with the backend's arguments.
     fn add_copies(&mut self) {
         let mut rng = StdRng::seed_from_u64(0xc0b1);
-        let source = self.source(COPY_SRC.to_string(), |t| {
+        // The kernel's `RegionArgs` is laid out as the backend's bytes.
+        let layout = format!(
+            "{COPY_SRC}static_assert(sizeof(RegionArgs) == {} && offsetof(RegionArgs, op) == {} \
+             && offsetof(RegionArgs, n) == {} && offsetof(RegionArgs, d) == {}, \
+             \"RegionArgs differs from the backend's\");\n",
+            std::mem::size_of::<RegionArgs>(),
+            std::mem::offset_of!(RegionArgs, op),
+            std::mem::offset_of!(RegionArgs, n),
+            std::mem::offset_of!(RegionArgs, d),
+        );
+        let source = self.source(layout, |t| {
             Source::with_args(
                 t,
                 vec![
