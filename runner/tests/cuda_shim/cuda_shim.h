@@ -4,22 +4,25 @@
 //
 // * `threadIdx`, `blockIdx`, `blockDim`, `gridDim`: thread_local globals the
 //   scheduler sets before it resumes a GPU thread.
-// * Blocks run one after the other; inside a block every GPU thread is a
-//   fiber with its own stack (a guard page below it), run until it returns
-//   or reaches `__syncthreads()`, which switches back to the scheduler. When
-//   every live thread of the block waits at the barrier, all resume; a
-//   thread that returned while others wait is a divergent barrier, reported
-//   for the launch (`DIVERGENT_BARRIER`). Odd blocks run their threads in
-//   reverse order, so a missing barrier shows up as a wrong result.
+// * Blocks run one after the other, the last first; inside a block every
+//   GPU thread is a fiber with its own stack (a guard page below it), run
+//   until it returns or reaches `__syncthreads()`, which switches back to
+//   the scheduler. When every live thread of the block waits at the
+//   barrier, all resume; a thread that returned while others wait is a
+//   divergent barrier, reported for the launch (`DIVERGENT_BARRIER`). Odd
+//   blocks run their threads in reverse order, so a missing barrier shows
+//   up as a wrong result (and a block relying on an earlier one does too).
+// * A launch CUDA would refuse (no blocks, more than 2^31 - 1, no threads
+//   or more than 1024 per block) is reported (`INVALID_CONFIGURATION`).
 // * `__shared__` is a function-static (one block at a time per OS thread).
 // * Atomics are the compiler's `__atomic` built-ins; math is libm's (CUDA's
 //   double-precision functions are correctly rounded or within 1-2 ulp).
 //
 // The fiber switch is 20 lines of x86-64 assembly (callee-saved registers,
 // MXCSR and the x87 control word); other machines (or -DCUDA_SHIM_UCONTEXT)
-// use <ucontext.h>. Compile
-// with -fcf-protection=none (a fiber's first entry is a `ret` to a made-up
-// return address, which a shadow stack would refuse).
+// use <ucontext.h>. Compile with -fcf-protection=none (a fiber's first
+// entry is a `ret` to a made-up return address, which a shadow stack would
+// refuse).
 #pragma once
 
 #include <math.h>
@@ -252,7 +255,8 @@ int launch(unsigned grid, unsigned block, F f) {
   gridDim = dim3{grid, 1, 1};
   blockDim = dim3{block, 1, 1};
   int status = OK;
-  for (unsigned b = 0; b < grid; ++b) {
+  for (unsigned k = 0; k < grid; ++k) {
+    unsigned b = grid - 1 - k;
     blockIdx = uint3{b, 0, 0};
     int s = run_block(block, b % 2 == 1);
     if (status == OK) status = s;
