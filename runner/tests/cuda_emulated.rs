@@ -98,7 +98,7 @@ fn every_generated_kernel_runs_under_emulation() {
         suite.cases.len(),
         suite.count(Kind::Whole),
         suite.count(Kind::Window),
-        stats.read_boxes * 3,
+        stats.read_boxes,
         suite.count(Kind::Fault),
         suite.count(Kind::Copy),
         suite.sources.len(),
@@ -216,6 +216,17 @@ enum Expect {
     Failure { what: String, code: i32 },
 }
 
+/// What an op instance's kernels run on: a window, its input buffers and
+/// the reference.
+struct Share {
+    kind: Kind,
+    window: Window,
+    inputs: Vec<Vec<f32>>,
+    /// Whether each input buffer is the box the window reads.
+    as_read: bool,
+    expect: Expect,
+}
+
 /// One kernel run: a source, its buffers and launches, the reference.
 struct Case {
     kind: Kind,
@@ -241,7 +252,7 @@ struct Stats {
     instances: usize,
     host_ops: Vec<String>,
     failures: Vec<String>,
-    /// Windows whose input buffers hold only what they read.
+    /// Windowed cases whose input buffers hold only what they read.
     read_boxes: usize,
 }
 
@@ -277,12 +288,13 @@ impl Suite {
         let mut rng = StdRng::seed_from_u64(0xe3b7);
         for inst in &instances {
             let (b, case) = (&inst.binding, &inst.case);
-            let mut windows = vec![(
-                Kind::Whole,
-                inst.windows[0].clone(),
-                case.inputs.clone(),
-                Expect::Values(case.reference.clone()),
-            )];
+            let mut windows = vec![Share {
+                kind: Kind::Whole,
+                window: inst.windows[0].clone(),
+                inputs: case.inputs.clone(),
+                as_read: false,
+                expect: Expect::Values(case.reference.clone()),
+            }];
             // Besides the random windows, one with a variable over no
             // values (a share of a dim shorter than the workers splitting
             // it): empty outputs, or reductions over nothing.
@@ -300,14 +312,20 @@ impl Suite {
                 let (tight, ins) = read_boxes(b, w, &case.inputs);
                 let expect = windowed_reference(b, &tight, &ins);
                 windows.push(match expect {
-                    Expect::Values(_) => {
-                        stats.read_boxes += 1;
-                        (Kind::Window, tight, ins, expect)
-                    }
-                    Expect::Failure { .. } => {
-                        let expect = windowed_reference(b, w, &case.inputs);
-                        (Kind::Window, w.clone(), case.inputs.clone(), expect)
-                    }
+                    Expect::Values(_) => Share {
+                        kind: Kind::Window,
+                        window: tight,
+                        inputs: ins,
+                        as_read: true,
+                        expect,
+                    },
+                    Expect::Failure { .. } => Share {
+                        kind: Kind::Window,
+                        window: w.clone(),
+                        inputs: case.inputs.clone(),
+                        as_read: false,
+                        expect: windowed_reference(b, w, &case.inputs),
+                    },
                 });
             }
             if inst.spec.name != last_op {
@@ -315,21 +333,23 @@ impl Suite {
                 last_op = &inst.spec.name;
             }
             for opts in common::reduce_modes() {
-                for (kind, w, inputs, expect) in &windows {
+                for sh in &windows {
+                    let w = &sh.window;
                     let origin = format!(
                         "`{}` shapes {:?} attrs {:?} {opts:?} window {}",
                         inst.spec.name,
                         case.shapes,
                         case.attrs,
-                        match kind {
+                        match sh.kind {
                             Kind::Window => format!("{:?} inputs {:?}", w.vars, w.inputs),
                             Kind::Fault => "whole, an index out of range".to_string(),
                             _ => "whole".to_string(),
                         }
                     );
-                    match generate_case(b, w, inputs, opts) {
+                    match generate_case(b, w, &sh.inputs, opts) {
                         Ok(Some((g, bufs))) => {
-                            self.add_generated(*kind, opts, origin, g, bufs, expect.clone())
+                            stats.read_boxes += sh.as_read as usize;
+                            self.add_generated(sh.kind, opts, origin, g, bufs, sh.expect.clone())
                         }
                         Ok(None) => {
                             host.insert(inst.spec.name.clone());
@@ -516,11 +536,7 @@ fn or_zero<T: Copy + Default>(v: &[T]) -> Vec<T> {
 /// The whole op with element 0 of its first index input (one whose huge
 /// value makes the evaluator read out of range) set so: the case and the
 /// evaluator's failure; `None` where no input is read as an index.
-fn fault(
-    b: &Binding,
-    whole: &Window,
-    inputs: &[Vec<f32>],
-) -> Option<(Kind, Window, Vec<Vec<f32>>, Expect)> {
+fn fault(b: &Binding, whole: &Window, inputs: &[Vec<f32>]) -> Option<Share> {
     (0..inputs.len()).find_map(|i| {
         let mut bad = inputs.to_vec();
         *bad[i].first_mut()? = 1e6;
@@ -528,7 +544,13 @@ fn fault(
             e @ Expect::Failure {
                 code: ERR_OUT_OF_BOUNDS,
                 ..
-            } => Some((Kind::Fault, whole.clone(), bad, e)),
+            } => Some(Share {
+                kind: Kind::Fault,
+                window: whole.clone(),
+                inputs: bad,
+                as_read: false,
+                expect: e,
+            }),
             _ => None,
         }
     })
