@@ -60,8 +60,15 @@ use tdl::{Binding, Library, Tensor, VarId};
 
 use cuda_shim::{status_text, Buf, Job, Ran, Source};
 
-/// Random instances per op (each × every reduction mode × windows).
-const CASES_PER_OP: usize = 4;
+/// Random instances per op (each × every reduction mode × windows); the
+/// instances `cuda_compile.rs` compiles. `TOFU_EMULATED_CASES` overrides it
+/// for a soak run.
+fn cases_per_op() -> usize {
+    std::env::var("TOFU_EMULATED_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(4)
+}
 
 /// Random windows per instance, besides the whole op.
 const WINDOWS_PER_CASE: usize = 2;
@@ -280,7 +287,7 @@ impl Suite {
             ..Default::default()
         };
         let (instances, failures) =
-            common::instances(&lib, CASES_PER_OP, WINDOWS_PER_CASE, MAX_ELEMS);
+            common::instances(&lib, cases_per_op(), WINDOWS_PER_CASE, MAX_ELEMS);
         stats.failures = failures;
         stats.instances = instances.len();
         let mut host = BTreeSet::new();
