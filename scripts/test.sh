@@ -30,6 +30,8 @@ bash scripts/fetch-kjv.sh
 # nvidia-cuda-nvrtc and nvidia-cuda-nvcc==13.0.88 wheels into
 # ${TOFU_CUDA_CACHE:-~/.cache/tofu/cuda-13.0}; same convention.
 bash scripts/fetch-nvrtc.sh
+# runner/tests/cuda_emulated.rs runs every generated CUDA kernel on the CPU
+# (a C++ shim of CUDA's execution model) with the machine's g++; same convention.
 # With the CUDA backend built in (cudarc loads CUDA at run time, so this
 # builds anywhere); its GPU tests print SKIPPED without a device, and fail
 # instead when TOFU_REQUIRE_GPU=1.

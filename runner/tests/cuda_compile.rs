@@ -34,8 +34,6 @@ use std::sync::Mutex;
 use std::time::Instant;
 
 use cudarc::nvrtc::{compile_ptx_with_opts, CompileError, CompileOptions};
-use rand::rngs::StdRng;
-use rand::{Rng, SeedableRng};
 use runner::backend::cuda::codegen::{generate, ReduceOptions};
 use runner::backend::cuda::COPY_SRC;
 use runner::kernels::compiled::window_layouts;
@@ -268,11 +266,7 @@ struct Stats {
 /// × window, in a fixed order (seeded by op name).
 fn generated_sources() -> (Vec<Source>, Stats) {
     let lib = Library::shipped().expect("shipped specs load");
-    let forced = |split_min| ReduceOptions {
-        block_min: 1,
-        split_min,
-    };
-    let modes: [ReduceOptions; MODES] = [ReduceOptions::default(), forced(usize::MAX), forced(1)];
+    let modes = common::reduce_modes();
     let mut seen: HashMap<String, usize> = HashMap::new();
     let mut sources = Vec::new();
     let mut stats = Stats::default();
@@ -285,85 +279,37 @@ fn generated_sources() -> (Vec<Source>, Stats) {
     };
     add(COPY_SRC.to_string(), "copy_region".into(), &mut stats);
     let mut host = BTreeSet::new();
-    for spec in lib.ops() {
-        stats.ops += 1;
-        let seed = spec
-            .name
-            .bytes()
-            .fold(0x25c0u64, |h, c| h.wrapping_mul(31).wrapping_add(c as u64));
-        let mut rng = StdRng::seed_from_u64(seed);
-        for _ in 0..CASES_PER_OP {
-            let case = match common::sample(spec, &mut rng, 5, 4096) {
-                Ok(c) => c,
-                Err(e) => {
-                    stats.failures.push(e);
-                    break;
-                }
-            };
-            stats.instances += 1;
-            let b = match spec.bind(&case.shapes, &case.attrs) {
-                Ok(b) => b,
-                Err(e) => {
-                    stats.failures.push(format!("`{}`: bind: {e}", spec.name));
-                    continue;
-                }
-            };
-            let whole = match Window::whole(&b) {
-                Ok(w) => w,
-                Err(e) => {
-                    stats.failures.push(format!("`{}`: window: {e}", spec.name));
-                    continue;
-                }
-            };
-            let mut windows = vec![whole.clone()];
-            windows.extend((0..WINDOWS_PER_CASE).map(|_| sub_window(&whole, &mut rng)));
-            for opts in modes {
-                for (wi, w) in windows.iter().enumerate() {
-                    let origin = format!(
-                        "`{}` shapes {:?} attrs {:?} {opts:?} window {}",
-                        spec.name,
-                        case.shapes,
-                        case.attrs,
-                        if wi == 0 {
-                            "whole".to_string()
-                        } else {
-                            format!("{:?}", w.vars)
-                        }
-                    );
-                    match generate_one(&b, w, opts) {
-                        Ok(Some(text)) => add(text, origin, &mut stats),
-                        Ok(None) => {
-                            host.insert(spec.name.clone());
-                        }
-                        Err(e) => stats.failures.push(format!("{origin}: {e}")),
+    stats.ops = lib.ops().count();
+    let (instances, failures) = common::instances(&lib, CASES_PER_OP, WINDOWS_PER_CASE, 4096);
+    stats.failures = failures;
+    stats.instances = instances.len();
+    for inst in &instances {
+        let (spec, case) = (inst.spec, &inst.case);
+        for opts in modes {
+            for (wi, w) in inst.windows.iter().enumerate() {
+                let origin = format!(
+                    "`{}` shapes {:?} attrs {:?} {opts:?} window {}",
+                    spec.name,
+                    case.shapes,
+                    case.attrs,
+                    if wi == 0 {
+                        "whole".to_string()
+                    } else {
+                        format!("{:?}", w.vars)
                     }
+                );
+                match generate_one(&inst.binding, w, opts) {
+                    Ok(Some(text)) => add(text, origin, &mut stats),
+                    Ok(None) => {
+                        host.insert(spec.name.clone());
+                    }
+                    Err(e) => stats.failures.push(format!("{origin}: {e}")),
                 }
             }
         }
     }
     stats.host_ops = host.into_iter().collect();
     (sources, stats)
-}
-
-/// A random non-empty sub-box of every variable's range; inputs whole (a
-/// buffer holding the whole tensor holds every window's reads).
-fn sub_window(whole: &Window, rng: &mut StdRng) -> Window {
-    let vars = whole
-        .vars
-        .iter()
-        .map(|&(lo, hi)| {
-            if hi - lo <= 1 {
-                (lo, hi)
-            } else {
-                let l = rng.gen_range(lo..hi);
-                (l, rng.gen_range(l + 1..=hi))
-            }
-        })
-        .collect();
-    Window {
-        vars,
-        inputs: whole.inputs.clone(),
-    }
 }
 
 /// The backend's source for one window, `None` where the op has no CUDA

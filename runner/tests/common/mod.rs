@@ -14,10 +14,11 @@
 use std::collections::BTreeSet;
 
 use rand::rngs::StdRng;
-use rand::Rng;
-use runner::{OpKernel, Provider, Registry};
+use rand::{Rng, SeedableRng};
+use runner::{OpKernel, Provider, Registry, Window};
 use tdl::{
-    AttrType, AttrValue, Attrs, DimEntry, DimExpr, Expr, ExprKind, Index, OpSpec, Tensor, TensorRef,
+    AttrType, AttrValue, Attrs, Binding, DimEntry, DimExpr, Expr, ExprKind, Index, Library, OpSpec,
+    Tensor, TensorRef,
 };
 
 /// A sampled op instance with its reference result.
@@ -375,4 +376,104 @@ pub fn check_library(
     );
     compare(op, &got, &case.reference, tol)
         .unwrap_or_else(|e| panic!("{e} (shapes {shapes:?}, attrs {attrs:?})"));
+}
+
+/// One sampled op instance and the windows the CUDA kernel tests generate
+/// its kernels for: the whole op first, then random sub-windows.
+pub struct Instance<'l> {
+    /// The op.
+    pub spec: &'l OpSpec,
+    /// Its shapes, attributes, inputs and the interpreter's outputs.
+    pub case: Case,
+    /// The op bound to the case's shapes.
+    pub binding: Binding,
+    /// The whole op, then sub-windows ([`sub_window`]).
+    pub windows: Vec<Window>,
+}
+
+/// Every op of `lib` × `cases` random instances ([`sample`], dims at most 5,
+/// outputs at most `max_elems` elements, seeded by the op's name) × the
+/// whole op and `windows` random sub-windows; gives the instances and what
+/// could not be sampled or bound.
+pub fn instances(
+    lib: &Library,
+    cases: usize,
+    windows: usize,
+    max_elems: usize,
+) -> (Vec<Instance<'_>>, Vec<String>) {
+    let mut out = Vec::new();
+    let mut failures = Vec::new();
+    for spec in lib.ops() {
+        let seed = spec
+            .name
+            .bytes()
+            .fold(0x25c0u64, |h, c| h.wrapping_mul(31).wrapping_add(c as u64));
+        let mut rng = StdRng::seed_from_u64(seed);
+        for _ in 0..cases {
+            let case = match sample(spec, &mut rng, 5, max_elems) {
+                Ok(c) => c,
+                Err(e) => {
+                    failures.push(e);
+                    break;
+                }
+            };
+            let binding = match spec.bind(&case.shapes, &case.attrs) {
+                Ok(b) => b,
+                Err(e) => {
+                    failures.push(format!("`{}`: bind: {e}", spec.name));
+                    continue;
+                }
+            };
+            let whole = match Window::whole(&binding) {
+                Ok(w) => w,
+                Err(e) => {
+                    failures.push(format!("`{}`: window: {e}", spec.name));
+                    continue;
+                }
+            };
+            let mut ws = vec![whole.clone()];
+            ws.extend((0..windows).map(|_| sub_window(&whole, &mut rng)));
+            out.push(Instance {
+                spec,
+                case,
+                binding,
+                windows: ws,
+            });
+        }
+    }
+    (out, failures)
+}
+
+/// A random non-empty sub-box of every variable's range; inputs whole (a
+/// buffer holding the whole tensor holds every window's reads).
+pub fn sub_window(whole: &Window, rng: &mut StdRng) -> Window {
+    let vars = whole
+        .vars
+        .iter()
+        .map(|&(lo, hi)| {
+            if hi - lo <= 1 {
+                (lo, hi)
+            } else {
+                let l = rng.gen_range(lo..hi);
+                (l, rng.gen_range(l + 1..=hi))
+            }
+        })
+        .collect();
+    Window {
+        vars,
+        inputs: whole.inputs.clone(),
+    }
+}
+
+/// The reduction modes the CUDA kernel tests generate every kernel in: the
+/// backend's defaults, every reduction a block, every one split over
+/// several blocks.
+#[cfg(feature = "cuda")]
+pub fn reduce_modes() -> [runner::backend::cuda::codegen::ReduceOptions; 3] {
+    use runner::backend::cuda::codegen::ReduceOptions;
+    let forced = |split_min| ReduceOptions {
+        block_min: 1,
+        split_min,
+    };
+    [ReduceOptions::default(), forced(usize::MAX), forced(1)]
 }

@@ -28,7 +28,7 @@ use cudarc::driver::{
 };
 use tdl::{Attrs, OpSpec};
 
-use super::codegen::{ReduceOptions, ERR_DIV_BY_ZERO, ERR_OUT_OF_BOUNDS};
+use super::codegen::{Launch, ReduceOptions, ERR_DIV_BY_ZERO, ERR_OUT_OF_BOUNDS};
 use super::{CudaBuffer, CudaKernel};
 use crate::backend::accounting::Counter;
 use crate::backend::{Backend, BackendError, Bounds, MemoryStats, Window};
@@ -36,11 +36,8 @@ use crate::kernels::gemm::gemm_shape;
 use crate::kernels::{KernelError, Registry};
 use crate::region::{contains, volume};
 
-/// Threads per block of the generated kernels.
-const BLOCK: u32 = 256;
-
 /// Highest rank a region copy handles.
-const MAX_RANK: usize = 8;
+pub const MAX_RANK: usize = 8;
 
 pub(super) fn device_err(message: impl std::fmt::Display) -> BackendError {
     BackendError::Device {
@@ -127,16 +124,74 @@ extern "C" __global__ void copy_region(const float* src, float* dst, RegionArgs 
 /// Arguments of the region-copy kernel, passed by value: per dim the
 /// region's (lo, extent), the source buffer's and the destination's.
 #[repr(C)]
-#[derive(Clone, Copy)]
-struct RegionArgs {
-    rank: i32,
-    op: i32,
-    n: i64,
-    d: [[i64; 6]; MAX_RANK],
+#[derive(Clone, Copy, Debug)]
+pub struct RegionArgs {
+    /// Dims of the region.
+    pub rank: i32,
+    /// 0 copies, 1–4 combine with sum, product, max, min.
+    pub op: i32,
+    /// Elements of the region.
+    pub n: i64,
+    /// Per dim: region lo and extent, source lo and extent, destination lo
+    /// and extent.
+    pub d: [[i64; 6]; MAX_RANK],
 }
 
 // SAFETY: plain old data with the C layout the kernel declares.
 unsafe impl DeviceRepr for RegionArgs {}
+
+impl RegionArgs {
+    /// The region-copy kernel's arguments and launch that copy (or, with
+    /// `op`, combine) `region` of a buffer holding `src_r` into one holding
+    /// `dst_r`; `None` where the region is not inside both boxes or has
+    /// more than [`MAX_RANK`] dims.
+    pub fn new(
+        src_r: &Bounds,
+        dst_r: &Bounds,
+        region: &Bounds,
+        op: Option<ReduceOp>,
+    ) -> Option<(RegionArgs, Launch)> {
+        if !contains(src_r, region) || !contains(dst_r, region) || region.len() > MAX_RANK {
+            return None;
+        }
+        let n = volume(region);
+        let mut a = RegionArgs {
+            rank: region.len() as i32,
+            op: match op {
+                None => 0,
+                Some(ReduceOp::Sum) => 1,
+                Some(ReduceOp::Prod) => 2,
+                Some(ReduceOp::Max) => 3,
+                Some(ReduceOp::Min) => 4,
+            },
+            n: n as i64,
+            d: [[0; 6]; MAX_RANK],
+        };
+        for d in 0..region.len() {
+            a.d[d] = [
+                region[d].0,
+                region[d].1 - region[d].0,
+                src_r[d].0,
+                src_r[d].1 - src_r[d].0,
+                dst_r[d].0,
+                dst_r[d].1 - dst_r[d].0,
+            ];
+        }
+        Some((a, Launch::per_element("copy_region", n as usize)))
+    }
+
+    /// The bytes the kernel receives (the C struct `RegionArgs`).
+    pub fn as_bytes(&self) -> &[u8] {
+        // SAFETY: `repr(C)` plain old data without padding (two i32, then
+        // i64s), so every byte is initialised; the slice borrows `self`.
+        unsafe {
+            std::slice::from_raw_parts(
+                (self as *const RegionArgs).cast::<u8>(),
+                std::mem::size_of::<RegionArgs>(),
+            )
+        }
+    }
+}
 
 /// One rank's CUDA backend (see the module doc).
 pub struct CudaBackend {
@@ -330,45 +385,20 @@ impl Backend for CudaBackend {
         if n == 0 {
             return Ok(());
         }
-        if !contains(src_r, region)
-            || !contains(dst_r, region)
-            || region.len() > MAX_RANK
-            || (src.len as u64) < volume(src_r)
-            || (dst.len as u64) < volume(dst_r)
-        {
+        let args = RegionArgs::new(src_r, dst_r, region, op)
+            .filter(|_| (src.len as u64) >= volume(src_r) && (dst.len as u64) >= volume(dst_r));
+        let Some((a, launch)) = args else {
             return Err(BackendError::Region {
                 region: region.to_vec(),
                 src: src_r.to_vec(),
                 dst: dst_r.to_vec(),
             });
-        }
-        let mut a = RegionArgs {
-            rank: region.len() as i32,
-            op: match op {
-                None => 0,
-                Some(ReduceOp::Sum) => 1,
-                Some(ReduceOp::Prod) => 2,
-                Some(ReduceOp::Max) => 3,
-                Some(ReduceOp::Min) => 4,
-            },
-            n: n as i64,
-            d: [[0; 6]; MAX_RANK],
         };
-        for d in 0..region.len() {
-            a.d[d] = [
-                region[d].0,
-                region[d].1 - region[d].0,
-                src_r[d].0,
-                src_r[d].1 - src_r[d].0,
-                dst_r[d].0,
-                dst_r[d].1 - dst_r[d].0,
-            ];
-        }
         let (s, d) = (src.ptr(), dst.ptr_mut());
         let mut lb = self.stream.launch_builder(&self.copy);
         lb.arg(&s).arg(&d).arg(&a);
         // SAFETY: the region lies inside both buffers (checked above).
-        unsafe { lb.launch(grid(n as usize)) }
+        unsafe { lb.launch(config(&launch)) }
             .map(|_| ())
             .map_err(|e| device_err(format!("copy_region: {e}")))
     }
@@ -459,11 +489,11 @@ impl Backend for CudaBackend {
     }
 }
 
-/// One thread per element, [`BLOCK`] threads per block.
-pub(super) fn grid(n: usize) -> LaunchConfig {
+/// A launch's configuration.
+pub(super) fn config(l: &Launch) -> LaunchConfig {
     LaunchConfig {
-        grid_dim: ((n as u64).div_ceil(BLOCK as u64) as u32, 1, 1),
-        block_dim: (BLOCK, 1, 1),
+        grid_dim: (l.blocks, 1, 1),
+        block_dim: (l.threads, 1, 1),
         shared_mem_bytes: 0,
     }
 }

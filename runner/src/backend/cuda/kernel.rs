@@ -5,30 +5,15 @@
 
 use cudarc::cublas::{sys as blas_sys, Gemm, GemmConfig, StridedBatchedConfig};
 use cudarc::driver::{CudaFunction, CudaSlice, DevicePtr, LaunchConfig, PushKernelArg};
-use tdl::{Attrs, Binding, TensorRef};
+use tdl::{Attrs, Binding};
 
-use super::codegen::{self, Mode};
-use super::device::{device_err, grid, load, CudaBackend};
+use super::codegen::{self, Param};
+use super::device::{config, device_err, load, CudaBackend};
 use super::CudaBuffer;
 use crate::backend::{BackendError, Window};
 use crate::kernels::compiled::window_layouts;
 use crate::kernels::gemm::{GemmShape, Trans};
 use crate::kernels::{KernelError, OpKernel};
-
-/// One statement's generated kernels.
-pub struct Stmt {
-    /// `s<i>`: the statement (or, when split, its combining kernel).
-    f: CudaFunction,
-    /// `p<i>`: the partials kernel of a split statement.
-    parts: Option<CudaFunction>,
-    /// What it writes.
-    #[allow(dead_code)]
-    target: TensorRef,
-    /// Target elements.
-    n: usize,
-    /// How it runs.
-    mode: Mode,
-}
 
 /// A kernel prepared for one op instance on a [`CudaBackend`].
 pub enum CudaKernel {
@@ -45,8 +30,12 @@ pub enum CudaKernel {
         op: String,
         /// Id for device-side error reports.
         id: i32,
-        /// One per statement, in order.
-        stmts: Vec<Stmt>,
+        /// Its launches, in order ([`codegen::Generated::launches`]).
+        launches: Vec<(CudaFunction, LaunchConfig)>,
+        /// The functions' parameters ([`codegen::Generated::params`]).
+        params: Vec<Param>,
+        /// Elements of the split reductions' scratch.
+        scratch: usize,
         /// Integer parameters (`P`).
         ints: CudaSlice<i64>,
         /// Real parameters (`F`).
@@ -94,25 +83,16 @@ impl CudaBackend {
             Err(e) => return Err(e.into()),
         };
         let module = load(&self.ctx, &g.source)?;
-        let mut stmts = Vec::new();
-        for (i, &(t, n, mode)) in g.stmts.iter().enumerate() {
-            let load = |name: String| {
-                module
-                    .load_function(&name)
-                    .map_err(|e| device_err(format!("`{}`: {name}: {e}", b.spec.name)))
-            };
-            let parts = match mode {
-                Mode::Split { .. } => Some(load(format!("p{i}"))?),
-                _ => None,
-            };
-            stmts.push(Stmt {
-                f: load(format!("s{i}"))?,
-                parts,
-                target: t,
-                n,
-                mode,
-            });
-        }
+        let launches = g
+            .launches()
+            .iter()
+            .map(|l| {
+                let f = module
+                    .load_function(&l.function)
+                    .map_err(|e| device_err(format!("`{}`: {}: {e}", b.spec.name, l.function)))?;
+                Ok((f, config(l)))
+            })
+            .collect::<Result<Vec<_>, BackendError>>()?;
         let up_i = |v: &[i64]| {
             let v = if v.is_empty() { &[0][..] } else { v };
             self.stream.clone_htod(v)
@@ -134,7 +114,9 @@ impl CudaBackend {
         Ok(CudaKernel::Generated {
             op: b.spec.name.clone(),
             id: (names.len() - 1) as i32,
-            stmts,
+            launches,
+            params: g.params.clone(),
+            scratch: g.scratch(),
             ints,
             reals,
             locals: elems(&layouts.locals),
@@ -234,7 +216,9 @@ impl CudaBackend {
             CudaKernel::Generated {
                 op,
                 id,
-                stmts,
+                launches,
+                params,
+                scratch,
                 ints,
                 reals,
                 locals,
@@ -248,62 +232,44 @@ impl CudaBackend {
                     .map(|&n| self.stream.alloc_zeros::<f64>(n.max(1)))
                     .collect::<Result<_, _>>()
                     .map_err(device_err)?;
-                let scratch = stmts
-                    .iter()
-                    .map(|s| match s.mode {
-                        Mode::Split { scratch, .. } => scratch,
-                        _ => 0,
-                    })
-                    .max()
-                    .unwrap_or(0);
                 let scr = self
                     .stream
-                    .alloc_zeros::<f64>(scratch.max(1))
+                    .alloc_zeros::<f64>(*scratch)
                     .map_err(device_err)?;
-                let mut ptrs: Vec<u64> = inputs.iter().map(|b| b.ptr()).collect();
-                ptrs.extend(outputs.iter_mut().map(|b| b.ptr_mut()));
-                ptrs.extend(locs.iter().map(|l| l.device_ptr(&self.stream).0));
-                ptrs.push(ints.device_ptr(&self.stream).0);
-                ptrs.push(reals.device_ptr(&self.stream).0);
-                ptrs.push(scr.device_ptr(&self.stream).0);
-                ptrs.push(
-                    self.err
-                        .lock()
-                        .expect("error word")
-                        .device_ptr(&self.stream)
-                        .0,
-                );
-                let blocks = |n: usize| LaunchConfig {
-                    grid_dim: (n as u32, 1, 1),
-                    block_dim: (codegen::REDUCE_THREADS, 1, 1),
-                    shared_mem_bytes: 0,
-                };
-                for s in stmts {
-                    if s.n == 0 {
-                        continue;
-                    }
-                    let run = |f: &CudaFunction, cfg: LaunchConfig| {
-                        let mut lb = self.stream.launch_builder(f);
-                        for p in &ptrs {
-                            lb.arg(p);
+                // Every pointer argument, in the functions' parameter order.
+                let mut ptrs: Vec<u64> = Vec::with_capacity(params.len());
+                for p in params {
+                    ptrs.push(match *p {
+                        Param::Input(i) => inputs[i].ptr(),
+                        Param::Output(o) => outputs[o].ptr_mut(),
+                        Param::Local(l) => locs[l].device_ptr(&self.stream).0,
+                        Param::Ints => ints.device_ptr(&self.stream).0,
+                        Param::Reals => reals.device_ptr(&self.stream).0,
+                        Param::Scratch => scr.device_ptr(&self.stream).0,
+                        Param::ErrorWord => {
+                            self.err
+                                .lock()
+                                .expect("error word")
+                                .device_ptr(&self.stream)
+                                .0
                         }
-                        lb.arg(id);
-                        // SAFETY: every buffer has the length its layout
-                        // needs (checked above), the scratch the split
-                        // statements need; reads are bounds-checked in the
-                        // kernel.
-                        unsafe { lb.launch(cfg) }
-                            .map(|_| ())
-                            .map_err(|e| device_err(format!("`{op}`: launch: {e}")))
-                    };
-                    match (s.mode, &s.parts) {
-                        (Mode::Split { parts, .. }, Some(p)) => {
-                            run(p, blocks(s.n * parts))?;
-                            run(&s.f, blocks(s.n))?;
-                        }
-                        (Mode::Thread, _) => run(&s.f, grid(s.n))?,
-                        _ => run(&s.f, blocks(s.n))?,
+                        Param::KernelId => continue,
+                    });
+                }
+                for (f, cfg) in launches {
+                    let mut lb = self.stream.launch_builder(f);
+                    let mut next = ptrs.iter();
+                    for p in params {
+                        match p {
+                            Param::KernelId => lb.arg(id),
+                            _ => lb.arg(next.next().expect("one pointer per parameter")),
+                        };
                     }
+                    // SAFETY: every buffer has the length its layout needs
+                    // (checked above), the scratch the split statements
+                    // need; reads are bounds-checked in the kernel.
+                    unsafe { lb.launch(*cfg) }
+                        .map_err(|e| device_err(format!("`{op}`: launch: {e}")))?;
                 }
                 drop(scr);
                 drop(locs);

@@ -25,7 +25,7 @@ mod staged;
 #[cfg(feature = "cuda")]
 pub use buffer::CudaBuffer;
 #[cfg(feature = "cuda")]
-pub use device::{check_libraries, device_count, CudaBackend, COPY_SRC};
+pub use device::{check_libraries, device_count, CudaBackend, RegionArgs, COPY_SRC, MAX_RANK};
 #[cfg(feature = "cuda")]
 pub use kernel::CudaKernel;
 #[cfg(feature = "cuda")]

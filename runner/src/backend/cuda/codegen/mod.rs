@@ -92,11 +92,88 @@ pub enum Mode {
     },
 }
 
+/// Threads per block of a one-thread-per-element kernel (thread-mode
+/// statements, region copies).
+pub const BLOCK: u32 = 256;
+
+/// One parameter of every generated kernel function, in the order of
+/// [`Generated::params`]: the signature is written from it, and the backend
+/// passes its arguments by it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Param {
+    /// Input `i`'s buffer (`f32`, the window's region of the tensor).
+    Input(usize),
+    /// Output `o`'s buffer (`f32`, the window's box).
+    Output(usize),
+    /// `let` temporary `l` (`f64`, its layout's box).
+    Local(usize),
+    /// The integer parameters `P` ([`Generated::ints`]).
+    Ints,
+    /// The real parameters `F` ([`Generated::reals`]).
+    Reals,
+    /// `f64` scratch for split partials ([`Generated::scratch`] elements).
+    Scratch,
+    /// The device error word: `int[2]`, code then kernel id.
+    ErrorWord,
+    /// The kernel id written with an error, by value (`int`).
+    KernelId,
+}
+
+impl Param {
+    /// The parameter as the kernel declares it.
+    pub fn declaration(self) -> String {
+        match self {
+            Param::Input(i) => format!("const float* __restrict__ in{i}"),
+            Param::Output(o) => format!("float* out{o}"),
+            Param::Local(l) => format!("double* loc{l}"),
+            Param::Ints => "const i64* __restrict__ P".into(),
+            Param::Reals => "const double* __restrict__ F".into(),
+            Param::Scratch => "double* scr".into(),
+            Param::ErrorWord => "int* err".into(),
+            Param::KernelId => "int kid".into(),
+        }
+    }
+}
+
+/// One kernel launch: the function, its blocks and threads per block (x
+/// only, no dynamic shared memory).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Launch {
+    /// The `__global__` function's name.
+    pub function: String,
+    /// Blocks in the grid.
+    pub blocks: u32,
+    /// Threads per block.
+    pub threads: u32,
+}
+
+impl Launch {
+    /// One thread per element of `n`, [`BLOCK`] threads per block.
+    pub fn per_element(function: &str, n: usize) -> Launch {
+        Launch {
+            function: function.to_string(),
+            blocks: (n as u64).div_ceil(BLOCK as u64) as u32,
+            threads: BLOCK,
+        }
+    }
+
+    /// One block of [`REDUCE_THREADS`] per element of `n`.
+    fn per_block(function: String, n: usize) -> Launch {
+        Launch {
+            function,
+            blocks: n as u32,
+            threads: REDUCE_THREADS,
+        }
+    }
+}
+
 /// Kernel source plus the numbers it reads (see the module doc).
 #[derive(Clone, Debug)]
 pub struct Generated {
     /// CUDA C source; functions `s0`, `s1`, … in statement order.
     pub source: String,
+    /// Every function's parameters, in order.
+    pub params: Vec<Param>,
     /// Integer parameters (`P`).
     pub ints: Vec<i64>,
     /// Real parameters (`F`).
@@ -152,22 +229,23 @@ pub fn generate(
     let mut source = String::from(PRELUDE);
     let mut stmts = Vec::new();
     // Signature: every input (float), output (float) and local (double).
-    let mut params = Vec::new();
-    for i in 0..spec.inputs.len() {
-        params.push(format!("const float* __restrict__ in{i}"));
-    }
-    for o in 0..spec.outputs.len() {
-        params.push(format!("float* out{o}"));
-    }
-    for l in 0..spec.locals.len() {
-        params.push(format!("double* loc{l}"));
-    }
-    params.push("const i64* __restrict__ P".into());
-    params.push("const double* __restrict__ F".into());
-    params.push("double* scr".into());
-    params.push("int* err".into());
-    params.push("int kid".into());
-    let sig = params.join(", ");
+    let params: Vec<Param> = (0..spec.inputs.len())
+        .map(Param::Input)
+        .chain((0..spec.outputs.len()).map(Param::Output))
+        .chain((0..spec.locals.len()).map(Param::Local))
+        .chain([
+            Param::Ints,
+            Param::Reals,
+            Param::Scratch,
+            Param::ErrorWord,
+            Param::KernelId,
+        ])
+        .collect();
+    let sig = params
+        .iter()
+        .map(|p| p.declaration())
+        .collect::<Vec<_>>()
+        .join(", ");
     for (si, s) in spec.stmts.iter().enumerate() {
         let (lo, ext) = g.layout(s.target);
         let (lo, ext) = (lo.to_vec(), ext.to_vec());
@@ -267,10 +345,51 @@ pub fn generate(
     }
     Ok(Generated {
         source,
+        params,
         ints: g.ints,
         reals: g.reals,
         stmts,
     })
+}
+
+impl Generated {
+    /// The launches that run the op, in order: per statement with elements,
+    /// a split statement's partials kernel `p<i>` (one block per part of each
+    /// element) then its combining kernel `s<i>` (one block per element), a
+    /// block-mode statement's `s<i>` one block per element, a thread-mode
+    /// one one thread per element.
+    pub fn launches(&self) -> Vec<Launch> {
+        let mut v = Vec::new();
+        for (i, &(_, n, mode)) in self.stmts.iter().enumerate() {
+            if n == 0 {
+                continue;
+            }
+            let s = format!("s{i}");
+            match mode {
+                Mode::Split { parts, .. } => {
+                    v.push(Launch::per_block(format!("p{i}"), n * parts));
+                    v.push(Launch::per_block(s, n));
+                }
+                Mode::Block => v.push(Launch::per_block(s, n)),
+                Mode::Thread => v.push(Launch::per_element(&s, n)),
+            }
+        }
+        v
+    }
+
+    /// Elements of the scratch buffer ([`Param::Scratch`]): the most any
+    /// split statement needs, at least 1.
+    pub fn scratch(&self) -> usize {
+        self.stmts
+            .iter()
+            .map(|s| match s.2 {
+                Mode::Split { scratch, .. } => scratch,
+                _ => 0,
+            })
+            .max()
+            .unwrap_or(0)
+            .max(1)
+    }
 }
 
 /// One `__global__` function: `unbound` variables declared (zero), then `body`.
