@@ -152,31 +152,9 @@ pub fn import(
         message,
     };
 
+    check_named_dims(graph, opts, path)?;
     // Opaque nodes need their generated specs in the library before lowering.
-    let mut opaque_specs = opaque::OpaqueSpecs::default();
-    for vi in graph.value_info.iter().chain(&graph.output) {
-        if let Ok((_, dims)) = input_type(vi) {
-            let batch = opts.dims.batch.unwrap_or(crate::dims::DEFAULT_BATCH);
-            let shape: Option<Vec<usize>> = dims
-                .iter()
-                .enumerate()
-                .map(|(a, d)| match d {
-                    Ok(v) => Some(*v),
-                    Err(_) if a == 0 => Some(batch),
-                    Err(_) => None,
-                })
-                .collect();
-            match shape {
-                Some(shape) => {
-                    opaque_specs.declared.insert(vi.name.clone(), shape);
-                }
-                None => {
-                    let partial = dims.iter().map(|d| d.as_ref().ok().copied()).collect();
-                    opaque_specs.partial.insert(vi.name.clone(), partial);
-                }
-            }
-        }
-    }
+    let mut opaque_specs = declared_shapes(graph, opts);
     let mut library = lib.clone();
     let builder_lib: Library;
 
@@ -196,121 +174,11 @@ pub fn import(
         s.opaque.clear();
         s.inlined.clear();
         s.folded_values.clear();
-        let mut init_names = HashSet::new();
-        for t in &graph.initializer {
-            if crate::external::is_external(t) {
-                let dir = path.parent().unwrap_or(Path::new("."));
-                let (elem, shape, x) =
-                    crate::external::ExternalRef::new(t, dir).map_err(&unreadable)?;
-                init_names.insert(t.name.clone());
-                let kind = if elem.is_integer() {
-                    Kind::Constant
-                } else {
-                    Kind::Weight
-                };
-                l.define_known(
-                    &t.name,
-                    Known {
-                        elem,
-                        shape,
-                        src: Src::External(Box::new(x)),
-                        kind,
-                    },
-                );
-                continue;
-            }
-            let d = decode(t).map_err(&unreadable)?;
-            init_names.insert(t.name.clone());
-            let kind = if d.elem.is_integer() {
-                Kind::Constant
-            } else {
-                Kind::Weight
-            };
-            l.define_known(
-                &t.name,
-                Known {
-                    elem: d.elem,
-                    shape: d.shape.clone(),
-                    src: Src::Dense(d),
-                    kind,
-                },
-            );
-        }
-        if !graph.sparse_initializer.is_empty() {
-            return Err(unreadable(
-                "the model has sparse initializers, which tofu does not read".into(),
-            ));
-        }
-        let mut missing = Vec::new();
-        for name in opts.input_shapes.keys() {
-            if !graph.input.iter().any(|vi| &vi.name == name) {
-                let names: Vec<&str> = graph
-                    .input
-                    .iter()
-                    .map(|vi| vi.name.as_str())
-                    .filter(|n| !init_names.contains(*n))
-                    .collect();
-                return Err(OnnxError::Options {
-                    path: path.to_path_buf(),
-                    message: format!(
-                        "--input-shape names `{name}`, which is not a graph input; the inputs are {}",
-                        names.join(", ")
-                    ),
-                });
-            }
-        }
-        for (idx, vi) in graph.input.iter().enumerate() {
-            if init_names.contains(&vi.name) {
-                continue;
-            }
-            let (elem, dims) = input_type(vi)
-                .map_err(|m| unreadable(format!("graph input `{}`: {m}", vi.name)))?;
-            let options_err = |message: String| OnnxError::Options {
-                path: path.to_path_buf(),
-                message,
-            };
-            let shape = match opts.input_shapes.get(&vi.name) {
-                // Values the caller supplies (conformance cases) fix the shape as they are.
-                Some(given) if opts.input_values.contains_key(&vi.name) => given.clone(),
-                Some(given) => check_given(&vi.name, &dims, given).map_err(options_err)?,
-                None => match resolve_dims(&vi.name, idx, &dims, &opts.dims, &mut s.defaulted_dims)
-                {
-                    Ok(shape) => shape,
-                    Err(_) => {
-                        missing.push((vi.name.clone(), dims));
-                        continue;
-                    }
-                },
-            };
-            if !missing.is_empty() {
-                continue;
-            }
-            match opts.input_values.get(&vi.name) {
-                Some(d) => l.define_known(
-                    &vi.name,
-                    Known {
-                        elem: d.elem,
-                        shape: d.shape.clone(),
-                        src: Src::Dense(d.clone()),
-                        kind: Kind::Input,
-                    },
-                ),
-                None => {
-                    l.define_input(&vi.name, &shape, elem.dtype())
-                        .map_err(|e| match e {
-                            NodeError::Graph(g) => graph_err(path, &vi.name, g),
-                            NodeError::Unsupported(r) => unreadable(r),
-                        })?;
-                }
-            }
-        }
-        if !missing.is_empty() {
-            return Err(OnnxError::Options {
-                path: path.to_path_buf(),
-                message: missing_dims_message(&missing),
-            });
-        }
+        let init_names = define_initializers(&mut l, graph, path)?;
+        define_inputs(&mut l, graph, &init_names, opts, path, &mut s.defaulted_dims)?;
         let mut used_names = HashSet::new();
+        // Lowered nodes: name → op type, opset and why it would have no gradient.
+        let mut origins: HashMap<String, Origin> = HashMap::new();
         let mut needs_opaque = None;
         // Values left unknown because external data upstream could not be
         // read (a graph-only model): value name → the read error.
@@ -359,32 +227,6 @@ pub fn import(
                 opset,
                 reason,
             };
-            let unsupported_or_opaque = |kind: opaque::Why| -> Result<(), OnnxError> {
-                if opts.opaque_unsupported {
-                    return Ok(());
-                }
-                Err(match kind {
-                    opaque::Why::Subgraph(attr, nodes) => OnnxError::Subgraph {
-                        path: path.to_path_buf(),
-                        node: node_name.clone(),
-                        op_type: np.op_type.clone(),
-                        opset,
-                        attr,
-                        nodes,
-                    },
-                    opaque::Why::NoMapping => OnnxError::Unsupported {
-                        path: path.to_path_buf(),
-                        node: node_name.clone(),
-                        op_type: np.op_type.clone(),
-                        domain: if domain == AI_ONNX {
-                            String::new()
-                        } else {
-                            format!("{domain}::")
-                        },
-                        opset,
-                    },
-                })
-            };
             l.begin_node(&node_name);
             match crate::control::expand(&l, &node) {
                 Ok(Some(nodes)) => {
@@ -406,7 +248,9 @@ pub fn import(
                 None
             };
             if let Some(why) = why {
-                unsupported_or_opaque(why)?;
+                if !opts.opaque_unsupported {
+                    return Err(unmapped(path, &node, domain, why));
+                }
                 // Opaque: generated spec by node.
                 match opaque_specs.spec_for(&node, &l) {
                     Some(spec) if library.get(&spec).is_some() => {
@@ -415,6 +259,7 @@ pub fn import(
                             NodeError::Graph(g) => graph_err(path, &node_name, g),
                         })?;
                         bind_outputs(&mut l, np, outs);
+                        origins.insert(node_name.clone(), no_gradient_reason(&node, true));
                         s.opaque.push(OpaqueNode {
                             node: node_name.clone(),
                             op_type: np.op_type.clone(),
@@ -477,6 +322,7 @@ pub fn import(
                 )));
             }
             bind_outputs(&mut l, np, outs);
+            origins.insert(node_name.clone(), no_gradient_reason(&node, false));
             if let Some(why) = unknown_because.filter(|w| !w.is_empty()) {
                 for o in np.output.iter().filter(|o| !o.is_empty()) {
                     unread.insert(o.clone(), why.clone());
@@ -528,39 +374,7 @@ pub fn import(
         let leaf_values = std::mem::take(&mut l.leaf_values);
         s.forward_ops = l.total_emitted;
         let graph_out = if opts.training {
-            let loss_name = opts
-                .loss
-                .clone()
-                .or_else(|| graph.output.first().map(|o| o.name.clone()))
-                .ok_or_else(|| OnnxError::Options {
-                    path: path.to_path_buf(),
-                    message: "the model has no outputs to put a loss on".into(),
-                })?;
-            let t = match l.values.get(&loss_name).and_then(|e| e.tensor) {
-                Some(t) => t,
-                None => {
-                    return Err(OnnxError::Options {
-                        path: path.to_path_buf(),
-                        message: format!(
-                            "--loss `{loss_name}` is not a tensor of the graph; name a graph output ({})",
-                            graph.output.iter().map(|o| o.name.as_str()).collect::<Vec<_>>().join(", ")
-                        ),
-                    })
-                }
-            };
-            let (loss, fwd_extra) = crate::loss::attach(&mut l, t).map_err(|e| match e {
-                NodeError::Unsupported(r) => OnnxError::Options {
-                    path: path.to_path_buf(),
-                    message: r,
-                },
-                NodeError::Graph(g) => graph_err(path, "loss", g),
-            })?;
-            s.forward_ops += fwd_extra;
-            s.loss = Some(loss_name);
-            let fwd = l.b.finish(loss).map_err(|e| graph_err(path, "loss", e))?;
-            let optimizer = opts.optimizer.unwrap_or_default();
-            training_graph(&fwd, &library, &optimizer)
-                .map_err(|e| graph_err(path, "training graph", e))?
+            training_step(l, graph, opts, path, &library, &mut s, &origins)?
         } else {
             l.b.into_graph()
         };
@@ -671,4 +485,323 @@ fn input_type(
         })
         .collect();
     Ok((elem, dims))
+}
+
+/// The static shapes the model declares for values (`value_info`, graph
+/// outputs; a dynamic axis 0 takes the batch size), for opaque nodes' specs.
+fn declared_shapes(graph: &onnx_protobuf::GraphProto, opts: &Options) -> opaque::OpaqueSpecs {
+    let mut specs = opaque::OpaqueSpecs::default();
+    for vi in graph.value_info.iter().chain(&graph.output) {
+        if let Ok((_, dims)) = input_type(vi) {
+            let batch = opts.dims.batch.unwrap_or(crate::dims::DEFAULT_BATCH);
+            let shape: Option<Vec<usize>> = dims
+                .iter()
+                .enumerate()
+                .map(|(a, d)| match d {
+                    Ok(v) => Some(*v),
+                    Err(_) if a == 0 => Some(batch),
+                    Err(_) => None,
+                })
+                .collect();
+            match shape {
+                Some(shape) => {
+                    specs.declared.insert(vi.name.clone(), shape);
+                }
+                None => {
+                    let partial = dims.iter().map(|d| d.as_ref().ok().copied()).collect();
+                    specs.partial.insert(vi.name.clone(), partial);
+                }
+            }
+        }
+    }
+    specs
+}
+
+/// Initializers → known values (float: weights; others: constants); external
+/// data is referenced, not read. Gives the initializers' names.
+fn define_initializers(
+    l: &mut Lower,
+    graph: &onnx_protobuf::GraphProto,
+    path: &Path,
+) -> Result<HashSet<String>, OnnxError> {
+    let unreadable = |message: String| OnnxError::Unreadable {
+        path: path.to_path_buf(),
+        message,
+    };
+    let mut init_names = HashSet::new();
+    for t in &graph.initializer {
+        let (elem, shape, src) = if crate::external::is_external(t) {
+            let dir = path.parent().unwrap_or(Path::new("."));
+            let (elem, shape, x) = crate::external::ExternalRef::new(t, dir).map_err(&unreadable)?;
+            (elem, shape, Src::External(Box::new(x)))
+        } else {
+            let d = decode(t).map_err(&unreadable)?;
+            (d.elem, d.shape.clone(), Src::Dense(d))
+        };
+        init_names.insert(t.name.clone());
+        let kind = if elem.is_integer() {
+            Kind::Constant
+        } else {
+            Kind::Weight
+        };
+        l.define_known(
+            &t.name,
+            Known {
+                elem,
+                shape,
+                src,
+                kind,
+            },
+        );
+    }
+    if !graph.sparse_initializer.is_empty() {
+        return Err(unreadable(
+            "the model has sparse initializers, which tofu does not read".into(),
+        ));
+    }
+    Ok(init_names)
+}
+
+/// Graph inputs (initializers excepted) → graph inputs of the shapes the
+/// options give or [`resolve_dims`] resolves, or known values the caller
+/// supplies; every input whose dynamic dims have no value is named in one error.
+fn define_inputs(
+    l: &mut Lower,
+    graph: &onnx_protobuf::GraphProto,
+    init_names: &HashSet<String>,
+    opts: &Options,
+    path: &Path,
+    defaulted: &mut Vec<DefaultedDim>,
+) -> Result<(), OnnxError> {
+    let options_err = |message: String| OnnxError::Options {
+        path: path.to_path_buf(),
+        message,
+    };
+    let unreadable = |message: String| OnnxError::Unreadable {
+        path: path.to_path_buf(),
+        message,
+    };
+    for name in opts.input_shapes.keys() {
+        if !graph.input.iter().any(|vi| &vi.name == name) {
+            let names: Vec<&str> = graph
+                .input
+                .iter()
+                .map(|vi| vi.name.as_str())
+                .filter(|n| !init_names.contains(*n))
+                .collect();
+            return Err(options_err(format!(
+                "--input-shape names `{name}`, which is not a graph input; the inputs are {}",
+                names.join(", ")
+            )));
+        }
+    }
+    let mut missing = Vec::new();
+    for (idx, vi) in graph.input.iter().enumerate() {
+        if init_names.contains(&vi.name) {
+            continue;
+        }
+        let (elem, dims) =
+            input_type(vi).map_err(|m| unreadable(format!("graph input `{}`: {m}", vi.name)))?;
+        let shape = match opts.input_shapes.get(&vi.name) {
+            // Values the caller supplies (conformance cases) fix the shape as they are.
+            Some(given) if opts.input_values.contains_key(&vi.name) => given.clone(),
+            Some(given) => check_given(&vi.name, &dims, given).map_err(options_err)?,
+            None => match resolve_dims(&vi.name, idx, &dims, &opts.dims, defaulted) {
+                Ok(shape) => shape,
+                Err(_) => {
+                    missing.push((vi.name.clone(), dims));
+                    continue;
+                }
+            },
+        };
+        if !missing.is_empty() {
+            continue;
+        }
+        match opts.input_values.get(&vi.name) {
+            Some(d) => l.define_known(
+                &vi.name,
+                Known {
+                    elem: d.elem,
+                    shape: d.shape.clone(),
+                    src: Src::Dense(d.clone()),
+                    kind: Kind::Input,
+                },
+            ),
+            None => {
+                l.define_input(&vi.name, &shape, elem.dtype())
+                    .map_err(|e| match e {
+                        NodeError::Graph(g) => graph_err(path, &vi.name, g),
+                        NodeError::Unsupported(r) => unreadable(r),
+                    })?;
+            }
+        }
+    }
+    if !missing.is_empty() {
+        return Err(options_err(missing_dims_message(&missing)));
+    }
+    Ok(())
+}
+
+/// Every `--dim NAME=V` must name a dynamic dim of a graph input: a name no
+/// input has would be silently ignored (`--dim sequence=128` on a model whose
+/// dim is `sequence_length`), so it is an error listing the model's dim names.
+fn check_named_dims(
+    graph: &onnx_protobuf::GraphProto,
+    opts: &Options,
+    path: &Path,
+) -> Result<(), OnnxError> {
+    let inits: HashSet<&str> = graph.initializer.iter().map(|t| t.name.as_str()).collect();
+    let inputs: Vec<(String, Vec<crate::dims::ModelDim>)> = graph
+        .input
+        .iter()
+        .filter(|vi| !inits.contains(vi.name.as_str()))
+        .filter_map(|vi| Some((vi.name.clone(), input_type(vi).ok()?.1)))
+        .collect();
+    crate::dims::check_named(&inputs, &opts.dims).map_err(|message| OnnxError::Options {
+        path: path.to_path_buf(),
+        message,
+    })
+}
+
+/// A lowered node, for naming it when the training graph needs a gradient
+/// through one of its operators.
+struct Origin {
+    op_type: String,
+    opset: i64,
+    /// Why it has no gradient, when the node says: a boolean or integer
+    /// output, an opaque operator. `None`: its spec declares none.
+    why: Option<&'static str>,
+}
+
+/// The [`Origin`] of `node` (`opaque`: imported as an opaque operator).
+fn no_gradient_reason(node: &Node, opaque: bool) -> Origin {
+    let why = if opaque {
+        Some("it was imported as an opaque operator (--opaque-unsupported), whose gradient tofu cannot know")
+    } else {
+        match crate::fold_eval::out_elem(node, 0, &[]) {
+            Elem::Bool => Some("boolean output (a comparison or logic: not differentiable)"),
+            e if e.is_integer() => Some("integer output (indices or counts: not differentiable)"),
+            _ => None,
+        }
+    };
+    Origin {
+        op_type: node.op_type().to_string(),
+        opset: node.opset,
+        why,
+    }
+}
+
+/// The error for a node the table does not map (its domain is not ai.onnx,
+/// no row, or a subgraph), without `--opaque-unsupported`.
+fn unmapped(path: &Path, node: &Node, domain: &str, why: opaque::Why) -> OnnxError {
+    let (path, name, op_type, opset) = (
+        path.to_path_buf(),
+        node.name.clone(),
+        node.op_type().to_string(),
+        node.opset,
+    );
+    match why {
+        opaque::Why::Subgraph(attr, nodes) => OnnxError::Subgraph {
+            path,
+            node: name,
+            op_type,
+            opset,
+            attr,
+            nodes,
+        },
+        opaque::Why::NoMapping if domain != AI_ONNX => {
+            let (trainable, about) = crate::domain::explain(domain, &op_type);
+            OnnxError::Domain {
+                path,
+                node: name,
+                op_type,
+                domain: domain.to_string(),
+                opset,
+                trainable,
+                about,
+            }
+        }
+        opaque::Why::NoMapping => OnnxError::Unsupported {
+            path,
+            node: name,
+            op_type,
+            opset,
+        },
+    }
+}
+
+/// `--training`: a loss on the chosen output (default: the first), then the
+/// training graph; an operator without a gradient on a path from a weight
+/// to the loss is an [`OnnxError::NoGradient`] naming its ONNX node.
+fn training_step(
+    mut l: Lower,
+    graph: &onnx_protobuf::GraphProto,
+    opts: &Options,
+    path: &Path,
+    library: &Library,
+    s: &mut Summary,
+    origins: &HashMap<String, Origin>,
+) -> Result<Graph, OnnxError> {
+    let options_err = |message: String| OnnxError::Options {
+        path: path.to_path_buf(),
+        message,
+    };
+    let loss_name = opts
+        .loss
+        .clone()
+        .or_else(|| graph.output.first().map(|o| o.name.clone()))
+        .ok_or_else(|| options_err("the model has no outputs to put a loss on".into()))?;
+    let Some(t) = l.values.get(&loss_name).and_then(|e| e.tensor) else {
+        let outputs: Vec<&str> = graph.output.iter().map(|o| o.name.as_str()).collect();
+        return Err(options_err(format!(
+            "--loss `{loss_name}` is not a tensor of the graph; name a graph output ({})",
+            outputs.join(", ")
+        )));
+    };
+    let (loss, fwd_extra) = crate::loss::attach(&mut l, t).map_err(|e| match e {
+        NodeError::Unsupported(r) => options_err(r),
+        NodeError::Graph(g) => graph_err(path, "loss", g),
+    })?;
+    s.forward_ops += fwd_extra;
+    s.loss = Some(loss_name);
+    let fwd = l.b.finish(loss).map_err(|e| graph_err(path, "loss", e))?;
+    let optimizer = opts.optimizer.unwrap_or_default();
+    training_graph(&fwd, library, &optimizer).map_err(|e| match e {
+        planner::graph::GraphError::NoGradient { op, spec, input } => {
+            match origin_of(&op, origins) {
+                Some((node, o)) => OnnxError::NoGradient {
+                    path: path.to_path_buf(),
+                    node: node.to_string(),
+                    op_type: o.op_type.clone(),
+                    opset: o.opset,
+                    why: o.why.map_or_else(
+                        || format!("its spec `{spec}` declares no gradient (not differentiable)"),
+                        str::to_string,
+                    ),
+                    op,
+                    spec,
+                    input,
+                },
+                None => graph_err(
+                    path,
+                    "training graph",
+                    planner::graph::GraphError::NoGradient { op, spec, input },
+                ),
+            }
+        }
+        e => graph_err(path, "training graph", e),
+    })
+}
+
+/// The node an operator was lowered from: operators are named after their
+/// node, the first `node`, the next `node/1`, `node/2`, ….
+fn origin_of<'o>(op: &str, origins: &'o HashMap<String, Origin>) -> Option<(&'o str, &'o Origin)> {
+    if let Some((k, o)) = origins.get_key_value(op) {
+        return Some((k.as_str(), o));
+    }
+    let (node, k) = op.rsplit_once('/')?;
+    if k.is_empty() || !k.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    origins.get_key_value(node).map(|(k, o)| (k.as_str(), o))
 }
