@@ -141,221 +141,286 @@ pub fn import(
     } else {
         graph.name.clone()
     };
-    let mut summary = Summary {
+    let summary = Summary {
         model: name.clone(),
         opsets: model.opsets.clone(),
         nodes: graph.node.len(),
         ..Summary::default()
     };
-    let unreadable = |message: String| OnnxError::Unreadable {
-        path: path.to_path_buf(),
-        message,
-    };
-
     check_named_dims(graph, opts, path)?;
     // Opaque nodes need their generated specs in the library before lowering.
     let mut opaque_specs = declared_shapes(graph, opts);
     let mut library = lib.clone();
-    let builder_lib: Library;
 
-    // First pass for opaque nodes happens lazily: we lower in two rounds only
-    // when an opaque node appears (its spec is generated from shapes known at
-    // that point), so keep the lowering in a closure over a library.
-    let mut attempt = 0;
-    loop {
-        attempt += 1;
-        let lib_ref: &Library = &library;
-        let b = planner::graph::GraphBuilder::new(lib_ref, &name);
-        let mut l = Lower::new(b, opts.training);
-        let mut s = summary.clone();
-        s.defaulted_dims.clear();
-        s.folded.clear();
-        s.mapped.clear();
-        s.opaque.clear();
-        s.inlined.clear();
-        s.folded_values.clear();
-        let init_names = define_initializers(&mut l, graph, path)?;
-        define_inputs(&mut l, graph, &init_names, opts, path, &mut s.defaulted_dims)?;
-        let mut used_names = HashSet::new();
-        // Lowered nodes: name → op type, opset and why it would have no gradient.
-        let mut origins: HashMap<String, Origin> = HashMap::new();
-        let mut needs_opaque = None;
-        // Values left unknown because external data upstream could not be
-        // read (a graph-only model): value name → the read error.
-        let mut unread: HashMap<String, String> = HashMap::new();
-        // Each node with the `Loop` iteration it was unrolled from (its time
-        // step; nested loops keep the outermost loop's steps).
-        let mut queue: std::collections::VecDeque<(usize, onnx_protobuf::NodeProto, Option<u32>)> =
-            graph
+    // Opaque nodes are lowered lazily: when one appears whose spec (generated
+    // from the shapes known at that point) is not in the library yet, the
+    // library is rebuilt with it and the pass starts over.
+    for _attempt in 0..graph.node.len() + 3 {
+        let b = planner::graph::GraphBuilder::new(&library, &name);
+        let mut pass = Pass {
+            l: Lower::new(b, opts.training),
+            s: summary.clone(),
+            model,
+            opts,
+            path,
+            used_names: HashSet::new(),
+            unread: HashMap::new(),
+            origins: HashMap::new(),
+            queue: graph
                 .node
                 .iter()
                 .cloned()
                 .enumerate()
                 .map(|(i, n)| (i, n, None))
-                .collect();
-        while let Some((i, np_owned, step)) = queue.pop_front() {
-            l.set_step(step);
-            let np = &np_owned;
-            let node_name = if !np.name.is_empty() && used_names.insert(np.name.clone()) {
-                np.name.clone()
-            } else {
-                let n = format!("{}_{i}", np.op_type);
-                used_names.insert(n.clone());
-                n
-            };
-            let opset = model.opset(&np.domain);
-            let node = Node {
-                proto: np,
-                name: node_name.clone(),
-                opset,
-                attrs: Attrs::new(np),
-            };
-            for inp in np.input.iter().filter(|x| !x.is_empty()) {
-                if !l.values.contains_key(inp) {
-                    return Err(OnnxError::UndefinedValue {
-                        path: path.to_path_buf(),
-                        node: node_name,
-                        value: inp.clone(),
-                    });
-                }
+                .collect(),
+        };
+        let init_names = define_initializers(&mut pass.l, graph, path)?;
+        define_inputs(
+            &mut pass.l,
+            graph,
+            &init_names,
+            opts,
+            path,
+            &mut pass.s.defaulted_dims,
+        )?;
+        let mut needs_opaque = false;
+        while let Some((i, np, step)) = pass.queue.pop_front() {
+            pass.l.set_step(step);
+            if pass.node(i, &np, step, &mut opaque_specs, &library)? == Next::NeedsOpaque {
+                needs_opaque = true;
+                break;
             }
-            let domain = normalise_domain(&np.domain);
-            let node_err = |reason: String| OnnxError::Node {
-                path: path.to_path_buf(),
-                node: node_name.clone(),
-                op_type: np.op_type.clone(),
-                opset,
-                reason,
-            };
-            l.begin_node(&node_name);
-            match crate::control::expand(&l, &node) {
-                Ok(Some(nodes)) => {
-                    for (n, t) in nodes.into_iter().rev() {
-                        queue.push_front((i, n, step.or(t)));
-                    }
-                    *s.inlined.entry(np.op_type.clone()).or_default() += 1;
-                    continue;
-                }
-                Ok(None) => {}
-                Err(reason) if !opts.opaque_unsupported => return Err(node_err(reason)),
-                Err(_) => {}
-            }
-            let why = if let Some((attr, nodes)) = node.attrs.subgraph() {
-                Some(opaque::Why::Subgraph(attr, nodes))
-            } else if domain != AI_ONNX || table::lookup(&np.op_type).is_none() {
-                Some(opaque::Why::NoMapping)
-            } else {
-                None
-            };
-            if let Some(why) = why {
-                if !opts.opaque_unsupported {
-                    return Err(unmapped(path, &node, domain, why));
-                }
-                // Opaque: generated spec by node.
-                match opaque_specs.spec_for(&node, &l) {
-                    Some(spec) if library.get(&spec).is_some() => {
-                        let outs = opaque::lower(&mut l, &node, &spec).map_err(|e| match e {
-                            NodeError::Unsupported(r) => node_err(r),
-                            NodeError::Graph(g) => graph_err(path, &node_name, g),
-                        })?;
-                        bind_outputs(&mut l, np, outs);
-                        origins.insert(node_name.clone(), no_gradient_reason(&node, true));
-                        s.opaque.push(OpaqueNode {
-                            node: node_name.clone(),
-                            op_type: np.op_type.clone(),
-                            spec,
-                        });
-                        continue;
-                    }
-                    Some(_) => {
-                        needs_opaque = Some(());
-                        break;
-                    }
-                    None => return Err(node_err(opaque::no_shape_reason())),
-                }
-            }
-            // A node of constants that does not fold because external data
-            // cannot be read, or one reading such a node's outputs: lowered,
-            // and its outputs remember why their values are unknown.
-            let mut unknown_because = None;
-            let folded = match fold(&l, &node) {
-                Ok(None) if crate::fold_eval::foldable(&l, &node) => {
-                    let r = crate::fold_eval::evaluate(&l, &node, lib_ref);
-                    if matches!(r, Ok(None)) {
-                        unknown_because = Some(unread_inputs(&l, np, &unread));
-                    }
-                    r
-                }
-                r => r,
-            };
-            if let Some(r) = np.input.iter().find_map(|x| unread.get(x)) {
-                unknown_because = Some(r.clone());
-            }
-            match folded {
-                Ok(Some(known)) => {
-                    for (o, k) in np.output.iter().zip(known) {
-                        if !o.is_empty() {
-                            if k.numel() <= crate::fold_eval::FOLD_LIMIT {
-                                if let Ok(d) = k.data() {
-                                    s.folded_values.push((o.clone(), d));
-                                }
-                            }
-                            l.define_known(o, k);
-                        }
-                    }
-                    *s.folded.entry(np.op_type.clone()).or_default() += 1;
-                    continue;
-                }
-                Ok(None) => {}
-                Err(NodeError::Unsupported(r)) => return Err(node_err(r)),
-                Err(NodeError::Graph(g)) => return Err(graph_err(path, &node_name, g)),
-            }
-            let m = table::lookup(&np.op_type).expect("checked above");
-            let outs = (m.lower)(&mut l, &node, m).map_err(|e| match e {
-                NodeError::Unsupported(r) => node_err(r + &unread_inputs(&l, np, &unread)),
-                NodeError::Graph(g) => graph_err(path, &node_name, g),
-            })?;
-            if outs.len() < np.output.iter().filter(|o| !o.is_empty()).count() {
-                return Err(node_err(format!(
-                    "only {} of its outputs are mapped",
-                    outs.len()
-                )));
-            }
-            bind_outputs(&mut l, np, outs);
-            origins.insert(node_name.clone(), no_gradient_reason(&node, false));
-            if let Some(why) = unknown_because.filter(|w| !w.is_empty()) {
-                for o in np.output.iter().filter(|o| !o.is_empty()) {
-                    unread.insert(o.clone(), why.clone());
-                }
-            }
-            *s.mapped.entry(np.op_type.clone()).or_default() += 1;
         }
-        l.set_step(None);
-        if needs_opaque.is_some() {
-            if attempt > graph.node.len() + 2 {
-                return Err(OnnxError::Library(
-                    "generated opaque specs did not load".into(),
-                ));
-            }
-            let text = opaque_specs.source();
-            let mut files: Vec<(String, String)> = Vec::new();
-            for (f, _) in lib.files() {
-                if let Some(src) = lib.source(f) {
-                    files.push((f.to_string(), src.as_str().to_string()));
-                }
-            }
-            files.push(("<opaque onnx nodes>".to_string(), text));
-            library =
-                Library::from_sources(&files).map_err(|d| OnnxError::Library(d.to_string()))?;
+        pass.l.set_step(None);
+        if needs_opaque {
+            library = with_opaque_specs(lib, &opaque_specs)?;
             continue;
         }
-        // Outputs.
+        return pass.finish(graph, &library);
+    }
+    Err(OnnxError::Library(
+        "generated opaque specs did not load".into(),
+    ))
+}
+
+/// What the pass does after a node.
+#[derive(PartialEq)]
+enum Next {
+    /// Go on with the next node.
+    Continue,
+    /// An opaque node's spec is not in the library yet: rebuild it and start over.
+    NeedsOpaque,
+}
+
+/// One lowering pass over the nodes: the graph under construction and the
+/// state the nodes share.
+struct Pass<'p, 'l> {
+    l: Lower<'l>,
+    s: Summary,
+    model: &'p Model,
+    opts: &'p Options,
+    path: &'p Path,
+    used_names: HashSet<String>,
+    /// Values left unknown because external data upstream could not be
+    /// read (a graph-only model): value name → the read error.
+    unread: HashMap<String, String>,
+    /// Lowered nodes: name → op type, opset and why it would have no gradient.
+    origins: HashMap<String, Origin>,
+    /// Each node with the `Loop` iteration it was unrolled from (its time
+    /// step; nested loops keep the outermost loop's steps).
+    queue: std::collections::VecDeque<(usize, onnx_protobuf::NodeProto, Option<u32>)>,
+}
+
+impl Pass<'_, '_> {
+    /// Node `np` (the `i`-th of the file, time step `step`): inlined (control
+    /// flow), opaque, folded at import, or lowered through the table.
+    fn node(
+        &mut self,
+        i: usize,
+        np: &onnx_protobuf::NodeProto,
+        step: Option<u32>,
+        opaque_specs: &mut opaque::OpaqueSpecs,
+        library: &Library,
+    ) -> Result<Next, OnnxError> {
+        let node_name = if !np.name.is_empty() && self.used_names.insert(np.name.clone()) {
+            np.name.clone()
+        } else {
+            let n = format!("{}_{i}", np.op_type);
+            self.used_names.insert(n.clone());
+            n
+        };
+        let node = Node {
+            proto: np,
+            name: node_name.clone(),
+            opset: self.model.opset(&np.domain),
+            attrs: Attrs::new(np),
+        };
+        if let Some(inp) = np
+            .input
+            .iter()
+            .find(|x| !x.is_empty() && !self.l.values.contains_key(*x))
+        {
+            return Err(OnnxError::UndefinedValue {
+                path: self.path.to_path_buf(),
+                node: node_name,
+                value: inp.clone(),
+            });
+        }
+        self.l.begin_node(&node_name);
+        match crate::control::expand(&self.l, &node) {
+            Ok(Some(nodes)) => {
+                for (n, t) in nodes.into_iter().rev() {
+                    self.queue.push_front((i, n, step.or(t)));
+                }
+                *self.s.inlined.entry(np.op_type.clone()).or_default() += 1;
+                return Ok(Next::Continue);
+            }
+            Ok(None) => {}
+            Err(reason) if !self.opts.opaque_unsupported => {
+                return Err(self.node_err(&node, reason))
+            }
+            Err(_) => {}
+        }
+        let domain = normalise_domain(&np.domain);
+        let why = if let Some((attr, nodes)) = node.attrs.subgraph() {
+            Some(opaque::Why::Subgraph(attr, nodes))
+        } else if domain != AI_ONNX || table::lookup(&np.op_type).is_none() {
+            Some(opaque::Why::NoMapping)
+        } else {
+            None
+        };
+        match why {
+            Some(why) if !self.opts.opaque_unsupported => {
+                Err(unmapped(self.path, &node, domain, why))
+            }
+            Some(_) => self.opaque(&node, opaque_specs, library),
+            None => self.fold_or_lower(&node, library).map(|()| Next::Continue),
+        }
+    }
+
+    /// `--opaque-unsupported`: the node as an operator of its generated spec.
+    fn opaque(
+        &mut self,
+        node: &Node,
+        opaque_specs: &mut opaque::OpaqueSpecs,
+        library: &Library,
+    ) -> Result<Next, OnnxError> {
+        match opaque_specs.spec_for(node, &self.l) {
+            Some(spec) if library.get(&spec).is_some() => {
+                let outs = opaque::lower(&mut self.l, node, &spec).map_err(|e| match e {
+                    NodeError::Unsupported(r) => self.node_err(node, r),
+                    NodeError::Graph(g) => graph_err(self.path, &node.name, g),
+                })?;
+                bind_outputs(&mut self.l, node.proto, outs);
+                self.origins
+                    .insert(node.name.clone(), no_gradient_reason(node, true));
+                self.s.opaque.push(OpaqueNode {
+                    node: node.name.clone(),
+                    op_type: node.proto.op_type.clone(),
+                    spec,
+                });
+                Ok(Next::Continue)
+            }
+            Some(_) => Ok(Next::NeedsOpaque),
+            None => Err(self.node_err(node, opaque::no_shape_reason())),
+        }
+    }
+
+    /// A mapped node: folded when its values are known at import, else
+    /// lowered through its table row.
+    fn fold_or_lower(&mut self, node: &Node, library: &Library) -> Result<(), OnnxError> {
+        let np = node.proto;
+        // A node of constants that does not fold because external data
+        // cannot be read, or one reading such a node's outputs: lowered,
+        // and its outputs remember why their values are unknown.
+        let mut unknown_because = None;
+        let folded = match fold(&self.l, node) {
+            Ok(None) if crate::fold_eval::foldable(&self.l, node) => {
+                let r = crate::fold_eval::evaluate(&self.l, node, library);
+                if matches!(r, Ok(None)) {
+                    unknown_because = Some(unread_inputs(&self.l, np, &self.unread));
+                }
+                r
+            }
+            r => r,
+        };
+        if let Some(r) = np.input.iter().find_map(|x| self.unread.get(x)) {
+            unknown_because = Some(r.clone());
+        }
+        match folded {
+            Ok(Some(known)) => {
+                for (o, k) in np.output.iter().zip(known) {
+                    if !o.is_empty() {
+                        if k.numel() <= crate::fold_eval::FOLD_LIMIT {
+                            if let Ok(d) = k.data() {
+                                self.s.folded_values.push((o.clone(), d));
+                            }
+                        }
+                        self.l.define_known(o, k);
+                    }
+                }
+                *self.s.folded.entry(np.op_type.clone()).or_default() += 1;
+                return Ok(());
+            }
+            Ok(None) => {}
+            Err(NodeError::Unsupported(r)) => return Err(self.node_err(node, r)),
+            Err(NodeError::Graph(g)) => return Err(graph_err(self.path, &node.name, g)),
+        }
+        let m = table::lookup(&np.op_type).expect("checked by the caller");
+        let outs = (m.lower)(&mut self.l, node, m).map_err(|e| match e {
+            NodeError::Unsupported(r) => {
+                self.node_err(node, r + &unread_inputs(&self.l, np, &self.unread))
+            }
+            NodeError::Graph(g) => graph_err(self.path, &node.name, g),
+        })?;
+        if outs.len() < np.output.iter().filter(|o| !o.is_empty()).count() {
+            return Err(self.node_err(
+                node,
+                format!("only {} of its outputs are mapped", outs.len()),
+            ));
+        }
+        bind_outputs(&mut self.l, np, outs);
+        self.origins
+            .insert(node.name.clone(), no_gradient_reason(node, false));
+        if let Some(why) = unknown_because.filter(|w| !w.is_empty()) {
+            for o in np.output.iter().filter(|o| !o.is_empty()) {
+                self.unread.insert(o.clone(), why.clone());
+            }
+        }
+        *self.s.mapped.entry(np.op_type.clone()).or_default() += 1;
+        Ok(())
+    }
+
+    /// [`OnnxError::Node`] for `node`.
+    fn node_err(&self, node: &Node, reason: String) -> OnnxError {
+        OnnxError::Node {
+            path: self.path.to_path_buf(),
+            node: node.name.clone(),
+            op_type: node.proto.op_type.clone(),
+            opset: node.opset,
+            reason,
+        }
+    }
+
+    /// After the last node: the graph outputs, then the inference graph or
+    /// (`--training`) the training graph.
+    fn finish(
+        self,
+        graph: &onnx_protobuf::GraphProto,
+        library: &Library,
+    ) -> Result<Imported, OnnxError> {
+        let path = self.path;
         let mut outputs = Vec::new();
         for o in &graph.output {
-            let e = l.values.get(&o.name).cloned().unwrap_or_default();
+            let e = self.l.values.get(&o.name).cloned().unwrap_or_default();
             let out = match (e.tensor, e.known) {
                 (Some(t), _) => Output::Tensor(t),
-                (None, Some(k)) => Output::Const(k.data().map_err(&unreadable)?),
+                (None, Some(k)) => {
+                    Output::Const(k.data().map_err(|message| OnnxError::Unreadable {
+                        path: path.to_path_buf(),
+                        message,
+                    })?)
+                }
                 (None, None) => {
                     return Err(OnnxError::UndefinedValue {
                         path: path.to_path_buf(),
@@ -366,6 +431,8 @@ pub fn import(
             };
             outputs.push((o.name.clone(), out));
         }
+        let mut s = self.s;
+        let mut l = self.l;
         s.value_shapes = l
             .values
             .keys()
@@ -373,21 +440,31 @@ pub fn import(
             .collect();
         let leaf_values = std::mem::take(&mut l.leaf_values);
         s.forward_ops = l.total_emitted;
-        let graph_out = if opts.training {
-            training_step(l, graph, opts, path, &library, &mut s, &origins)?
+        let graph_out = if self.opts.training {
+            training_step(l, graph, self.opts, path, library, &mut s, &self.origins)?
         } else {
             l.b.into_graph()
         };
-        builder_lib = library.clone();
-        summary = s;
-        return Ok(Imported {
+        Ok(Imported {
             graph: graph_out,
             outputs,
             leaf_values,
-            library: builder_lib,
-            summary,
-        });
+            library: library.clone(),
+            summary: s,
+        })
     }
+}
+
+/// The shipped library `lib` plus the generated specs of the opaque nodes.
+fn with_opaque_specs(lib: &Library, specs: &opaque::OpaqueSpecs) -> Result<Library, OnnxError> {
+    let mut files: Vec<(String, String)> = Vec::new();
+    for (f, _) in lib.files() {
+        if let Some(src) = lib.source(f) {
+            files.push((f.to_string(), src.as_str().to_string()));
+        }
+    }
+    files.push(("<opaque onnx nodes>".to_string(), specs.source()));
+    Library::from_sources(&files).map_err(|d| OnnxError::Library(d.to_string()))
 }
 
 fn bind_outputs(l: &mut Lower, np: &onnx_protobuf::NodeProto, outs: Vec<Out>) {
@@ -532,7 +609,8 @@ fn define_initializers(
     for t in &graph.initializer {
         let (elem, shape, src) = if crate::external::is_external(t) {
             let dir = path.parent().unwrap_or(Path::new("."));
-            let (elem, shape, x) = crate::external::ExternalRef::new(t, dir).map_err(&unreadable)?;
+            let (elem, shape, x) =
+                crate::external::ExternalRef::new(t, dir).map_err(&unreadable)?;
             (elem, shape, Src::External(Box::new(x)))
         } else {
             let d = decode(t).map_err(&unreadable)?;

@@ -138,7 +138,14 @@ fn a_foreign_domain_is_named_with_whether_tofu_could_train_it() {
             "{err:?}"
         );
         let msg = err.to_string();
-        for part in ["forest.onnx", "node `Y`", op, domain, says, "--opaque-unsupported"] {
+        for part in [
+            "forest.onnx",
+            "node `Y`",
+            op,
+            domain,
+            says,
+            "--opaque-unsupported",
+        ] {
             assert!(msg.contains(part), "`{part}` missing from: {msg}");
         }
         if trainable == Trainable::Never {

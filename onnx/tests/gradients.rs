@@ -85,7 +85,11 @@ fn check_weight_gradient(im: &onnx::Imported) -> Vec<f64> {
         .enumerate()
         .find(|(_, t)| t.name == "w" && t.role == TensorRole::Weight)
         .expect("weight `w`");
-    let grad = v.get(wt.grad.expect("w has a gradient")).unwrap().data.clone();
+    let grad = v
+        .get(wt.grad.expect("w has a gradient"))
+        .unwrap()
+        .data
+        .clone();
     let w0 = v.get(g.tensor_ids().nth(wi).unwrap()).unwrap().clone();
     let gmax = grad.iter().fold(0.0f64, |m, x| m.max(x.abs()));
     assert!(gmax > 1e-6, "the gradient of w is zero: {grad:?}");
@@ -98,7 +102,10 @@ fn check_weight_gradient(im: &onnx::Imported) -> Vec<f64> {
         };
         let fd = (at(h) - at(-h)) / (2.0 * h);
         let err = (fd - gi).abs() / fd.abs().max(gi.abs()).max(1e-3 * gmax);
-        assert!(err <= 1e-5, "dL/dw[{i}]: gradient {gi}, finite differences {fd}");
+        assert!(
+            err <= 1e-5,
+            "dL/dw[{i}]: gradient {gi}, finite differences {fd}"
+        );
     }
     grad
 }
@@ -180,7 +187,12 @@ fn rounding_has_zero_gradient_and_a_float_int_float_round_trip_trains() {
         node("Ceil", &["h"], &["c"], vec![]),
         node("Cast", &["h"], &["t"], vec![attr("to", A::I(6))]),
         node("Cast", &["t"], &["tf"], vec![attr("to", A::I(1))]),
-        node("Sum", &["h", "f", "ff", "r", "s", "c", "tf"], &["y"], vec![]),
+        node(
+            "Sum",
+            &["h", "f", "ff", "r", "s", "c", "tf"],
+            &["y"],
+            vec![],
+        ),
     ];
     let im = import(weighted(nodes, vec![]), 17).unwrap_or_else(|e| panic!("{e}"));
     let specs = backward_specs(&im.graph);
@@ -215,8 +227,15 @@ fn a_float_to_float_cast_passes_the_gradient_through() {
         let from = l0.get(labels(&plain.graph).unwrap()).unwrap().clone();
         v.set(labels(&im.graph).unwrap(), from);
         execute(&im.graph, &im.library, &mut v, |_, _| true).unwrap();
-        let w = im.graph.tensor_ids().find(|&t| im.graph.tensor(t).name == "w").unwrap();
-        v.get(im.graph.tensor(w).grad.unwrap()).unwrap().data.clone()
+        let w = im
+            .graph
+            .tensor_ids()
+            .find(|&t| im.graph.tensor(t).name == "w")
+            .unwrap();
+        v.get(im.graph.tensor(w).grad.unwrap())
+            .unwrap()
+            .data
+            .clone()
     };
     let (got, want) = (grad_of(&im), grad_of(&plain));
     let scale = want.iter().fold(0.0f64, |m, x| m.max(x.abs()));

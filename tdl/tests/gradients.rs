@@ -457,12 +457,18 @@ const TABLE: &[OpCfg] = &[
         ..cfg("pad_edge")
     },
     OpCfg {
-        attrs: &[("before", &[0.0, 1.0, 2.0, 3.0]), ("after", &[0.0, 1.0, 2.0, 3.0])],
+        attrs: &[
+            ("before", &[0.0, 1.0, 2.0, 3.0]),
+            ("after", &[0.0, 1.0, 2.0, 3.0]),
+        ],
         fixup: Some(reflect_fixup),
         ..cfg("pad_reflect")
     },
     OpCfg {
-        attrs: &[("before", &[0.0, 1.0, 2.0, 5.0]), ("after", &[0.0, 1.0, 4.0])],
+        attrs: &[
+            ("before", &[0.0, 1.0, 2.0, 5.0]),
+            ("after", &[0.0, 1.0, 4.0]),
+        ],
         ..cfg("pad_wrap")
     },
     OpCfg {
@@ -814,9 +820,9 @@ fn fd_binding(spec: &OpSpec, cfg: &OpCfg, case: &Case, binding: &Binding) -> Bin
     }
     let mut attrs = case.attrs.clone();
     for &(name, v) in cfg.fd_attrs {
-        let a = spec.attr(name).unwrap_or_else(|| {
-            panic!("table: `{}` has no attribute `{name}`", spec.name)
-        });
+        let a = spec
+            .attr(name)
+            .unwrap_or_else(|| panic!("table: `{}` has no attribute `{name}`", spec.name));
         let v = match spec.attrs[a.0 as usize].ty {
             tdl::AttrType::Int => AttrValue::Int(v as i64),
             tdl::AttrType::Float => AttrValue::Float(v),
