@@ -55,8 +55,9 @@ pub enum OnnxError {
     /// A node's domain is not ai.onnx (the table maps ai.onnx only).
     #[error(
         "`{path}`: node `{node}` uses {op_type} of the domain `{domain}` (opset {opset}), which tofu does not map: \
-         {about}. To import the rest of the model, pass `--opaque-unsupported` (the node becomes an opaque \
-         operator, replicated or split along its batch dim only; a training graph through it fails)"
+         {}. To import the rest of the model, pass `--opaque-unsupported` (the node becomes an opaque \
+         operator, replicated or split along its batch dim only; a training graph through it fails)",
+        crate::domain::explain(.domain, .op_type).1
     )]
     Domain {
         /// The file.
@@ -69,15 +70,14 @@ pub enum OnnxError {
         domain: String,
         /// Opset version of the domain.
         opset: i64,
-        /// Whether tofu could ever train through it.
+        /// Whether tofu could ever train through it ([`crate::domain::explain`]
+        /// says why, in the message).
         trainable: crate::domain::Trainable,
-        /// What the domain is, why it is (not) trainable, and the fix.
-        about: String,
     },
     /// The training graph needs a gradient through a node that has none.
     #[error(
         "`{path}`: node `{node}` ({op_type}, opset {opset}) lies on a path from a weight to the loss, \
-         but it has no gradient: {why} (its operator `{op}`, spec `{spec}`, input `{input}`). \
+         but it has no gradient: {why} ({source}). \
          Put the loss on an output that does not depend on the weights through it (--loss NAME), \
          or import the inference graph (without --training)"
     )]
@@ -92,12 +92,9 @@ pub enum OnnxError {
         opset: i64,
         /// Why it has no gradient, e.g. `integer output`.
         why: String,
-        /// The graph operator lowered from the node.
-        op: String,
-        /// Its spec.
-        spec: String,
-        /// The spec input that needs a gradient.
-        input: String,
+        /// The planner's error: the operator lowered from the node, its
+        /// spec and the input that needs a gradient.
+        source: Box<planner::graph::GraphError>,
     },
     /// A node's op type is mapped but this use of it is not (an attribute
     /// value, an opset difference, a rank, a data-dependent shape).

@@ -787,18 +787,14 @@ fn unmapped(path: &Path, node: &Node, domain: &str, why: opaque::Why) -> OnnxErr
             attr,
             nodes,
         },
-        opaque::Why::NoMapping if domain != AI_ONNX => {
-            let (trainable, about) = crate::domain::explain(domain, &op_type);
-            OnnxError::Domain {
-                path,
-                node: name,
-                op_type,
-                domain: domain.to_string(),
-                opset,
-                trainable,
-                about,
-            }
-        }
+        opaque::Why::NoMapping if domain != AI_ONNX => OnnxError::Domain {
+            path,
+            node: name,
+            trainable: crate::domain::explain(domain, &op_type).0,
+            op_type,
+            domain: domain.to_string(),
+            opset,
+        },
         opaque::Why::NoMapping => OnnxError::Unsupported {
             path,
             node: name,
@@ -844,30 +840,27 @@ fn training_step(
     s.loss = Some(loss_name);
     let fwd = l.b.finish(loss).map_err(|e| graph_err(path, "loss", e))?;
     let optimizer = opts.optimizer.unwrap_or_default();
-    training_graph(&fwd, library, &optimizer).map_err(|e| match e {
-        planner::graph::GraphError::NoGradient { op, spec, input } => {
-            match origin_of(&op, origins) {
-                Some((node, o)) => OnnxError::NoGradient {
+    training_graph(&fwd, library, &optimizer).map_err(|e| {
+        let origin = match &e {
+            planner::graph::GraphError::NoGradient { op, .. } => origin_of(op, origins),
+            _ => None,
+        };
+        match (origin, e) {
+            (Some((node, o)), e @ planner::graph::GraphError::NoGradient { .. }) => {
+                OnnxError::NoGradient {
                     path: path.to_path_buf(),
                     node: node.to_string(),
                     op_type: o.op_type.clone(),
                     opset: o.opset,
-                    why: o.why.map_or_else(
-                        || format!("its spec `{spec}` declares no gradient (not differentiable)"),
-                        str::to_string,
-                    ),
-                    op,
-                    spec,
-                    input,
-                },
-                None => graph_err(
-                    path,
-                    "training graph",
-                    planner::graph::GraphError::NoGradient { op, spec, input },
-                ),
+                    why: o
+                        .why
+                        .unwrap_or("its spec declares no gradient (not differentiable)")
+                        .into(),
+                    source: Box::new(e),
+                }
             }
+            (_, e) => graph_err(path, "training graph", e),
         }
-        e => graph_err(path, "training graph", e),
     })
 }
 
