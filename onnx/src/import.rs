@@ -122,8 +122,11 @@ pub struct Imported {
 /// Import a decoded model (see the module doc).
 ///
 /// Errors: unsupported operators or uses ([`OnnxError::Unsupported`],
-/// [`OnnxError::Node`]), subgraphs ([`OnnxError::Subgraph`]), undefined
-/// values, bad options, shape-inference failures ([`OnnxError::Graph`]).
+/// [`OnnxError::Node`]), nodes of other domains ([`OnnxError::Domain`]),
+/// subgraphs ([`OnnxError::Subgraph`]), undefined values, bad options (a
+/// `--dim` name no input has: [`OnnxError::Options`]), shape-inference
+/// failures ([`OnnxError::Graph`]), an operator without a gradient on a
+/// weight's path to the loss ([`OnnxError::NoGradient`]).
 pub fn import(
     model: &Model,
     path: &Path,
