@@ -485,6 +485,10 @@ const TABLE: &[OpCfg] = &[
         ..cfg("cast_float_round")
     },
     OpCfg {
+        attrs: &[("bits", &[2.0, 4.0]), ("signed", &[0.0, 1.0])],
+        ..cfg("cast_int_wrap")
+    },
+    OpCfg {
         attrs: &[("pad_h", &[0.0, 1.0]), ("pad_w", &[0.0, 1.0])],
         ..cfg("pad2d")
     },
