@@ -75,6 +75,10 @@ struct OpCfg {
     /// rounding cast that passes the gradient through): the attributes that
     /// make the op its unrounded function, whose derivative the gradient is.
     fd_attrs: &'static [(&'static str, f64)],
+    /// The op whose finite differences are taken instead (same inputs, its
+    /// default attributes): a straight-through gradient's unrounded function
+    /// when no attribute makes the op that.
+    fd_op: Option<&'static str>,
 }
 
 const fn cfg(op: &'static str) -> OpCfg {
@@ -85,6 +89,7 @@ const fn cfg(op: &'static str) -> OpCfg {
         dims: &[],
         fixup: None,
         fd_attrs: &[],
+        fd_op: None,
     }
 }
 
@@ -489,6 +494,14 @@ const TABLE: &[OpCfg] = &[
         ..cfg("cast_int_wrap")
     },
     OpCfg {
+        // Powers of two from positive reals; straight-through: finite
+        // differences of the identity (the unrounded conversion).
+        inputs: &[("x", Gen::Range(0.1, 3.0))],
+        attrs: &[("saturate", &[0.0, 1.0])],
+        fd_op: Some("identity"),
+        ..cfg("cast_e8m0")
+    },
+    OpCfg {
         attrs: &[("pad_h", &[0.0, 1.0]), ("pad_w", &[0.0, 1.0])],
         ..cfg("pad2d")
     },
@@ -818,7 +831,25 @@ fn eval_bound(b: &Binding, inputs: &[Tensor]) -> Vec<Tensor> {
 
 /// The binding finite differences are taken under: `binding` itself, or
 /// the case's shapes with `cfg.fd_attrs` over the case's attributes.
-fn fd_binding(spec: &OpSpec, cfg: &OpCfg, case: &Case, binding: &Binding) -> Binding {
+fn fd_binding(
+    lib: &Library,
+    spec: &OpSpec,
+    cfg: &OpCfg,
+    case: &Case,
+    binding: &Binding,
+) -> Binding {
+    let shapes: Vec<Vec<usize>> = case.inputs.iter().map(|t| t.shape.clone()).collect();
+    if let Some(op) = cfg.fd_op {
+        let other = lib.get(op).unwrap_or_else(|| {
+            panic!(
+                "table: `{}`'s fd_op `{op}` is not in the library",
+                spec.name
+            )
+        });
+        return other
+            .bind(&shapes, &Attrs::new())
+            .unwrap_or_else(|e| panic!("`{}`'s fd_op `{op}`: {e}", spec.name));
+    }
     if cfg.fd_attrs.is_empty() {
         return binding.clone();
     }
@@ -833,7 +864,6 @@ fn fd_binding(spec: &OpSpec, cfg: &OpCfg, case: &Case, binding: &Binding) -> Bin
         };
         attrs.insert(name.to_string(), v);
     }
-    let shapes: Vec<Vec<usize>> = case.inputs.iter().map(|t| t.shape.clone()).collect();
     spec.bind(&shapes, &attrs)
         .unwrap_or_else(|e| panic!("`{}` with fd_attrs: {e}", spec.name))
 }
@@ -951,7 +981,7 @@ fn check_op(lib: &Library, spec: &OpSpec) -> Result<u32, String> {
             Err(e) if e.starts_with("table:") => return Err(TestCaseError::fail(e)),
             Err(e) => return Err(TestCaseError::reject(e)),
         };
-        let fd = fd_binding(spec, cfg, &case, &binding);
+        let fd = fd_binding(lib, spec, cfg, &case, &binding);
         check_case(lib, spec, &case, (&binding, &fd), raw.3)?;
         checked.set(checked.get() + 1);
         Ok(())
