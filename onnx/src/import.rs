@@ -759,10 +759,18 @@ fn no_gradient_reason(node: &Node, opaque: bool) -> Origin {
     let why = if opaque {
         Some("it was imported as an opaque operator (--opaque-unsupported), whose gradient tofu cannot know")
     } else {
-        match crate::fold_eval::out_elem(node, 0, &[]) {
-            Elem::Bool => Some("boolean output (a comparison or logic: not differentiable)"),
-            e if e.is_integer() => Some("integer output (indices or counts: not differentiable)"),
-            _ => None,
+        // The operator without a gradient computes one of the node's
+        // outputs; a node with a boolean or integer output (MaxPool's
+        // Indices, TopK's) has it there.
+        let elems: Vec<Elem> = (0..node.proto.output.len())
+            .map(|i| crate::fold_eval::out_elem(node, i, &[]))
+            .collect();
+        if elems.contains(&Elem::Bool) {
+            Some("boolean output (a comparison or logic: not differentiable)")
+        } else if elems.iter().any(|e| e.is_integer()) {
+            Some("integer output (indices or counts: not differentiable)")
+        } else {
+            None
         }
     };
     Origin {
@@ -844,27 +852,36 @@ fn training_step(
     let fwd = l.b.finish(loss).map_err(|e| graph_err(path, "loss", e))?;
     let optimizer = opts.optimizer.unwrap_or_default();
     training_graph(&fwd, library, &optimizer).map_err(|e| {
-        let origin = match &e {
-            planner::graph::GraphError::NoGradient { op, .. } => origin_of(op, origins),
-            _ => None,
+        let planner::graph::GraphError::NoGradient { op, spec, .. } = &e else {
+            return graph_err(path, "training graph", e);
         };
-        match (origin, e) {
-            (Some((node, o)), e @ planner::graph::GraphError::NoGradient { .. }) => {
-                OnnxError::NoGradient {
-                    path: path.to_path_buf(),
-                    node: node.to_string(),
-                    op_type: o.op_type.clone(),
-                    opset: o.opset,
-                    why: o
-                        .why
-                        .unwrap_or("its spec declares no gradient (not differentiable)")
-                        .into(),
-                    source: Box::new(e),
-                }
-            }
-            (_, e) => graph_err(path, "training graph", e),
+        let Some((node, o)) = origin_of(op, origins) else {
+            return graph_err(path, "training graph", e);
+        };
+        OnnxError::NoGradient {
+            path: path.to_path_buf(),
+            node: node.to_string(),
+            op_type: o.op_type.clone(),
+            opset: o.opset,
+            why: o
+                .why
+                .map_or_else(|| spec_says(library, spec), str::to_string),
+            source: Box::new(e),
         }
     })
+}
+
+/// Why spec `spec` has no gradient, in its doc's words (the sentence that
+/// says it is not differentiable), else that it declares none.
+fn spec_says(library: &Library, spec: &str) -> String {
+    let doc = library.get(spec).map(|s| s.doc.replace('\n', " "));
+    doc.as_deref()
+        .and_then(|d| {
+            d.split(". ")
+                .find(|s| s.contains("differentiable") || s.contains("gradient"))
+                .map(|s| format!("the spec `{spec}` says: {}", s.trim().trim_end_matches('.')))
+        })
+        .unwrap_or_else(|| format!("the spec `{spec}` declares no gradient"))
 }
 
 /// The node an operator was lowered from: operators are named after their

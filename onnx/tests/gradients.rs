@@ -274,3 +274,29 @@ fn an_operator_without_gradient_on_the_weight_path_names_the_node_and_why() {
         }
     }
 }
+
+/// A float output without a gradient (LayerNormalization's Mean): the
+/// reason is the spec's own sentence.
+#[test]
+fn a_float_output_without_gradient_gives_the_specs_reason() {
+    let ln = node(
+        "LayerNormalization",
+        &["h", "sc", "bi"],
+        &["ln", "y", "istd"],
+        vec![attr("axis", A::I(-1))],
+    );
+    let params = vec![floats("sc", &[4], &[1.0; 4]), floats("bi", &[4], &[0.0; 4])];
+    let err = match import(weighted(vec![ln], params), 17) {
+        Ok(_) => panic!("training through LayerNormalization's Mean must fail"),
+        Err(e) => e,
+    };
+    let msg = err.to_string();
+    for part in [
+        "node `ln`",
+        "LayerNormalization",
+        "layernorm_stats",
+        "Not differentiable",
+    ] {
+        assert!(msg.contains(part), "`{part}` missing from: {msg}");
+    }
+}
