@@ -535,6 +535,7 @@ impl Program {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tdl::AttrValue;
 
     fn empty(version: u32) -> String {
         Program {
@@ -550,6 +551,27 @@ mod tests {
             carries: Vec::new(),
         }
         .to_json()
+    }
+
+    /// A `Compute`'s attributes keep ±inf (a one-sided clamp's bound), which
+    /// JSON has no number for: written as strings, read back exactly;
+    /// finite values stay numbers, as in existing program files.
+    #[test]
+    fn infinite_attributes_round_trip() {
+        let attrs: Attrs = [
+            ("max", AttrValue::Float(f64::INFINITY)),
+            ("min", AttrValue::Float(f64::NEG_INFINITY)),
+            ("alpha", AttrValue::Float(0.5)),
+            ("axis", AttrValue::Int(2)),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect();
+        let text = serde_json::to_string(&attrs).unwrap();
+        assert!(text.contains(r#""max":{"Float":"inf"}"#), "{text}");
+        assert!(text.contains(r#""min":{"Float":"-inf"}"#), "{text}");
+        assert!(text.contains(r#""alpha":{"Float":0.5}"#), "{text}");
+        assert_eq!(serde_json::from_str::<Attrs>(&text).unwrap(), attrs);
     }
 
     #[test]

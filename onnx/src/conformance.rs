@@ -321,7 +321,7 @@ fn run(dir: &Path, lib: &Library) -> Outcome {
         Err(OnnxError::Node { reason, .. }) => {
             return Outcome::Skip(format!("not mapped: {reason}"))
         }
-        Err(OnnxError::Unsupported { op_type, .. }) => {
+        Err(OnnxError::Unsupported { op_type, .. } | OnnxError::Domain { op_type, .. }) => {
             return Outcome::Skip(format!("uses unmapped operator {op_type}"))
         }
         Err(OnnxError::Subgraph { op_type, attr, .. }) => {

@@ -103,6 +103,48 @@ pub fn resolve_dims(
 /// One declared dim of a graph input: its size, or its name (`None`: unnamed `?`) when dynamic.
 pub type ModelDim = Result<usize, Option<String>>;
 
+/// Check that every name of `opts.named` (`--dim NAME=V`) is a dynamic dim
+/// of one of `inputs` (graph inputs with their declared dims): a name none
+/// has would be silently ignored. The error lists the model's dim names and
+/// which inputs have them.
+pub fn check_named(inputs: &[(String, Vec<ModelDim>)], opts: &DimOptions) -> Result<(), String> {
+    let mut names: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    for (input, dims) in inputs {
+        for d in dims {
+            if let Err(Some(n)) = d {
+                let users = names.entry(n.as_str()).or_default();
+                if !users.contains(&input.as_str()) {
+                    users.push(input);
+                }
+            }
+        }
+    }
+    let unknown: Vec<&str> = opts
+        .named
+        .keys()
+        .map(String::as_str)
+        .filter(|n| !names.contains_key(n))
+        .collect();
+    if unknown.is_empty() {
+        return Ok(());
+    }
+    let given: Vec<String> = unknown.iter().map(|n| format!("`{n}`")).collect();
+    let have = if names.is_empty() {
+        "the model's inputs have no named dynamic dims (give whole shapes with --input-shape NAME=D0,D1,…)"
+            .to_string()
+    } else {
+        let list: Vec<String> = names
+            .iter()
+            .map(|(n, users)| format!("`{n}` ({})", users.join(", ")))
+            .collect();
+        format!("the model's dim names are {}", list.join(", "))
+    };
+    Err(format!(
+        "--dim names {}, which no graph input has; {have}",
+        given.join(", ")
+    ))
+}
+
 /// Check a shape the caller gave for input `input` (`--input-shape`) against
 /// the model's dims: same rank, and every static dim equal. Gives the shape;
 /// errors are messages naming the input, the axis and both values.

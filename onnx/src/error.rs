@@ -36,9 +36,9 @@ pub enum OnnxError {
         /// What is not supported, and the fix.
         message: String,
     },
-    /// A node's op type has no mapping to a TDL spec.
+    /// A node's ai.onnx op type has no mapping to a TDL spec.
     #[error(
-        "`{path}`: node `{node}` uses {domain}{op_type} (opset {opset}), which has no TDL spec mapping. \
+        "`{path}`: node `{node}` uses {op_type} (opset {opset}), which has no TDL spec mapping. \
          Either add a spec for it to `specs/onnx_*.tdl` and a row to the table in `onnx/src/table.rs`, \
          or pass `--opaque-unsupported` to import it as an opaque operator (replicated or split along its batch dim only)"
     )]
@@ -49,10 +49,52 @@ pub enum OnnxError {
         node: String,
         /// ONNX op type.
         op_type: String,
-        /// `domain::` prefix when the domain is not ai.onnx, else empty.
+        /// Opset version of ai.onnx.
+        opset: i64,
+    },
+    /// A node's domain is not ai.onnx (the table maps ai.onnx only).
+    #[error(
+        "`{path}`: node `{node}` uses {op_type} of the domain `{domain}` (opset {opset}), which tofu does not map: \
+         {}. To import the rest of the model, pass `--opaque-unsupported` (the node becomes an opaque \
+         operator, replicated or split along its batch dim only; a training graph through it fails)",
+        crate::domain::explain(.domain, .op_type).1
+    )]
+    Domain {
+        /// The file.
+        path: PathBuf,
+        /// Node name (or `#index`).
+        node: String,
+        /// ONNX op type.
+        op_type: String,
+        /// The node's domain, e.g. `ai.onnx.ml`.
         domain: String,
+        /// Opset version of the domain.
+        opset: i64,
+        /// Whether tofu could ever train through it ([`crate::domain::explain`]
+        /// says why, in the message).
+        trainable: crate::domain::Trainable,
+    },
+    /// The training graph needs a gradient through a node that has none.
+    #[error(
+        "`{path}`: node `{node}` ({op_type}, opset {opset}) lies on a path from a weight to the loss, \
+         but it has no gradient: {why} ({source}). \
+         Put the loss on an output that does not depend on the weights through it (--loss NAME), \
+         or import the inference graph (without --training)"
+    )]
+    NoGradient {
+        /// The file.
+        path: PathBuf,
+        /// Node name (or `#index`).
+        node: String,
+        /// ONNX op type.
+        op_type: String,
         /// Opset version of the node's domain.
         opset: i64,
+        /// Why it has no gradient, e.g. `integer output`.
+        why: String,
+        /// The planner's error: the operator lowered from the node, its
+        /// spec and the input that needs a gradient.
+        source: Box<planner::graph::GraphError>,
     },
     /// A node's op type is mapped but this use of it is not (an attribute
     /// value, an opset difference, a rank, a data-dependent shape).

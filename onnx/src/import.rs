@@ -122,8 +122,11 @@ pub struct Imported {
 /// Import a decoded model (see the module doc).
 ///
 /// Errors: unsupported operators or uses ([`OnnxError::Unsupported`],
-/// [`OnnxError::Node`]), subgraphs ([`OnnxError::Subgraph`]), undefined
-/// values, bad options, shape-inference failures ([`OnnxError::Graph`]).
+/// [`OnnxError::Node`]), nodes of other domains ([`OnnxError::Domain`]),
+/// subgraphs ([`OnnxError::Subgraph`]), undefined values, bad options (a
+/// `--dim` name no input has: [`OnnxError::Options`]), shape-inference
+/// failures ([`OnnxError::Graph`]), an operator without a gradient on a
+/// weight's path to the loss ([`OnnxError::NoGradient`]).
 pub fn import(
     model: &Model,
     path: &Path,
@@ -141,375 +144,286 @@ pub fn import(
     } else {
         graph.name.clone()
     };
-    let mut summary = Summary {
+    let summary = Summary {
         model: name.clone(),
         opsets: model.opsets.clone(),
         nodes: graph.node.len(),
         ..Summary::default()
     };
-    let unreadable = |message: String| OnnxError::Unreadable {
-        path: path.to_path_buf(),
-        message,
-    };
-
+    check_named_dims(graph, opts, path)?;
     // Opaque nodes need their generated specs in the library before lowering.
-    let mut opaque_specs = opaque::OpaqueSpecs::default();
-    for vi in graph.value_info.iter().chain(&graph.output) {
-        if let Ok((_, dims)) = input_type(vi) {
-            let batch = opts.dims.batch.unwrap_or(crate::dims::DEFAULT_BATCH);
-            let shape: Option<Vec<usize>> = dims
-                .iter()
-                .enumerate()
-                .map(|(a, d)| match d {
-                    Ok(v) => Some(*v),
-                    Err(_) if a == 0 => Some(batch),
-                    Err(_) => None,
-                })
-                .collect();
-            match shape {
-                Some(shape) => {
-                    opaque_specs.declared.insert(vi.name.clone(), shape);
-                }
-                None => {
-                    let partial = dims.iter().map(|d| d.as_ref().ok().copied()).collect();
-                    opaque_specs.partial.insert(vi.name.clone(), partial);
-                }
-            }
-        }
-    }
+    let mut opaque_specs = declared_shapes(graph, opts);
     let mut library = lib.clone();
-    let builder_lib: Library;
 
-    // First pass for opaque nodes happens lazily: we lower in two rounds only
-    // when an opaque node appears (its spec is generated from shapes known at
-    // that point), so keep the lowering in a closure over a library.
-    let mut attempt = 0;
-    loop {
-        attempt += 1;
-        let lib_ref: &Library = &library;
-        let b = planner::graph::GraphBuilder::new(lib_ref, &name);
-        let mut l = Lower::new(b, opts.training);
-        let mut s = summary.clone();
-        s.defaulted_dims.clear();
-        s.folded.clear();
-        s.mapped.clear();
-        s.opaque.clear();
-        s.inlined.clear();
-        s.folded_values.clear();
-        let mut init_names = HashSet::new();
-        for t in &graph.initializer {
-            if crate::external::is_external(t) {
-                let dir = path.parent().unwrap_or(Path::new("."));
-                let (elem, shape, x) =
-                    crate::external::ExternalRef::new(t, dir).map_err(&unreadable)?;
-                init_names.insert(t.name.clone());
-                let kind = if elem.is_integer() {
-                    Kind::Constant
-                } else {
-                    Kind::Weight
-                };
-                l.define_known(
-                    &t.name,
-                    Known {
-                        elem,
-                        shape,
-                        src: Src::External(Box::new(x)),
-                        kind,
-                    },
-                );
-                continue;
-            }
-            let d = decode(t).map_err(&unreadable)?;
-            init_names.insert(t.name.clone());
-            let kind = if d.elem.is_integer() {
-                Kind::Constant
-            } else {
-                Kind::Weight
-            };
-            l.define_known(
-                &t.name,
-                Known {
-                    elem: d.elem,
-                    shape: d.shape.clone(),
-                    src: Src::Dense(d),
-                    kind,
-                },
-            );
-        }
-        if !graph.sparse_initializer.is_empty() {
-            return Err(unreadable(
-                "the model has sparse initializers, which tofu does not read".into(),
-            ));
-        }
-        let mut missing = Vec::new();
-        for name in opts.input_shapes.keys() {
-            if !graph.input.iter().any(|vi| &vi.name == name) {
-                let names: Vec<&str> = graph
-                    .input
-                    .iter()
-                    .map(|vi| vi.name.as_str())
-                    .filter(|n| !init_names.contains(*n))
-                    .collect();
-                return Err(OnnxError::Options {
-                    path: path.to_path_buf(),
-                    message: format!(
-                        "--input-shape names `{name}`, which is not a graph input; the inputs are {}",
-                        names.join(", ")
-                    ),
-                });
-            }
-        }
-        for (idx, vi) in graph.input.iter().enumerate() {
-            if init_names.contains(&vi.name) {
-                continue;
-            }
-            let (elem, dims) = input_type(vi)
-                .map_err(|m| unreadable(format!("graph input `{}`: {m}", vi.name)))?;
-            let options_err = |message: String| OnnxError::Options {
-                path: path.to_path_buf(),
-                message,
-            };
-            let shape = match opts.input_shapes.get(&vi.name) {
-                // Values the caller supplies (conformance cases) fix the shape as they are.
-                Some(given) if opts.input_values.contains_key(&vi.name) => given.clone(),
-                Some(given) => check_given(&vi.name, &dims, given).map_err(options_err)?,
-                None => match resolve_dims(&vi.name, idx, &dims, &opts.dims, &mut s.defaulted_dims)
-                {
-                    Ok(shape) => shape,
-                    Err(_) => {
-                        missing.push((vi.name.clone(), dims));
-                        continue;
-                    }
-                },
-            };
-            if !missing.is_empty() {
-                continue;
-            }
-            match opts.input_values.get(&vi.name) {
-                Some(d) => l.define_known(
-                    &vi.name,
-                    Known {
-                        elem: d.elem,
-                        shape: d.shape.clone(),
-                        src: Src::Dense(d.clone()),
-                        kind: Kind::Input,
-                    },
-                ),
-                None => {
-                    l.define_input(&vi.name, &shape, elem.dtype())
-                        .map_err(|e| match e {
-                            NodeError::Graph(g) => graph_err(path, &vi.name, g),
-                            NodeError::Unsupported(r) => unreadable(r),
-                        })?;
-                }
-            }
-        }
-        if !missing.is_empty() {
-            return Err(OnnxError::Options {
-                path: path.to_path_buf(),
-                message: missing_dims_message(&missing),
-            });
-        }
-        let mut used_names = HashSet::new();
-        let mut needs_opaque = None;
-        // Values left unknown because external data upstream could not be
-        // read (a graph-only model): value name → the read error.
-        let mut unread: HashMap<String, String> = HashMap::new();
-        // Each node with the `Loop` iteration it was unrolled from (its time
-        // step; nested loops keep the outermost loop's steps).
-        let mut queue: std::collections::VecDeque<(usize, onnx_protobuf::NodeProto, Option<u32>)> =
-            graph
+    // Opaque nodes are lowered lazily: when one appears whose spec (generated
+    // from the shapes known at that point) is not in the library yet, the
+    // library is rebuilt with it and the pass starts over.
+    for _attempt in 0..graph.node.len() + 3 {
+        let b = planner::graph::GraphBuilder::new(&library, &name);
+        let mut pass = Pass {
+            l: Lower::new(b, opts.training),
+            s: summary.clone(),
+            model,
+            opts,
+            path,
+            used_names: HashSet::new(),
+            unread: HashMap::new(),
+            origins: HashMap::new(),
+            queue: graph
                 .node
                 .iter()
                 .cloned()
                 .enumerate()
                 .map(|(i, n)| (i, n, None))
-                .collect();
-        while let Some((i, np_owned, step)) = queue.pop_front() {
-            l.set_step(step);
-            let np = &np_owned;
-            let node_name = if !np.name.is_empty() && used_names.insert(np.name.clone()) {
-                np.name.clone()
-            } else {
-                let n = format!("{}_{i}", np.op_type);
-                used_names.insert(n.clone());
-                n
-            };
-            let opset = model.opset(&np.domain);
-            let node = Node {
-                proto: np,
-                name: node_name.clone(),
-                opset,
-                attrs: Attrs::new(np),
-            };
-            for inp in np.input.iter().filter(|x| !x.is_empty()) {
-                if !l.values.contains_key(inp) {
-                    return Err(OnnxError::UndefinedValue {
-                        path: path.to_path_buf(),
-                        node: node_name,
-                        value: inp.clone(),
-                    });
-                }
+                .collect(),
+        };
+        let init_names = define_initializers(&mut pass.l, graph, path)?;
+        define_inputs(
+            &mut pass.l,
+            graph,
+            &init_names,
+            opts,
+            path,
+            &mut pass.s.defaulted_dims,
+        )?;
+        let mut needs_opaque = false;
+        while let Some((i, np, step)) = pass.queue.pop_front() {
+            pass.l.set_step(step);
+            if pass.node(i, &np, step, &mut opaque_specs, &library)? == Next::NeedsOpaque {
+                needs_opaque = true;
+                break;
             }
-            let domain = normalise_domain(&np.domain);
-            let node_err = |reason: String| OnnxError::Node {
-                path: path.to_path_buf(),
-                node: node_name.clone(),
-                op_type: np.op_type.clone(),
-                opset,
-                reason,
-            };
-            let unsupported_or_opaque = |kind: opaque::Why| -> Result<(), OnnxError> {
-                if opts.opaque_unsupported {
-                    return Ok(());
-                }
-                Err(match kind {
-                    opaque::Why::Subgraph(attr, nodes) => OnnxError::Subgraph {
-                        path: path.to_path_buf(),
-                        node: node_name.clone(),
-                        op_type: np.op_type.clone(),
-                        opset,
-                        attr,
-                        nodes,
-                    },
-                    opaque::Why::NoMapping => OnnxError::Unsupported {
-                        path: path.to_path_buf(),
-                        node: node_name.clone(),
-                        op_type: np.op_type.clone(),
-                        domain: if domain == AI_ONNX {
-                            String::new()
-                        } else {
-                            format!("{domain}::")
-                        },
-                        opset,
-                    },
-                })
-            };
-            l.begin_node(&node_name);
-            match crate::control::expand(&l, &node) {
-                Ok(Some(nodes)) => {
-                    for (n, t) in nodes.into_iter().rev() {
-                        queue.push_front((i, n, step.or(t)));
-                    }
-                    *s.inlined.entry(np.op_type.clone()).or_default() += 1;
-                    continue;
-                }
-                Ok(None) => {}
-                Err(reason) if !opts.opaque_unsupported => return Err(node_err(reason)),
-                Err(_) => {}
-            }
-            let why = if let Some((attr, nodes)) = node.attrs.subgraph() {
-                Some(opaque::Why::Subgraph(attr, nodes))
-            } else if domain != AI_ONNX || table::lookup(&np.op_type).is_none() {
-                Some(opaque::Why::NoMapping)
-            } else {
-                None
-            };
-            if let Some(why) = why {
-                unsupported_or_opaque(why)?;
-                // Opaque: generated spec by node.
-                match opaque_specs.spec_for(&node, &l) {
-                    Some(spec) if library.get(&spec).is_some() => {
-                        let outs = opaque::lower(&mut l, &node, &spec).map_err(|e| match e {
-                            NodeError::Unsupported(r) => node_err(r),
-                            NodeError::Graph(g) => graph_err(path, &node_name, g),
-                        })?;
-                        bind_outputs(&mut l, np, outs);
-                        s.opaque.push(OpaqueNode {
-                            node: node_name.clone(),
-                            op_type: np.op_type.clone(),
-                            spec,
-                        });
-                        continue;
-                    }
-                    Some(_) => {
-                        needs_opaque = Some(());
-                        break;
-                    }
-                    None => return Err(node_err(opaque::no_shape_reason())),
-                }
-            }
-            // A node of constants that does not fold because external data
-            // cannot be read, or one reading such a node's outputs: lowered,
-            // and its outputs remember why their values are unknown.
-            let mut unknown_because = None;
-            let folded = match fold(&l, &node) {
-                Ok(None) if crate::fold_eval::foldable(&l, &node) => {
-                    let r = crate::fold_eval::evaluate(&l, &node, lib_ref);
-                    if matches!(r, Ok(None)) {
-                        unknown_because = Some(unread_inputs(&l, np, &unread));
-                    }
-                    r
-                }
-                r => r,
-            };
-            if let Some(r) = np.input.iter().find_map(|x| unread.get(x)) {
-                unknown_because = Some(r.clone());
-            }
-            match folded {
-                Ok(Some(known)) => {
-                    for (o, k) in np.output.iter().zip(known) {
-                        if !o.is_empty() {
-                            if k.numel() <= crate::fold_eval::FOLD_LIMIT {
-                                if let Ok(d) = k.data() {
-                                    s.folded_values.push((o.clone(), d));
-                                }
-                            }
-                            l.define_known(o, k);
-                        }
-                    }
-                    *s.folded.entry(np.op_type.clone()).or_default() += 1;
-                    continue;
-                }
-                Ok(None) => {}
-                Err(NodeError::Unsupported(r)) => return Err(node_err(r)),
-                Err(NodeError::Graph(g)) => return Err(graph_err(path, &node_name, g)),
-            }
-            let m = table::lookup(&np.op_type).expect("checked above");
-            let outs = (m.lower)(&mut l, &node, m).map_err(|e| match e {
-                NodeError::Unsupported(r) => node_err(r + &unread_inputs(&l, np, &unread)),
-                NodeError::Graph(g) => graph_err(path, &node_name, g),
-            })?;
-            if outs.len() < np.output.iter().filter(|o| !o.is_empty()).count() {
-                return Err(node_err(format!(
-                    "only {} of its outputs are mapped",
-                    outs.len()
-                )));
-            }
-            bind_outputs(&mut l, np, outs);
-            if let Some(why) = unknown_because.filter(|w| !w.is_empty()) {
-                for o in np.output.iter().filter(|o| !o.is_empty()) {
-                    unread.insert(o.clone(), why.clone());
-                }
-            }
-            *s.mapped.entry(np.op_type.clone()).or_default() += 1;
         }
-        l.set_step(None);
-        if needs_opaque.is_some() {
-            if attempt > graph.node.len() + 2 {
-                return Err(OnnxError::Library(
-                    "generated opaque specs did not load".into(),
-                ));
-            }
-            let text = opaque_specs.source();
-            let mut files: Vec<(String, String)> = Vec::new();
-            for (f, _) in lib.files() {
-                if let Some(src) = lib.source(f) {
-                    files.push((f.to_string(), src.as_str().to_string()));
-                }
-            }
-            files.push(("<opaque onnx nodes>".to_string(), text));
-            library =
-                Library::from_sources(&files).map_err(|d| OnnxError::Library(d.to_string()))?;
+        pass.l.set_step(None);
+        if needs_opaque {
+            library = with_opaque_specs(lib, &opaque_specs)?;
             continue;
         }
-        // Outputs.
+        return pass.finish(graph, &library);
+    }
+    Err(OnnxError::Library(
+        "generated opaque specs did not load".into(),
+    ))
+}
+
+/// What the pass does after a node.
+#[derive(PartialEq)]
+enum Next {
+    /// Go on with the next node.
+    Continue,
+    /// An opaque node's spec is not in the library yet: rebuild it and start over.
+    NeedsOpaque,
+}
+
+/// One lowering pass over the nodes: the graph under construction and the
+/// state the nodes share.
+struct Pass<'p, 'l> {
+    l: Lower<'l>,
+    s: Summary,
+    model: &'p Model,
+    opts: &'p Options,
+    path: &'p Path,
+    used_names: HashSet<String>,
+    /// Values left unknown because external data upstream could not be
+    /// read (a graph-only model): value name → the read error.
+    unread: HashMap<String, String>,
+    /// Lowered nodes: name → op type, opset and why it would have no gradient.
+    origins: HashMap<String, Origin>,
+    /// Each node with the `Loop` iteration it was unrolled from (its time
+    /// step; nested loops keep the outermost loop's steps).
+    queue: std::collections::VecDeque<(usize, onnx_protobuf::NodeProto, Option<u32>)>,
+}
+
+impl Pass<'_, '_> {
+    /// Node `np` (the `i`-th of the file, time step `step`): inlined (control
+    /// flow), opaque, folded at import, or lowered through the table.
+    fn node(
+        &mut self,
+        i: usize,
+        np: &onnx_protobuf::NodeProto,
+        step: Option<u32>,
+        opaque_specs: &mut opaque::OpaqueSpecs,
+        library: &Library,
+    ) -> Result<Next, OnnxError> {
+        let node_name = if !np.name.is_empty() && self.used_names.insert(np.name.clone()) {
+            np.name.clone()
+        } else {
+            let n = format!("{}_{i}", np.op_type);
+            self.used_names.insert(n.clone());
+            n
+        };
+        let node = Node {
+            proto: np,
+            name: node_name.clone(),
+            opset: self.model.opset(&np.domain),
+            attrs: Attrs::new(np),
+        };
+        if let Some(inp) = np
+            .input
+            .iter()
+            .find(|x| !x.is_empty() && !self.l.values.contains_key(*x))
+        {
+            return Err(OnnxError::UndefinedValue {
+                path: self.path.to_path_buf(),
+                node: node_name,
+                value: inp.clone(),
+            });
+        }
+        self.l.begin_node(&node_name);
+        match crate::control::expand(&self.l, &node) {
+            Ok(Some(nodes)) => {
+                for (n, t) in nodes.into_iter().rev() {
+                    self.queue.push_front((i, n, step.or(t)));
+                }
+                *self.s.inlined.entry(np.op_type.clone()).or_default() += 1;
+                return Ok(Next::Continue);
+            }
+            Ok(None) => {}
+            Err(reason) if !self.opts.opaque_unsupported => {
+                return Err(self.node_err(&node, reason))
+            }
+            Err(_) => {}
+        }
+        let domain = normalise_domain(&np.domain);
+        let why = if let Some((attr, nodes)) = node.attrs.subgraph() {
+            Some(opaque::Why::Subgraph(attr, nodes))
+        } else if domain != AI_ONNX || table::lookup(&np.op_type).is_none() {
+            Some(opaque::Why::NoMapping)
+        } else {
+            None
+        };
+        match why {
+            Some(why) if !self.opts.opaque_unsupported => {
+                Err(unmapped(self.path, &node, domain, why))
+            }
+            Some(_) => self.opaque(&node, opaque_specs, library),
+            None => self.fold_or_lower(&node, library).map(|()| Next::Continue),
+        }
+    }
+
+    /// `--opaque-unsupported`: the node as an operator of its generated spec.
+    fn opaque(
+        &mut self,
+        node: &Node,
+        opaque_specs: &mut opaque::OpaqueSpecs,
+        library: &Library,
+    ) -> Result<Next, OnnxError> {
+        match opaque_specs.spec_for(node, &self.l) {
+            Some(spec) if library.get(&spec).is_some() => {
+                let outs = opaque::lower(&mut self.l, node, &spec).map_err(|e| match e {
+                    NodeError::Unsupported(r) => self.node_err(node, r),
+                    NodeError::Graph(g) => graph_err(self.path, &node.name, g),
+                })?;
+                bind_outputs(&mut self.l, node.proto, outs);
+                self.origins
+                    .insert(node.name.clone(), no_gradient_reason(node, true));
+                self.s.opaque.push(OpaqueNode {
+                    node: node.name.clone(),
+                    op_type: node.proto.op_type.clone(),
+                    spec,
+                });
+                Ok(Next::Continue)
+            }
+            Some(_) => Ok(Next::NeedsOpaque),
+            None => Err(self.node_err(node, opaque::no_shape_reason())),
+        }
+    }
+
+    /// A mapped node: folded when its values are known at import, else
+    /// lowered through its table row.
+    fn fold_or_lower(&mut self, node: &Node, library: &Library) -> Result<(), OnnxError> {
+        let np = node.proto;
+        // A node of constants that does not fold because external data
+        // cannot be read, or one reading such a node's outputs: lowered,
+        // and its outputs remember why their values are unknown.
+        let mut unknown_because = None;
+        let folded = match fold(&self.l, node) {
+            Ok(None) if crate::fold_eval::foldable(&self.l, node) => {
+                let r = crate::fold_eval::evaluate(&self.l, node, library);
+                if matches!(r, Ok(None)) {
+                    unknown_because = Some(unread_inputs(&self.l, np, &self.unread));
+                }
+                r
+            }
+            r => r,
+        };
+        if let Some(r) = np.input.iter().find_map(|x| self.unread.get(x)) {
+            unknown_because = Some(r.clone());
+        }
+        match folded {
+            Ok(Some(known)) => {
+                for (o, k) in np.output.iter().zip(known) {
+                    if !o.is_empty() {
+                        if k.numel() <= crate::fold_eval::FOLD_LIMIT {
+                            if let Ok(d) = k.data() {
+                                self.s.folded_values.push((o.clone(), d));
+                            }
+                        }
+                        self.l.define_known(o, k);
+                    }
+                }
+                *self.s.folded.entry(np.op_type.clone()).or_default() += 1;
+                return Ok(());
+            }
+            Ok(None) => {}
+            Err(NodeError::Unsupported(r)) => return Err(self.node_err(node, r)),
+            Err(NodeError::Graph(g)) => return Err(graph_err(self.path, &node.name, g)),
+        }
+        let m = table::lookup(&np.op_type).expect("checked by the caller");
+        let outs = (m.lower)(&mut self.l, node, m).map_err(|e| match e {
+            NodeError::Unsupported(r) => {
+                self.node_err(node, r + &unread_inputs(&self.l, np, &self.unread))
+            }
+            NodeError::Graph(g) => graph_err(self.path, &node.name, g),
+        })?;
+        if outs.len() < np.output.iter().filter(|o| !o.is_empty()).count() {
+            return Err(self.node_err(
+                node,
+                format!("only {} of its outputs are mapped", outs.len()),
+            ));
+        }
+        bind_outputs(&mut self.l, np, outs);
+        self.origins
+            .insert(node.name.clone(), no_gradient_reason(node, false));
+        if let Some(why) = unknown_because.filter(|w| !w.is_empty()) {
+            for o in np.output.iter().filter(|o| !o.is_empty()) {
+                self.unread.insert(o.clone(), why.clone());
+            }
+        }
+        *self.s.mapped.entry(np.op_type.clone()).or_default() += 1;
+        Ok(())
+    }
+
+    /// [`OnnxError::Node`] for `node`.
+    fn node_err(&self, node: &Node, reason: String) -> OnnxError {
+        OnnxError::Node {
+            path: self.path.to_path_buf(),
+            node: node.name.clone(),
+            op_type: node.proto.op_type.clone(),
+            opset: node.opset,
+            reason,
+        }
+    }
+
+    /// After the last node: the graph outputs, then the inference graph or
+    /// (`--training`) the training graph.
+    fn finish(
+        self,
+        graph: &onnx_protobuf::GraphProto,
+        library: &Library,
+    ) -> Result<Imported, OnnxError> {
+        let path = self.path;
         let mut outputs = Vec::new();
         for o in &graph.output {
-            let e = l.values.get(&o.name).cloned().unwrap_or_default();
+            let e = self.l.values.get(&o.name).cloned().unwrap_or_default();
             let out = match (e.tensor, e.known) {
                 (Some(t), _) => Output::Tensor(t),
-                (None, Some(k)) => Output::Const(k.data().map_err(&unreadable)?),
+                (None, Some(k)) => {
+                    Output::Const(k.data().map_err(|message| OnnxError::Unreadable {
+                        path: path.to_path_buf(),
+                        message,
+                    })?)
+                }
                 (None, None) => {
                     return Err(OnnxError::UndefinedValue {
                         path: path.to_path_buf(),
@@ -520,6 +434,8 @@ pub fn import(
             };
             outputs.push((o.name.clone(), out));
         }
+        let mut s = self.s;
+        let mut l = self.l;
         s.value_shapes = l
             .values
             .keys()
@@ -527,53 +443,31 @@ pub fn import(
             .collect();
         let leaf_values = std::mem::take(&mut l.leaf_values);
         s.forward_ops = l.total_emitted;
-        let graph_out = if opts.training {
-            let loss_name = opts
-                .loss
-                .clone()
-                .or_else(|| graph.output.first().map(|o| o.name.clone()))
-                .ok_or_else(|| OnnxError::Options {
-                    path: path.to_path_buf(),
-                    message: "the model has no outputs to put a loss on".into(),
-                })?;
-            let t = match l.values.get(&loss_name).and_then(|e| e.tensor) {
-                Some(t) => t,
-                None => {
-                    return Err(OnnxError::Options {
-                        path: path.to_path_buf(),
-                        message: format!(
-                            "--loss `{loss_name}` is not a tensor of the graph; name a graph output ({})",
-                            graph.output.iter().map(|o| o.name.as_str()).collect::<Vec<_>>().join(", ")
-                        ),
-                    })
-                }
-            };
-            let (loss, fwd_extra) = crate::loss::attach(&mut l, t).map_err(|e| match e {
-                NodeError::Unsupported(r) => OnnxError::Options {
-                    path: path.to_path_buf(),
-                    message: r,
-                },
-                NodeError::Graph(g) => graph_err(path, "loss", g),
-            })?;
-            s.forward_ops += fwd_extra;
-            s.loss = Some(loss_name);
-            let fwd = l.b.finish(loss).map_err(|e| graph_err(path, "loss", e))?;
-            let optimizer = opts.optimizer.unwrap_or_default();
-            training_graph(&fwd, &library, &optimizer)
-                .map_err(|e| graph_err(path, "training graph", e))?
+        let graph_out = if self.opts.training {
+            training_step(l, graph, self.opts, path, library, &mut s, &self.origins)?
         } else {
             l.b.into_graph()
         };
-        builder_lib = library.clone();
-        summary = s;
-        return Ok(Imported {
+        Ok(Imported {
             graph: graph_out,
             outputs,
             leaf_values,
-            library: builder_lib,
-            summary,
-        });
+            library: library.clone(),
+            summary: s,
+        })
     }
+}
+
+/// The shipped library `lib` plus the generated specs of the opaque nodes.
+fn with_opaque_specs(lib: &Library, specs: &opaque::OpaqueSpecs) -> Result<Library, OnnxError> {
+    let mut files: Vec<(String, String)> = Vec::new();
+    for (f, _) in lib.files() {
+        if let Some(src) = lib.source(f) {
+            files.push((f.to_string(), src.as_str().to_string()));
+        }
+    }
+    files.push(("<opaque onnx nodes>".to_string(), specs.source()));
+    Library::from_sources(&files).map_err(|d| OnnxError::Library(d.to_string()))
 }
 
 fn bind_outputs(l: &mut Lower, np: &onnx_protobuf::NodeProto, outs: Vec<Out>) {
@@ -671,4 +565,334 @@ fn input_type(
         })
         .collect();
     Ok((elem, dims))
+}
+
+/// The static shapes the model declares for values (`value_info`, graph
+/// outputs; a dynamic axis 0 takes the batch size), for opaque nodes' specs.
+fn declared_shapes(graph: &onnx_protobuf::GraphProto, opts: &Options) -> opaque::OpaqueSpecs {
+    let mut specs = opaque::OpaqueSpecs::default();
+    for vi in graph.value_info.iter().chain(&graph.output) {
+        if let Ok((_, dims)) = input_type(vi) {
+            let batch = opts.dims.batch.unwrap_or(crate::dims::DEFAULT_BATCH);
+            let shape: Option<Vec<usize>> = dims
+                .iter()
+                .enumerate()
+                .map(|(a, d)| match d {
+                    Ok(v) => Some(*v),
+                    Err(_) if a == 0 => Some(batch),
+                    Err(_) => None,
+                })
+                .collect();
+            match shape {
+                Some(shape) => {
+                    specs.declared.insert(vi.name.clone(), shape);
+                }
+                None => {
+                    let partial = dims.iter().map(|d| d.as_ref().ok().copied()).collect();
+                    specs.partial.insert(vi.name.clone(), partial);
+                }
+            }
+        }
+    }
+    specs
+}
+
+/// Initializers → known values (float: weights; others: constants); external
+/// data is referenced, not read. Gives the initializers' names.
+fn define_initializers(
+    l: &mut Lower,
+    graph: &onnx_protobuf::GraphProto,
+    path: &Path,
+) -> Result<HashSet<String>, OnnxError> {
+    let unreadable = |message: String| OnnxError::Unreadable {
+        path: path.to_path_buf(),
+        message,
+    };
+    let mut init_names = HashSet::new();
+    for t in &graph.initializer {
+        let (elem, shape, src) = if crate::external::is_external(t) {
+            let dir = path.parent().unwrap_or(Path::new("."));
+            let (elem, shape, x) =
+                crate::external::ExternalRef::new(t, dir).map_err(&unreadable)?;
+            (elem, shape, Src::External(Box::new(x)))
+        } else {
+            let d = decode(t).map_err(&unreadable)?;
+            (d.elem, d.shape.clone(), Src::Dense(d))
+        };
+        init_names.insert(t.name.clone());
+        let kind = if elem.is_integer() {
+            Kind::Constant
+        } else {
+            Kind::Weight
+        };
+        l.define_known(
+            &t.name,
+            Known {
+                elem,
+                shape,
+                src,
+                kind,
+            },
+        );
+    }
+    if !graph.sparse_initializer.is_empty() {
+        return Err(unreadable(
+            "the model has sparse initializers, which tofu does not read".into(),
+        ));
+    }
+    Ok(init_names)
+}
+
+/// Graph inputs (initializers excepted) → graph inputs of the shapes the
+/// options give or [`resolve_dims`] resolves, or known values the caller
+/// supplies; every input whose dynamic dims have no value is named in one error.
+fn define_inputs(
+    l: &mut Lower,
+    graph: &onnx_protobuf::GraphProto,
+    init_names: &HashSet<String>,
+    opts: &Options,
+    path: &Path,
+    defaulted: &mut Vec<DefaultedDim>,
+) -> Result<(), OnnxError> {
+    let options_err = |message: String| OnnxError::Options {
+        path: path.to_path_buf(),
+        message,
+    };
+    let unreadable = |message: String| OnnxError::Unreadable {
+        path: path.to_path_buf(),
+        message,
+    };
+    for name in opts.input_shapes.keys() {
+        if !graph.input.iter().any(|vi| &vi.name == name) {
+            let names: Vec<&str> = graph
+                .input
+                .iter()
+                .map(|vi| vi.name.as_str())
+                .filter(|n| !init_names.contains(*n))
+                .collect();
+            return Err(options_err(format!(
+                "--input-shape names `{name}`, which is not a graph input; the inputs are {}",
+                names.join(", ")
+            )));
+        }
+    }
+    let mut missing = Vec::new();
+    for (idx, vi) in graph.input.iter().enumerate() {
+        if init_names.contains(&vi.name) {
+            continue;
+        }
+        let (elem, dims) =
+            input_type(vi).map_err(|m| unreadable(format!("graph input `{}`: {m}", vi.name)))?;
+        let shape = match opts.input_shapes.get(&vi.name) {
+            // Values the caller supplies (conformance cases) fix the shape as they are.
+            Some(given) if opts.input_values.contains_key(&vi.name) => given.clone(),
+            Some(given) => check_given(&vi.name, &dims, given).map_err(options_err)?,
+            None => match resolve_dims(&vi.name, idx, &dims, &opts.dims, defaulted) {
+                Ok(shape) => shape,
+                Err(_) => {
+                    missing.push((vi.name.clone(), dims));
+                    continue;
+                }
+            },
+        };
+        if !missing.is_empty() {
+            continue;
+        }
+        match opts.input_values.get(&vi.name) {
+            Some(d) => l.define_known(
+                &vi.name,
+                Known {
+                    elem: d.elem,
+                    shape: d.shape.clone(),
+                    src: Src::Dense(d.clone()),
+                    kind: Kind::Input,
+                },
+            ),
+            None => {
+                l.define_input(&vi.name, &shape, elem.dtype())
+                    .map_err(|e| match e {
+                        NodeError::Graph(g) => graph_err(path, &vi.name, g),
+                        NodeError::Unsupported(r) => unreadable(r),
+                    })?;
+            }
+        }
+    }
+    if !missing.is_empty() {
+        return Err(options_err(missing_dims_message(&missing)));
+    }
+    Ok(())
+}
+
+/// Every `--dim NAME=V` must name a dynamic dim of a graph input: a name no
+/// input has would be silently ignored (`--dim sequence=128` on a model whose
+/// dim is `sequence_length`), so it is an error listing the model's dim names.
+fn check_named_dims(
+    graph: &onnx_protobuf::GraphProto,
+    opts: &Options,
+    path: &Path,
+) -> Result<(), OnnxError> {
+    let inits: HashSet<&str> = graph.initializer.iter().map(|t| t.name.as_str()).collect();
+    let inputs: Vec<(String, Vec<crate::dims::ModelDim>)> = graph
+        .input
+        .iter()
+        .filter(|vi| !inits.contains(vi.name.as_str()))
+        .filter_map(|vi| Some((vi.name.clone(), input_type(vi).ok()?.1)))
+        .collect();
+    crate::dims::check_named(&inputs, &opts.dims).map_err(|message| OnnxError::Options {
+        path: path.to_path_buf(),
+        message,
+    })
+}
+
+/// A lowered node, for naming it when the training graph needs a gradient
+/// through one of its operators.
+struct Origin {
+    op_type: String,
+    opset: i64,
+    /// Why it has no gradient, when the node says: a boolean or integer
+    /// output, an opaque operator. `None`: its spec declares none.
+    why: Option<&'static str>,
+}
+
+/// The [`Origin`] of `node` (`opaque`: imported as an opaque operator).
+fn no_gradient_reason(node: &Node, opaque: bool) -> Origin {
+    let why = if opaque {
+        Some("it was imported as an opaque operator (--opaque-unsupported), whose gradient tofu cannot know")
+    } else {
+        // The operator without a gradient computes one of the node's
+        // outputs; a node with a boolean or integer output (MaxPool's
+        // Indices, TopK's) has it there.
+        let elems: Vec<Elem> = (0..node.proto.output.len())
+            .map(|i| crate::fold_eval::out_elem(node, i, &[]))
+            .collect();
+        if elems.contains(&Elem::Bool) {
+            Some("boolean output (a comparison or logic: not differentiable)")
+        } else if elems.iter().any(|e| e.is_integer()) {
+            Some("integer output (indices or counts: not differentiable)")
+        } else {
+            None
+        }
+    };
+    Origin {
+        op_type: node.op_type().to_string(),
+        opset: node.opset,
+        why,
+    }
+}
+
+/// The error for a node the table does not map (its domain is not ai.onnx,
+/// no row, or a subgraph), without `--opaque-unsupported`.
+fn unmapped(path: &Path, node: &Node, domain: &str, why: opaque::Why) -> OnnxError {
+    let (path, name, op_type, opset) = (
+        path.to_path_buf(),
+        node.name.clone(),
+        node.op_type().to_string(),
+        node.opset,
+    );
+    match why {
+        opaque::Why::Subgraph(attr, nodes) => OnnxError::Subgraph {
+            path,
+            node: name,
+            op_type,
+            opset,
+            attr,
+            nodes,
+        },
+        opaque::Why::NoMapping if domain != AI_ONNX => OnnxError::Domain {
+            path,
+            node: name,
+            trainable: crate::domain::explain(domain, &op_type).0,
+            op_type,
+            domain: domain.to_string(),
+            opset,
+        },
+        opaque::Why::NoMapping => OnnxError::Unsupported {
+            path,
+            node: name,
+            op_type,
+            opset,
+        },
+    }
+}
+
+/// `--training`: a loss on the chosen output (default: the first), then the
+/// training graph; an operator without a gradient on a path from a weight
+/// to the loss is an [`OnnxError::NoGradient`] naming its ONNX node.
+fn training_step(
+    mut l: Lower,
+    graph: &onnx_protobuf::GraphProto,
+    opts: &Options,
+    path: &Path,
+    library: &Library,
+    s: &mut Summary,
+    origins: &HashMap<String, Origin>,
+) -> Result<Graph, OnnxError> {
+    let options_err = |message: String| OnnxError::Options {
+        path: path.to_path_buf(),
+        message,
+    };
+    let loss_name = opts
+        .loss
+        .clone()
+        .or_else(|| graph.output.first().map(|o| o.name.clone()))
+        .ok_or_else(|| options_err("the model has no outputs to put a loss on".into()))?;
+    let Some(t) = l.values.get(&loss_name).and_then(|e| e.tensor) else {
+        let outputs: Vec<&str> = graph.output.iter().map(|o| o.name.as_str()).collect();
+        return Err(options_err(format!(
+            "--loss `{loss_name}` is not a tensor of the graph; name a graph output ({})",
+            outputs.join(", ")
+        )));
+    };
+    let (loss, fwd_extra) = crate::loss::attach(&mut l, t).map_err(|e| match e {
+        NodeError::Unsupported(r) => options_err(r),
+        NodeError::Graph(g) => graph_err(path, "loss", g),
+    })?;
+    s.forward_ops += fwd_extra;
+    s.loss = Some(loss_name);
+    let fwd = l.b.finish(loss).map_err(|e| graph_err(path, "loss", e))?;
+    let optimizer = opts.optimizer.unwrap_or_default();
+    training_graph(&fwd, library, &optimizer).map_err(|e| {
+        let planner::graph::GraphError::NoGradient { op, spec, .. } = &e else {
+            return graph_err(path, "training graph", e);
+        };
+        let Some((node, o)) = origin_of(op, origins) else {
+            return graph_err(path, "training graph", e);
+        };
+        OnnxError::NoGradient {
+            path: path.to_path_buf(),
+            node: node.to_string(),
+            op_type: o.op_type.clone(),
+            opset: o.opset,
+            why: o
+                .why
+                .map_or_else(|| spec_says(library, spec), str::to_string),
+            source: Box::new(e),
+        }
+    })
+}
+
+/// Why spec `spec` has no gradient, in its doc's words (the sentence that
+/// says it is not differentiable), else that it declares none.
+fn spec_says(library: &Library, spec: &str) -> String {
+    let doc = library.get(spec).map(|s| s.doc.replace('\n', " "));
+    doc.as_deref()
+        .and_then(|d| {
+            d.split(". ")
+                .find(|s| s.contains("differentiable") || s.contains("gradient"))
+                .map(|s| format!("the spec `{spec}` says: {}", s.trim().trim_end_matches('.')))
+        })
+        .unwrap_or_else(|| format!("the spec `{spec}` declares no gradient"))
+}
+
+/// The node an operator was lowered from: operators are named after their
+/// node, the first `node`, the next `node/1`, `node/2`, ….
+fn origin_of<'o>(op: &str, origins: &'o HashMap<String, Origin>) -> Option<(&'o str, &'o Origin)> {
+    if let Some((k, o)) = origins.get_key_value(op) {
+        return Some((k.as_str(), o));
+    }
+    let (node, k) = op.rsplit_once('/')?;
+    if k.is_empty() || !k.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    origins.get_key_value(node).map(|(k, o)| (k.as_str(), o))
 }

@@ -24,6 +24,7 @@ pub mod attr;
 pub mod conformance;
 pub mod control;
 pub mod dims;
+pub mod domain;
 pub mod error;
 pub mod external;
 pub mod fold;

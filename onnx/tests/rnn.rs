@@ -653,6 +653,11 @@ fn named_cases_equal_the_scalar_reference() {
         dir: "bidirectional",
         ..base("GRU")
     });
+    // clip = inf (ONNX allows it): no clipping.
+    cases.push(Case {
+        clip: Some(f64::INFINITY),
+        ..base("LSTM")
+    });
     let all: Vec<Act> = ACTS
         .iter()
         .map(|&(name, n)| Act {

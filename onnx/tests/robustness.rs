@@ -274,3 +274,64 @@ proptest! {
         let _ = onnx::import(&m, path, library(), &opts);
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
+
+    /// Issue 26 items 4 and 5: a weighted operator of a random op type,
+    /// domain and opset with random float attributes (±inf, NaN), pad modes
+    /// and cast targets, imported for inference or training, with or without
+    /// `--opaque-unsupported` and with random `--dim` names: imports, or
+    /// errors, never panics.
+    #[test]
+    fn new_gradient_domain_and_dim_paths_never_panic(
+        op in prop::sample::select(vec![
+            "Clip", "Pad", "Round", "Floor", "Ceil", "Sign", "Cast", "ArgMax", "IsNaN",
+            "TreeEnsembleRegressor", "FusedMatMul",
+        ]),
+        domain in prop::sample::select(vec!["", "ai.onnx", "ai.onnx.ml", "com.microsoft", "x.y"]),
+        opset in prop::sample::select(vec![6i64, 10, 11, 13, 17]),
+        bound in prop::sample::select(vec![
+            0.0f32, -1.0, 6.0, f32::INFINITY, f32::NEG_INFINITY, f32::NAN,
+        ]),
+        mode in prop::sample::select(vec!["constant", "edge", "reflect", "wrap", "mirror"]),
+        pads in proptest::collection::vec(-1i64..6, 4),
+        to in 0i64..27,
+        dim in prop::sample::select(vec!["batch", "sequence", "n", ""]),
+        (training, opaque) in (any::<bool>(), any::<bool>()),
+    ) {
+        use common::models::{attr, floats, ints, model_with_opsets, node, vi, A};
+        let mut g = onnx_protobuf::GraphProto::new();
+        g.name = "new_paths".into();
+        g.input = vec![vi("x", 1, &[-1, 4])];
+        g.output = vec![vi("y", 1, &[2, 5])];
+        g.initializer = vec![floats("w", &[4, 4], &[0.25; 16]), ints("pads", &pads, false)];
+        let mut attrs = vec![
+            attr("min", A::F(-bound)),
+            attr("max", A::F(bound)),
+            attr("value", A::F(bound)),
+            attr("mode", A::S(mode)),
+            attr("to", A::I(to)),
+        ];
+        let mut pads_attr = onnx_protobuf::AttributeProto::new();
+        pads_attr.name = "pads".into();
+        pads_attr.type_ = onnx_protobuf::attribute_proto::AttributeType::INTS.into();
+        pads_attr.ints = pads.clone();
+        attrs.push(pads_attr);
+        let ins: &[&str] = if op == "Pad" && opset >= 11 { &["h", "pads"] } else { &["h"] };
+        let mut n = node(op, ins, &["y"], attrs);
+        n.domain = domain.into();
+        g.node = vec![node("MatMul", &["x", "w"], &["h"], vec![]), n];
+        let m = model_with_opsets(g, &[("", opset), ("ai.onnx.ml", 3), ("com.microsoft", 1)]);
+        let mut opts = onnx::Options {
+            training,
+            opaque_unsupported: opaque,
+            ..Default::default()
+        };
+        if !dim.is_empty() {
+            opts.dims.named.insert(dim.into(), 2);
+        }
+        // Ok or a typed error; a panic fails the test.
+        let _ = onnx::import(&m, Path::new("new.onnx"), library(), &opts);
+    }
+}

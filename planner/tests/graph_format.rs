@@ -81,6 +81,65 @@ fn save_and_load_a_file() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// ±inf attributes (a one-sided clamp: ONNX `Clip` with `max = inf`) are
+/// kept, written as `"inf"` / `"-inf"` and read back exactly; NaN is
+/// refused by the builder, naming the operator and the attribute.
+#[test]
+fn infinite_attributes_round_trip_and_nan_is_refused() {
+    let mut b = GraphBuilder::new(lib(), "clamp");
+    let x = b
+        .input("x", &[2, 3], DType::F32, Fill::Normal { std: 1.0 })
+        .unwrap();
+    let w = b.weight("w", &[3, 3], 0.5).unwrap();
+    let h = b.op1("matmul", "fc", &[x, w], &[]).unwrap();
+    let lo = b
+        .op1(
+            "clip",
+            "floor_only",
+            &[h],
+            &[("min", float(0.0)), ("max", float(f64::INFINITY))],
+        )
+        .unwrap();
+    let y = b
+        .op1(
+            "clip",
+            "ceiling_only",
+            &[lo],
+            &[("min", float(f64::NEG_INFINITY)), ("max", float(6.0))],
+        )
+        .unwrap();
+    let labels = b
+        .input("labels", &[2, 3], DType::F32, Fill::Probabilities)
+        .unwrap();
+    let loss = b
+        .op1("softmax_cross_entropy", "loss", &[y, labels], &[])
+        .unwrap();
+    let fwd = b.finish(loss).unwrap();
+    let g = planner::graph::training_graph(&fwd, lib(), &Optimizer::default()).unwrap();
+    let text = to_json(&g);
+    assert!(text.contains(r#""max": "inf""#), "{text}");
+    assert!(text.contains(r#""min": "-inf""#), "{text}");
+    assert_round_trip(&g);
+    // The clip gradients carry the bounds too.
+    let grads = g.ops().iter().filter(|o| o.spec == "clip_grad").count();
+    assert_eq!(grads, 2);
+
+    let mut b = GraphBuilder::new(lib(), "nan");
+    let x = b
+        .input("x", &[2], DType::F32, Fill::Normal { std: 1.0 })
+        .unwrap();
+    let err = b
+        .op1("clip", "bad", &[x], &[("max", float(f64::NAN))])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("`bad`") && err.contains("`max`") && err.contains("NaN"),
+        "{err}"
+    );
+    let bad = text.replace(r#""max": "inf""#, r#""max": "infinity""#);
+    assert!(from_json(&bad).is_err());
+}
+
 /// A valid small graph file to corrupt.
 fn sample_text() -> String {
     to_json(

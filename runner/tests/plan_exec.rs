@@ -51,6 +51,84 @@ fn gpt_tiny_every_search_every_k() {
     check("gpt", &g, &KS, &SearchKind::ALL, 1);
 }
 
+/// The operators whose gradients issue 26 added, and ±inf attributes, in
+/// one training graph: edge, reflect and wrap padding, a one-sided clamp
+/// (`clip` with `max = inf`), a rounding (`floor`, zero gradient) and a
+/// narrowing float cast (`cast_float_round`, gradient passed through).
+#[test]
+fn padded_and_clamped_graph_every_search_every_k() {
+    use planner::graph::{float, int, DType, Fill, GraphBuilder};
+    let mut b = GraphBuilder::new(lib(), "padded");
+    let x = b
+        .input("x", &[6, 16], DType::F32, Fill::Normal { std: 1.0 })
+        .unwrap();
+    let w = b.weight("w", &[16, 16], 0.5).unwrap();
+    let h = b.op1("matmul", "fc", &[x, w], &[]).unwrap();
+    let p = b
+        .op1(
+            "pad_edge",
+            "edge",
+            &[h],
+            &[("before", int(2)), ("after", int(3))],
+        )
+        .unwrap();
+    let c = b
+        .op1(
+            "clip",
+            "clamp",
+            &[p],
+            &[("min", float(0.0)), ("max", float(f64::INFINITY))],
+        )
+        .unwrap();
+    let r = b
+        .op1(
+            "pad_reflect",
+            "reflect",
+            &[c],
+            &[("before", int(1)), ("after", int(1))],
+        )
+        .unwrap();
+    let f = b.op1("floor", "floor", &[r], &[]).unwrap();
+    let s = b.op1("add", "sum", &[r, f], &[]).unwrap();
+    let q = b
+        .op1(
+            "pad_wrap",
+            "wrap",
+            &[s],
+            &[("before", int(2)), ("after", int(1))],
+        )
+        .unwrap();
+    let half = b
+        .op1(
+            "cast_float_round",
+            "to_f16",
+            &[q],
+            &[
+                ("mant", int(10)),
+                ("emin", int(-14)),
+                ("maxv", float(65504.0)),
+            ],
+        )
+        .unwrap();
+    let labels = b
+        .input("labels", &[6, 26], DType::F32, Fill::Probabilities)
+        .unwrap();
+    let loss = b
+        .op1("softmax_cross_entropy", "loss", &[half, labels], &[])
+        .unwrap();
+    let fwd = b.finish(loss).unwrap();
+    let g = planner::graph::training_graph(&fwd, lib(), &Optimizer::Sgd { lr: 0.1 }).unwrap();
+    for spec in [
+        "pad_edge_grad",
+        "pad_reflect_grad",
+        "pad_wrap_grad",
+        "clip_grad",
+    ] {
+        assert!(g.ops().iter().any(|o| o.spec == spec), "no `{spec}`");
+    }
+    check("padded", &g, &KS, &SearchKind::ALL, 2);
+}
+
 /// The tiny WResNet with batch 5.
 ///
 /// Why not `WResNetConfig::tiny()` (batch 3): its last two stages are 1×1

@@ -71,8 +71,65 @@ pub enum AttrType {
 pub enum AttrValue {
     /// Value of an `int` attribute.
     Int(i64),
-    /// Value of a `float` attribute.
-    Float(f64),
+    /// Value of a `float` attribute (±inf allowed: a one-sided clamp's
+    /// bound; serialized as a number, non-finite values as `"inf"`,
+    /// `"-inf"`, `"NaN"`, since JSON has no infinities).
+    Float(#[serde(with = "real")] f64),
+}
+
+/// Serde of a real that may be non-finite: finite values as numbers, others
+/// as the strings `"inf"`, `"-inf"` and `"NaN"`.
+mod real {
+    use std::fmt;
+
+    use serde::{de, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(v: &f64, s: S) -> Result<S::Ok, S::Error> {
+        if v.is_finite() {
+            s.serialize_f64(*v)
+        } else if v.is_nan() {
+            s.serialize_str("NaN")
+        } else if *v > 0.0 {
+            s.serialize_str("inf")
+        } else {
+            s.serialize_str("-inf")
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+        d.deserialize_any(Real)
+    }
+
+    struct Real;
+
+    impl de::Visitor<'_> for Real {
+        type Value = f64;
+
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("a number, \"inf\", \"-inf\" or \"NaN\"")
+        }
+
+        fn visit_f64<E: de::Error>(self, v: f64) -> Result<f64, E> {
+            Ok(v)
+        }
+
+        fn visit_i64<E: de::Error>(self, v: i64) -> Result<f64, E> {
+            Ok(v as f64)
+        }
+
+        fn visit_u64<E: de::Error>(self, v: u64) -> Result<f64, E> {
+            Ok(v as f64)
+        }
+
+        fn visit_str<E: de::Error>(self, v: &str) -> Result<f64, E> {
+            match v {
+                "inf" => Ok(f64::INFINITY),
+                "-inf" => Ok(f64::NEG_INFINITY),
+                "NaN" => Ok(f64::NAN),
+                _ => Err(E::invalid_value(de::Unexpected::Str(v), &self)),
+            }
+        }
+    }
 }
 
 impl AttrValue {

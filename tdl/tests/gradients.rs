@@ -70,6 +70,15 @@ struct OpCfg {
     /// Dim ranges by name (others: 1..=4).
     dims: &'static [(&'static str, usize, usize)],
     fixup: Option<Fixup>,
+    /// Attributes under which the finite differences are taken instead of
+    /// the case's (empty: the case's). For a straight-through gradient (a
+    /// rounding cast that passes the gradient through): the attributes that
+    /// make the op its unrounded function, whose derivative the gradient is.
+    fd_attrs: &'static [(&'static str, f64)],
+    /// The op whose finite differences are taken instead (same inputs, its
+    /// default attributes): a straight-through gradient's unrounded function
+    /// when no attribute makes the op that.
+    fd_op: Option<&'static str>,
 }
 
 const fn cfg(op: &'static str) -> OpCfg {
@@ -79,6 +88,8 @@ const fn cfg(op: &'static str) -> OpCfg {
         attrs: &[],
         dims: &[],
         fixup: None,
+        fd_attrs: &[],
+        fd_op: None,
     }
 }
 
@@ -136,6 +147,14 @@ fn int(attrs: &Attrs, name: &str) -> i64 {
 }
 fn set(attrs: &mut Attrs, name: &str, v: i64) {
     attrs.insert(name.to_string(), AttrValue::Int(v));
+}
+/// Reflect padding requires pads smaller than the padded dim.
+fn reflect_fixup(d: &mut BTreeMap<String, usize>, a: &mut Attrs) {
+    let n = d["N"] as i64;
+    for name in ["before", "after"] {
+        let p = int(a, name).min(n - 1);
+        set(a, name, p);
+    }
 }
 /// ONNX pooling requires pad < kernel.
 fn pool_fixup(_: &mut BTreeMap<String, usize>, a: &mut Attrs) {
@@ -218,7 +237,11 @@ const TABLE: &[OpCfg] = &[
         ..cfg("where")
     },
     OpCfg {
-        attrs: &[("min", &[-1.0, -0.5]), ("max", &[0.5, 1.0])],
+        // Infinite bounds: a one-sided clamp (ONNX Clip with `max = inf`).
+        attrs: &[
+            ("min", &[-1.0, -0.5, f64::NEG_INFINITY]),
+            ("max", &[0.5, 1.0, f64::INFINITY]),
+        ],
         ..cfg("clip")
     },
     OpCfg {
@@ -433,6 +456,50 @@ const TABLE: &[OpCfg] = &[
             ("value", &[0.0, 1.5]),
         ],
         ..cfg("pad")
+    },
+    OpCfg {
+        attrs: &[("before", &[0.0, 1.0, 2.0]), ("after", &[0.0, 1.0, 3.0])],
+        ..cfg("pad_edge")
+    },
+    OpCfg {
+        attrs: &[
+            ("before", &[0.0, 1.0, 2.0, 3.0]),
+            ("after", &[0.0, 1.0, 2.0, 3.0]),
+        ],
+        fixup: Some(reflect_fixup),
+        ..cfg("pad_reflect")
+    },
+    OpCfg {
+        attrs: &[
+            ("before", &[0.0, 1.0, 2.0, 5.0]),
+            ("after", &[0.0, 1.0, 4.0]),
+        ],
+        ..cfg("pad_wrap")
+    },
+    OpCfg {
+        // f16, bf16, f8e4m3fn, f4e2m1; finite differences of the unrounded
+        // conversion (52 mantissa bits: exact in f64), since the gradient is
+        // straight-through.
+        attrs: &[
+            ("mant", &[10.0, 7.0, 3.0, 1.0]),
+            ("emin", &[-14.0, -126.0, -6.0, 0.0]),
+            ("maxv", &[65504.0, 448.0, 6.0]),
+            ("saturate", &[0.0, 1.0]),
+        ],
+        fd_attrs: &[("mant", 52.0), ("emin", -1022.0), ("maxv", 1e300)],
+        ..cfg("cast_float_round")
+    },
+    OpCfg {
+        attrs: &[("bits", &[2.0, 4.0]), ("signed", &[0.0, 1.0])],
+        ..cfg("cast_int_wrap")
+    },
+    OpCfg {
+        // Powers of two from positive reals; straight-through: finite
+        // differences of the identity (the unrounded conversion).
+        inputs: &[("x", Gen::Range(0.1, 3.0))],
+        attrs: &[("saturate", &[0.0, 1.0])],
+        fd_op: Some("identity"),
+        ..cfg("cast_e8m0")
     },
     OpCfg {
         attrs: &[("pad_h", &[0.0, 1.0]), ("pad_w", &[0.0, 1.0])],
@@ -762,12 +829,52 @@ fn eval_bound(b: &Binding, inputs: &[Tensor]) -> Vec<Tensor> {
         .unwrap_or_else(|e| panic!("{e}"))
 }
 
-/// Check every gradient declaration of `spec` on one case.
+/// The binding finite differences are taken under: `binding` itself, or
+/// the case's shapes with `cfg.fd_attrs` over the case's attributes.
+fn fd_binding(
+    lib: &Library,
+    spec: &OpSpec,
+    cfg: &OpCfg,
+    case: &Case,
+    binding: &Binding,
+) -> Binding {
+    let shapes: Vec<Vec<usize>> = case.inputs.iter().map(|t| t.shape.clone()).collect();
+    if let Some(op) = cfg.fd_op {
+        let other = lib.get(op).unwrap_or_else(|| {
+            panic!(
+                "table: `{}`'s fd_op `{op}` is not in the library",
+                spec.name
+            )
+        });
+        return other
+            .bind(&shapes, &Attrs::new())
+            .unwrap_or_else(|e| panic!("`{}`'s fd_op `{op}`: {e}", spec.name));
+    }
+    if cfg.fd_attrs.is_empty() {
+        return binding.clone();
+    }
+    let mut attrs = case.attrs.clone();
+    for &(name, v) in cfg.fd_attrs {
+        let a = spec
+            .attr(name)
+            .unwrap_or_else(|| panic!("table: `{}` has no attribute `{name}`", spec.name));
+        let v = match spec.attrs[a.0 as usize].ty {
+            tdl::AttrType::Int => AttrValue::Int(v as i64),
+            tdl::AttrType::Float => AttrValue::Float(v),
+        };
+        attrs.insert(name.to_string(), v);
+    }
+    spec.bind(&shapes, &attrs)
+        .unwrap_or_else(|e| panic!("`{}` with fd_attrs: {e}", spec.name))
+}
+
+/// Check every gradient declaration of `spec` on one case (finite
+/// differences of the op bound by `fd`, see [`fd_binding`]).
 fn check_case(
     lib: &Library,
     spec: &OpSpec,
     case: &Case,
-    binding: &Binding,
+    (binding, fd): (&Binding, &Binding),
     seed: u64,
 ) -> Result<(), TestCaseError> {
     let outputs = eval_bound(binding, &case.inputs);
@@ -829,7 +936,7 @@ fn check_case(
                 plus[wrt as usize].data[k] += H;
                 let mut minus = case.inputs.clone();
                 minus[wrt as usize].data[k] -= H;
-                let (yp, ym) = (eval_bound(binding, &plus), eval_bound(binding, &minus));
+                let (yp, ym) = (eval_bound(fd, &plus), eval_bound(fd, &minus));
                 // Σ cot · (y+ - y-) element by element, so that outputs that do
                 // not depend on x (e.g. masked to -1e9) cancel exactly.
                 let mut diff = 0.0;
@@ -874,7 +981,8 @@ fn check_op(lib: &Library, spec: &OpSpec) -> Result<u32, String> {
             Err(e) if e.starts_with("table:") => return Err(TestCaseError::fail(e)),
             Err(e) => return Err(TestCaseError::reject(e)),
         };
-        check_case(lib, spec, &case, &binding, raw.3)?;
+        let fd = fd_binding(lib, spec, cfg, &case, &binding);
+        check_case(lib, spec, &case, (&binding, &fd), raw.3)?;
         checked.set(checked.get() + 1);
         Ok(())
     });

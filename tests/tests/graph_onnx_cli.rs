@@ -103,3 +103,31 @@ fn non_onnx_file_is_a_clear_error() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("is not a valid ONNX model"), "{err}");
 }
+
+/// `--dim NAME=V` with a name no graph input has is an error listing the
+/// model's dim names (it used to be ignored, the dim taking its default);
+/// the right name is taken. The model: the BERT export of
+/// `onnx/tests/fixtures/exports` (dims `batch` and `sequence`).
+#[test]
+fn a_dim_name_the_model_lacks_is_an_error_listing_its_dims() {
+    let model = workspace_root().join("onnx/tests/fixtures/exports/bert-base.onnx");
+    let m = model.to_str().unwrap();
+    let bad = tofu(&["graph", m, "--dim", "seq_len=64"]);
+    assert!(!bad.status.success());
+    let err = String::from_utf8_lossy(&bad.stderr);
+    for part in ["bert-base.onnx", "`seq_len`", "`batch`", "`sequence`"] {
+        assert!(err.contains(part), "`{part}` missing from: {err}");
+    }
+    let ok = tofu(&["graph", m, "--dim", "sequence=64", "--json"]);
+    assert!(
+        ok.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&ok.stdout).expect("one JSON object");
+    let defaulted = v["defaulted_dims"].as_array().unwrap();
+    assert!(
+        defaulted.iter().all(|d| d["name"] != "sequence"),
+        "`sequence` was given, not defaulted: {defaulted:?}"
+    );
+}

@@ -145,6 +145,8 @@ pub fn config(l: &Lower, n: &Node, cell: Cell) -> LResult<Config> {
         ));
     }
     let clip = match n.attrs.get("clip").map(|a| a.f as f64) {
+        // An infinite threshold bounds nothing.
+        Some(c) if c == f64::INFINITY => None,
         Some(c) if !(c > 0.0 && c.is_finite()) => {
             return unsupported(format!("clip = {c}; it must be a positive threshold"))
         }

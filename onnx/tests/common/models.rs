@@ -65,11 +65,22 @@ pub fn graph_attr(name: &str, g: GraphProto) -> AttributeProto {
 }
 
 pub fn model(g: GraphProto) -> onnx::proto::Model {
+    model_with_opsets(g, &[("", 17)])
+}
+
+/// A model of `g` importing `opsets` (domain, version; `""` is ai.onnx).
+pub fn model_with_opsets(g: GraphProto, opsets: &[(&str, i64)]) -> onnx::proto::Model {
     let mut m = ModelProto::new();
     m.ir_version = 8;
-    let mut o = OperatorSetIdProto::new();
-    o.version = 17;
-    m.opset_import = vec![o];
+    m.opset_import = opsets
+        .iter()
+        .map(|&(domain, version)| {
+            let mut o = OperatorSetIdProto::new();
+            o.domain = domain.into();
+            o.version = version;
+            o
+        })
+        .collect();
     m.graph = Some(g).into();
     onnx::proto::decode(&onnx::synth::to_bytes(&m), Path::new("cf.onnx")).unwrap()
 }

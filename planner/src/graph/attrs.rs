@@ -4,8 +4,9 @@
 //! exactly what [`tdl::OpSpec::bind`] takes). In JSON they are an object of
 //! plain numbers: an `int` attribute is written without a decimal point (`2`),
 //! a `float` attribute always with one or an exponent (`0.5`, `1.0`, `1e-5`),
-//! so the kind survives the round trip. Non-finite reals cannot be written
-//! (JSON has no NaN); the builder rejects them.
+//! so the kind survives the round trip. JSON has no infinities: ±inf (a
+//! one-sided clamp's bound, ONNX `Clip` with `max = inf`) is written as the
+//! string `"inf"` / `"-inf"`; NaN is never written (the builder rejects it).
 
 use std::fmt;
 
@@ -20,6 +21,9 @@ pub fn serialize<S: Serializer>(attrs: &Attrs, s: S) -> Result<S::Ok, S::Error> 
     for (k, v) in attrs {
         match v {
             AttrValue::Int(i) => m.serialize_entry(k, i)?,
+            AttrValue::Float(f) if f.is_infinite() => {
+                m.serialize_entry(k, if *f > 0.0 { "inf" } else { "-inf" })?
+            }
             AttrValue::Float(f) => m.serialize_entry(k, f)?,
         }
     }
@@ -67,7 +71,9 @@ impl Visitor<'_> for ValueVisitor {
     type Value = AttrValue;
 
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("a number (integer for an int attribute, with a decimal point for a float one)")
+        f.write_str(
+            "a number (integer for an int attribute, with a decimal point for a float one) or \"inf\" / \"-inf\"",
+        )
     }
 
     fn visit_i64<E: de::Error>(self, v: i64) -> Result<AttrValue, E> {
@@ -82,5 +88,13 @@ impl Visitor<'_> for ValueVisitor {
 
     fn visit_f64<E: de::Error>(self, v: f64) -> Result<AttrValue, E> {
         Ok(AttrValue::Float(v))
+    }
+
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<AttrValue, E> {
+        match v {
+            "inf" => Ok(AttrValue::Float(f64::INFINITY)),
+            "-inf" => Ok(AttrValue::Float(f64::NEG_INFINITY)),
+            _ => Err(E::invalid_value(de::Unexpected::Str(v), &self)),
+        }
     }
 }

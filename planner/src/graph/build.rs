@@ -299,14 +299,11 @@ impl<'l> OpInserter<'l> {
                 spec: spec_name.into(),
             })?;
         for (k, v) in &attrs {
-            if let AttrValue::Float(f) = v {
-                if !f.is_finite() {
-                    return Err(GraphError::NonFiniteAttr {
-                        op: name.into(),
-                        attr: k.clone(),
-                        value: *f,
-                    });
-                }
+            if matches!(v, AttrValue::Float(f) if f.is_nan()) {
+                return Err(GraphError::NanAttr {
+                    op: name.into(),
+                    attr: k.clone(),
+                });
             }
         }
         let shapes: Vec<Vec<usize>> = inputs

@@ -104,15 +104,13 @@ pub enum GraphError {
     /// The graph has no loss to differentiate.
     #[error("the graph has no loss tensor")]
     NoLoss,
-    /// A float attribute is NaN or infinite (not representable in the graph format).
-    #[error("operator `{op}`: attribute `{attr}` = {value} is not finite")]
-    NonFiniteAttr {
+    /// A float attribute is NaN (±inf is accepted: a one-sided clamp's bound).
+    #[error("operator `{op}`: attribute `{attr}` is NaN; give it a number or ±inf")]
+    NanAttr {
         /// Operator instance name.
         op: String,
         /// Attribute name.
         attr: String,
-        /// The value.
-        value: f64,
     },
     /// A structural invariant is violated (graph files): `at` is the field path.
     #[error("{at}: {message}")]

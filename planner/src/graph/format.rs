@@ -26,7 +26,8 @@
 //!   }],
 //!   "ops": [{
 //!     "name": "fc0", "spec": "matmul",     // spec name in the operator library
-//!     "attrs": {"stride_h": 2, "eps": 1e-05},   // (optional) ints without, reals with a point/exponent
+//!     "attrs": {"stride_h": 2, "eps": 1e-05},   // (optional) ints without, reals with a point/exponent,
+//!                                    // ±inf as the strings "inf" / "-inf"
 //!     "inputs": [0, 1], "outputs": [2],    // tensor ids in the spec's order
 //!     "role": "forward",             // forward backward update
 //!     "group": 0,
