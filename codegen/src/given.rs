@@ -201,8 +201,9 @@ pub fn from_named(
     Ok(given)
 }
 
-/// Little-endian elements of `dtype` as f32, `None` for other types.
-fn to_f32(dtype: Dtype, b: &[u8]) -> Option<Vec<f32>> {
+/// Little-endian elements of `dtype` (F32, F64, F16, BF16, I64, I32, U8)
+/// as f32, `None` for other types.
+pub fn to_f32(dtype: Dtype, b: &[u8]) -> Option<Vec<f32>> {
     let chunks = |n: usize| b.chunks_exact(n);
     Some(match dtype {
         Dtype::F32 => chunks(4)

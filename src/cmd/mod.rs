@@ -17,6 +17,7 @@ pub mod ssp_mlp;
 pub mod ssp_processes;
 pub mod strategies;
 pub mod train;
+pub mod train_args;
 pub mod train_launched;
 pub mod train_plot;
 pub mod train_print;

@@ -16,7 +16,6 @@
 //! and `test_loss`/`test_accuracy` after an evaluation; every `--log-every`
 //! steps and the last) and a final one with `test_loss`, `test_accuracy`.
 
-use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Mutex;
 
@@ -28,124 +27,24 @@ use train::{
     checkpoint, data, prepare, trainer, weights, Prepared, StepLog, TrainError, TrainOptions,
 };
 
+pub use super::train_args::Args;
 use super::train_print::{human_step, json_step, print_summary, progress_bar};
-
-/// Arguments of `tofu train`.
-#[derive(clap::Args, Debug)]
-pub struct Args {
-    /// A plan file (`tofu plan ... -o plan.json`) to train.
-    #[arg(
-        value_name = "PLAN.json",
-        required_unless_present = "model",
-        conflicts_with = "model"
-    )]
-    pub plan: Option<PathBuf>,
-    /// A zoo model to plan and train, sized to the data set (e.g. mlp-3-256).
-    #[arg(long)]
-    pub model: Option<String>,
-    /// Workers (ranks) to plan a zoo model for.
-    #[arg(long, default_value_t = 1)]
-    pub workers: usize,
-    /// Data set: digits (scikit-learn's 8×8 digits; `bash scripts/fetch-digits.sh`;
-    /// 20% held out), fashion-mnist (`bash scripts/fetch-fashion-mnist.sh`;
-    /// its own 10,000 test images held out) or kjv (the King James Bible as
-    /// bytes for a language model; `bash scripts/fetch-kjv.sh`; the last
-    /// tenth held out).
-    #[arg(long)]
-    pub data: String,
-    /// Window length (bytes) of a text corpus: the GPT's sequence.
-    #[arg(long, default_value_t = 64)]
-    pub seq: usize,
-    /// Training steps (one batch each).
-    #[arg(long, conflicts_with = "epochs")]
-    pub steps: Option<usize>,
-    /// Epochs over the training split (default 1).
-    #[arg(long)]
-    pub epochs: Option<usize>,
-    /// Batch of a zoo model.
-    #[arg(long, default_value_t = 64)]
-    pub batch: usize,
-    /// Optimizer of a zoo model: sgd, momentum or adam.
-    #[arg(long, default_value = "sgd")]
-    pub optimizer: String,
-    /// Learning rate of a zoo model's optimizer (default: the optimizer's, 0.1 for SGD).
-    #[arg(long)]
-    pub lr: Option<f64>,
-    /// Search of a zoo model's plan (as `tofu plan --search`).
-    #[arg(long, default_value = "critical-dp")]
-    pub search: String,
-    /// Seed of the initial weights, the batch order and the held-out split.
-    #[arg(long, default_value_t = 0)]
-    pub seed: u64,
-    /// Fraction of the data set held out for the test loss and accuracy.
-    #[arg(long, default_value_t = 0.2)]
-    pub held_out: f64,
-    /// One JSON object per logged step and a final one, on stdout.
-    #[arg(long)]
-    pub json: bool,
-    /// Log every N-th step (and the last).
-    #[arg(long, default_value_t = 1)]
-    pub log_every: usize,
-    /// Start from these weights (safetensors named by graph names, e.g. a
-    /// `--save-weights` file) instead of the synthetic initial fill.
-    #[arg(long, value_name = "FILE.safetensors")]
-    pub weights: Option<PathBuf>,
-    /// Write the trained weights (whole tensors, by graph names) as
-    /// safetensors; with `--steps 0`, the initial weights.
-    #[arg(long, value_name = "FILE.safetensors")]
-    pub save_weights: Option<PathBuf>,
-    /// Write the features and labels of every step's batch (`x[steps,
-    /// batch, features]`, `y[steps, batch]`) as safetensors, for a
-    /// reference implementation (`scripts/compare-torch.py`).
-    #[arg(long, value_name = "FILE.safetensors")]
-    pub export_batches: Option<PathBuf>,
-    /// Write a checkpoint (every rank's shards of weights and optimizer
-    /// state, a manifest) into DIR/step-<S>/ every `--checkpoint-every` steps.
-    #[arg(long, value_name = "DIR")]
-    pub checkpoint_dir: Option<PathBuf>,
-    /// Steps between checkpoints.
-    #[arg(long, default_value_t = 100, requires = "checkpoint_dir")]
-    pub checkpoint_every: usize,
-    /// Continue from the latest checkpoint in `--checkpoint-dir` (same
-    /// model, workers and seed): later losses equal the uninterrupted run's.
-    #[arg(long, requires = "checkpoint_dir")]
-    pub resume: bool,
-    /// Backend: cpu (one thread per rank; under `tofu launch`, one rank per
-    /// process over TCP).
-    #[arg(long, default_value = "cpu")]
-    pub backend: String,
-    /// Evaluate the held-out set every N steps (default: once per epoch;
-    /// 0: only at the end).
-    #[arg(long, value_name = "N")]
-    pub eval_every: Option<usize>,
-    /// Evaluate only the first N held-out samples (default: all).
-    #[arg(long, value_name = "N")]
-    pub eval_samples: Option<usize>,
-    /// Draw the training loss per step and the held-out loss per
-    /// evaluation into an SVG file.
-    #[arg(long, value_name = "FILE.svg")]
-    pub plot: Option<PathBuf>,
-}
 
 /// The zoo model's optimizer with `--lr`.
 fn optimizer(args: &Args) -> miette::Result<Optimizer> {
-    let mut o = Optimizer::from_name(&args.optimizer).ok_or_else(|| {
+    let o = Optimizer::from_name(&args.optimizer).ok_or_else(|| {
         miette::miette!(
             "--optimizer {}: expected sgd, momentum or adam",
             args.optimizer
         )
     })?;
-    if let Some(v) = args.lr {
-        if !(v.is_finite() && v > 0.0) {
-            return Err(miette::miette!("--lr {v}: must be a positive number"));
+    match args.lr {
+        Some(v) if !(v.is_finite() && v > 0.0) => {
+            Err(miette::miette!("--lr {v}: must be a positive number"))
         }
-        match &mut o {
-            Optimizer::Sgd { lr } | Optimizer::Momentum { lr, .. } | Optimizer::Adam { lr, .. } => {
-                *lr = v
-            }
-        }
+        Some(v) => Ok(o.with_lr(v)),
+        None => Ok(o),
     }
-    Ok(o)
 }
 
 fn err(e: TrainError) -> miette::Report {
@@ -171,15 +70,8 @@ fn prepared(args: &Args, train_set: &Data) -> miette::Result<Prepared> {
         .search
         .parse()
         .map_err(|e: String| miette::miette!("{e}"))?;
-    let model = prepare::sized_zoo(name, train_set, args.batch).map_err(err)?;
-    prepare::from_zoo(
-        &model,
-        &optimizer(args)?,
-        args.workers,
-        search,
-        train_set.samples(),
-    )
-    .map_err(err)
+    let data = (train_set, args.batch);
+    prepare::from_zoo(name, data, &optimizer(args)?, args.workers, search).map_err(err)
 }
 
 /// The run's options: steps, checkpoints, evaluation, and the state it
@@ -201,14 +93,8 @@ fn options(args: &Args, prep: &Prepared, train_set: &dyn Samples) -> miette::Res
         opts.given = weights::load(w, &prep.graph).map_err(err)?;
     }
     if let Some(dir) = args.checkpoint_dir.as_deref().filter(|_| args.resume) {
-        let latest = checkpoint::latest(dir).map_err(err)?.ok_or_else(|| {
-            miette::miette!(
-                "--resume: no checkpoint in {} (a run writes them with --checkpoint-dir)",
-                dir.display()
-            )
-        })?;
-        let (start, state) =
-            checkpoint::load(&latest, &prep.graph, &prep.programs, args.seed).map_err(err)?;
+        let (latest, start, state) =
+            checkpoint::resume(dir, &prep.graph, &prep.programs, args.seed).map_err(err)?;
         opts.start = start;
         opts.given = state;
         if !args.json {
@@ -232,6 +118,25 @@ fn save_initial(args: &Args, prep: &Prepared, opts: TrainOptions) -> miette::Res
     Ok(ExitCode::SUCCESS)
 }
 
+/// `--held-out`, `--seed`, `--seq` and the `--input NAME=TENSOR` mapping.
+fn data_options(args: &Args) -> miette::Result<data::DataOptions> {
+    let mut inputs = std::collections::BTreeMap::new();
+    for m in &args.input {
+        let (k, v) = m.split_once('=').ok_or_else(|| {
+            miette::miette!(
+                "--input {m}: expected NAME=TENSOR (a graph input and a tensor of the file)"
+            )
+        })?;
+        inputs.insert(k.to_string(), v.to_string());
+    }
+    Ok(data::DataOptions {
+        held_out: args.held_out,
+        seed: args.seed,
+        seq: args.seq,
+        inputs,
+    })
+}
+
 /// Run `tofu train`.
 pub fn run(args: Args) -> miette::Result<ExitCode> {
     if args.workers == 0 || args.log_every == 0 {
@@ -240,7 +145,7 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
         ));
     }
     let (train_set, test_set) =
-        data::load_splits(&args.data, args.held_out, args.seed, args.seq).map_err(err)?;
+        data::load_splits(&args.data, &data_options(&args)?).map_err(err)?;
     let prep = prepared(&args, &train_set)?;
     let opts = options(&args, &prep, train_set.samples())?;
     let steps = opts.steps;
@@ -312,7 +217,7 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
     }
     let unigram = match &train_set {
         Data::Text(t) => Some(t.unigram_entropy()),
-        Data::Classes(_) => None,
+        _ => None,
     };
     print_summary(&args, &prep, &opts, &report, unigram);
     Ok(ExitCode::SUCCESS)

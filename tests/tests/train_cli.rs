@@ -597,3 +597,85 @@ fn a_gpt_on_the_kjv_beats_the_unigram_entropy_and_two_ranks_follow_one() {
         );
     }
 }
+
+/// Your own data: the digits written as a safetensors file (`features`
+/// f32 [1797, 64], `digit` i64 [1797]) and trained through `--input
+/// x=features --input labels=digit` give the same losses, step by step, as
+/// the built-in loader (the same samples, split and batches); a tensor that
+/// is not there is named with the file's names.
+#[test]
+fn a_safetensors_data_set_trains_like_the_built_in_one() {
+    if !have_digits() {
+        return;
+    }
+    let cache = std::env::var_os("TOFU_DATA_CACHE")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| {
+            std::path::PathBuf::from(std::env::var_os("HOME").unwrap_or_default())
+                .join(".cache/tofu")
+        });
+    let text = std::fs::read_to_string(cache.join("sklearn-digits/digits.csv")).unwrap();
+    let (mut x, mut y) = (Vec::<u8>::new(), Vec::<u8>::new());
+    let mut n = 0;
+    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        let v: Vec<f32> = line.split(',').map(|f| f.trim().parse().unwrap()).collect();
+        for p in &v[..64] {
+            x.extend((p / 16.0).to_le_bytes());
+        }
+        y.extend((v[64] as i64).to_le_bytes());
+        n += 1;
+    }
+    let views = vec![
+        (
+            "features",
+            safetensors::tensor::TensorView::new(safetensors::Dtype::F32, vec![n, 64], &x).unwrap(),
+        ),
+        (
+            "digit",
+            safetensors::tensor::TensorView::new(safetensors::Dtype::I64, vec![n], &y).unwrap(),
+        ),
+    ];
+    let dir = tofu_tests::temp_dir("train-tensors");
+    let file = dir.join("digits.safetensors");
+    std::fs::write(&file, safetensors::serialize(views, None).unwrap()).unwrap();
+    let f = file.to_str().unwrap();
+    let model = ["--model", "mlp-2-32", "--workers", "2", "--steps", "30"];
+    let mine = train(
+        &[
+            &model[..],
+            &[
+                "--data",
+                f,
+                "--input",
+                "x=features",
+                "--input",
+                "labels=digit",
+            ],
+        ]
+        .concat(),
+    );
+    let built_in = train(&[&model[..], &["--data", "digits"]].concat());
+    assert_eq!(losses_by_step(&mine), losses_by_step(&built_in));
+    assert_eq!(
+        mine.last().unwrap()["test_accuracy"],
+        built_in.last().unwrap()["test_accuracy"]
+    );
+    let out = Command::new(tofu_bin())
+        .arg("train")
+        .args(model)
+        .args(["--data", f, "--input", "x=pixels"])
+        .output()
+        .unwrap();
+    let err: Vec<String> = String::from_utf8_lossy(&out.stderr)
+        .split_whitespace()
+        .filter(|w| *w != "|")
+        .map(String::from)
+        .collect();
+    let err = err.join(" ");
+    assert!(!out.status.success());
+    assert!(
+        err.contains("no tensor `pixels` for graph input `x`") && err.contains("\"digit\""),
+        "{err}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -282,6 +282,28 @@ pub fn latest(dir: &Path) -> Result<Option<PathBuf>, TrainError> {
     Ok(best.map(|(_, p)| p))
 }
 
+/// The latest checkpoint in `dir` ([`latest`]) read for a run of `graph` on
+/// `programs` with `seed` ([`load`]): its directory, the steps it completed
+/// and the carried tensors' values.
+///
+/// Errors: [`TrainError::Data`] when `dir` holds no checkpoint (naming it
+/// and the flag that writes them), or as [`load`].
+pub fn resume(
+    dir: &Path,
+    graph: &Graph,
+    programs: &Programs,
+    seed: u64,
+) -> Result<(PathBuf, usize, Given), TrainError> {
+    let latest = latest(dir)?.ok_or_else(|| {
+        TrainError::Data(format!(
+            "--resume: no checkpoint in {} (a run writes them with --checkpoint-dir)",
+            dir.display()
+        ))
+    })?;
+    let (step, state) = load(&latest, graph, programs, seed)?;
+    Ok((latest, step, state))
+}
+
 /// Read the checkpoint in `path` for a run of `graph` on `world` ranks with
 /// `seed`: the steps it completed and the whole value of every carried
 /// tensor (by the id of the tensor it replaces, [`carried`]).

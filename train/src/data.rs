@@ -11,6 +11,7 @@
 //! `[0, 1]` and a class per sample; [`load_splits`] gives the training and
 //! held-out parts (a seeded split of digits, Fashion-MNIST's own test set).
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use rand::rngs::StdRng;
@@ -18,11 +19,12 @@ use rand::seq::SliceRandom;
 use rand::SeedableRng;
 
 use crate::samples::{cross_entropy, Samples};
+use crate::tensors::TensorSet;
 use crate::text::{self, TokenSet};
 use crate::TrainError;
 
 /// The data sets [`load_splits`] knows, for messages.
-pub const NAMES: &str = "digits, fashion-mnist, kjv";
+pub const NAMES: &str = "digits, fashion-mnist, kjv, or a .safetensors file or directory";
 
 /// A loaded data set of either task.
 #[derive(Clone, Debug, PartialEq)]
@@ -31,6 +33,21 @@ pub enum Data {
     Classes(DataSet),
     /// A byte corpus (language modelling).
     Text(TokenSet),
+    /// Tensors from safetensors files, by graph input.
+    Tensors(TensorSet),
+}
+
+/// How [`load_splits`] reads and splits a data set.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct DataOptions {
+    /// Fraction held out of a data set without its own test split.
+    pub held_out: f64,
+    /// Seed of that split.
+    pub seed: u64,
+    /// Window length of a text corpus (bytes).
+    pub seq: usize,
+    /// Graph input → tensor name, for safetensors files (`--input NAME=TENSOR`).
+    pub inputs: BTreeMap<String, String>,
 }
 
 impl Data {
@@ -39,6 +56,7 @@ impl Data {
         match self {
             Data::Classes(d) => d,
             Data::Text(t) => t,
+            Data::Tensors(t) => t,
         }
     }
 }
@@ -48,7 +66,7 @@ impl Samples for DataSet {
         self.y.len()
     }
 
-    fn inputs(&self) -> Vec<(&'static str, usize)> {
+    fn inputs(&self) -> Vec<(&str, usize)> {
         vec![("x", self.features), ("labels", self.classes)]
     }
 
@@ -132,10 +150,10 @@ pub fn cache_dir() -> PathBuf {
 /// file (naming the script that fetches it) or a malformed line (naming
 /// file and line).
 pub fn load(name: &str) -> Result<DataSet, TrainError> {
-    match load_splits(name, 0.0, 0, 1)?.0 {
+    match load_splits(name, &DataOptions::default())?.0 {
         Data::Classes(d) => Ok(d),
-        Data::Text(_) => Err(TrainError::Data(format!(
-            "--data {name} is a text corpus, not labelled samples"
+        _ => Err(TrainError::Data(format!(
+            "--data {name}: not one of the built-in labelled data sets ({NAMES})"
         ))),
     }
 }
@@ -143,16 +161,32 @@ pub fn load(name: &str) -> Result<DataSet, TrainError> {
 /// The training and held-out parts of data set `name`: digits split by
 /// [`DataSet::split`] (`held_out`, `seed`); Fashion-MNIST's own 60,000 /
 /// 10,000 split; the `kjv` corpus in windows of `seq` bytes, its last
-/// tenth held out ([`text::load_kjv`]).
+/// tenth held out ([`text::load_kjv`]); a `.safetensors` file or a
+/// directory of them ([`TensorSet`], feeding the inputs of `opts.inputs`,
+/// else `x` and `labels`, or `ids` and `labels` when the file has `ids`),
+/// split as digits.
 ///
-/// Errors: as [`load`].
-pub fn load_splits(
-    name: &str,
-    held_out: f64,
-    seed: u64,
-    seq: usize,
-) -> Result<(Data, Data), TrainError> {
+/// Errors: as [`load`]; [`TensorSet::load`]'s.
+pub fn load_splits(name: &str, opts: &DataOptions) -> Result<(Data, Data), TrainError> {
+    let (held_out, seed, seq) = (opts.held_out, opts.seed, opts.seq);
     let classes = |(a, b): (DataSet, DataSet)| (Data::Classes(a), Data::Classes(b));
+    let path = Path::new(name);
+    if name.ends_with(".safetensors") || path.is_dir() {
+        let mut inputs: Vec<&str> = opts.inputs.keys().map(String::as_str).collect();
+        if inputs.is_empty() {
+            inputs = vec![
+                if tensor_named(path, "ids") {
+                    "ids"
+                } else {
+                    "x"
+                },
+                "labels",
+            ];
+        }
+        let set = TensorSet::load(path, &inputs, &opts.inputs)?;
+        let (a, b) = set.split(held_out, seed);
+        return Ok((Data::Tensors(a), Data::Tensors(b)));
+    }
     match name {
         "digits" => {
             let d = load_digits(&cache_dir().join("sklearn-digits/digits.csv"))?;
@@ -174,6 +208,30 @@ pub fn load_splits(
             "--data {other}: unknown data set; expected one of: {NAMES}"
         ))),
     }
+}
+
+/// Whether the (first) safetensors file of `path` has a tensor `name`.
+fn tensor_named(path: &Path, name: &str) -> bool {
+    let first = if path.is_dir() {
+        std::fs::read_dir(path).ok().and_then(|d| {
+            let mut v: Vec<PathBuf> = d
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.extension().is_some_and(|x| x == "safetensors"))
+                .collect();
+            v.sort();
+            v.into_iter().next()
+        })
+    } else {
+        Some(path.to_path_buf())
+    };
+    first
+        .and_then(|f| std::fs::read(f).ok())
+        .and_then(|b| {
+            safetensors::SafeTensors::read_metadata(&b)
+                .ok()
+                .map(|(_, m)| m.tensors().contains_key(name))
+        })
+        .unwrap_or(false)
 }
 
 /// Read a big-endian u32 at `at` of an IDX file.

@@ -22,6 +22,7 @@ pub mod launched;
 pub mod prepare;
 pub mod rank_trainer;
 pub mod samples;
+pub mod tensors;
 pub mod text;
 pub mod trainer;
 pub mod weights;

@@ -1,5 +1,5 @@
 //! From a model (zoo name or plan file) to validated per-rank programs, with
-//! the graph tensors a classifier is trained through.
+//! the graph tensors the data set is fed through.
 //!
 //! Takes a zoo name sized to a [`DataSet`] (the MLP's input to the data's
 //! features, its output to its classes, the batch given) and planned as
@@ -87,6 +87,7 @@ pub fn sized_zoo(name: &str, data: &Data, batch: usize) -> Result<zoo::Model, Tr
             batch,
             ..c
         })),
+        (model, Data::Tensors(t)) => sized_for_tensors(model, t, batch),
         (other, Data::Classes(d)) => Err(TrainError::Model(format!(
             "`{}` does not take {} features: train the MLP (mlp-<layers>-<hidden>) or, on square images whose side is a multiple of 4, the CNN (cnn-<channels>-<hidden>) on this data set, or give a plan file whose inputs `x[batch, …]` and `labels[batch, {}]` fit it",
             other.name(),
@@ -100,23 +101,56 @@ pub fn sized_zoo(name: &str, data: &Data, batch: usize) -> Result<zoo::Model, Tr
     }
 }
 
+/// A zoo model sized to tensors from files: the MLP and the CNN to `x`
+/// and the labels' classes, the GPT to `ids` (sequence) and the classes
+/// (vocabulary).
+fn sized_for_tensors(
+    model: zoo::Model,
+    t: &crate::tensors::TensorSet,
+    batch: usize,
+) -> Result<zoo::Model, TrainError> {
+    let per = |name: &str| t.inputs().iter().find(|(n, _)| *n == name).map(|&(_, e)| e);
+    let classes = t.classes().ok_or_else(|| {
+        TrainError::Model(
+            "the data feeds no `labels`: a zoo model needs them to size its output".into(),
+        )
+    })?;
+    match (model, per("x"), per("ids")) {
+        (zoo::Model::Mlp(c), Some(f), _) => Ok(zoo::Model::Mlp(MlpConfig { input: f, classes, batch, ..c })),
+        (zoo::Model::Cnn(c), Some(f), _) if square(f).is_some() => Ok(zoo::Model::Cnn(CnnConfig {
+            in_channels: 1,
+            image: square(f).unwrap_or(0),
+            classes,
+            batch,
+            ..c
+        })),
+        (zoo::Model::Gpt(c), _, Some(seq)) => Ok(zoo::Model::Gpt(GptConfig { vocab: classes, seq, batch, ..c })),
+        (other, ..) => Err(TrainError::Model(format!(
+            "`{}` does not fit these tensors: the MLP and the CNN take `x[samples, …]` and `labels`, the GPT `ids[samples, seq]` and `labels`",
+            other.name()
+        ))),
+    }
+}
+
 /// The side of a square image of `n` pixels, if it is a multiple of 4.
 fn square(n: usize) -> Option<usize> {
     let side = (n as f64).sqrt().round() as usize;
     (side * side == n && side.is_multiple_of(4)).then_some(side)
 }
 
-/// Plan the zoo model `model` for `workers` workers with `search` and
-/// `optimizer` (as `tofu plan --model` does) and prepare it for `data`.
+/// The zoo model `name` sized to `data` with batch `batch` ([`sized_zoo`]),
+/// planned for `workers` workers with `search` and `optimizer` (as `tofu
+/// plan --model` does) and prepared for it.
 ///
-/// Errors: [`TrainError::Model`] (graph, plan or program generation).
+/// Errors: [`TrainError::Model`] (name, graph, plan or program generation).
 pub fn from_zoo(
-    model: &zoo::Model,
+    name: &str,
+    (data, batch): (&Data, usize),
     optimizer: &Optimizer,
     workers: usize,
     search: SearchKind,
-    data: &dyn Samples,
 ) -> Result<Prepared, TrainError> {
+    let model = sized_zoo(name, data, batch)?;
     let lib = Library::shipped().map_err(err)?;
     let cache = StrategyCache::new();
     let graph = model.training(&lib, optimizer).map_err(err)?;
@@ -132,6 +166,7 @@ pub fn from_zoo(
         &programs,
     )
     .map_err(err)?;
+    let samples = data.samples();
     finish(
         graph,
         &lib,
@@ -139,7 +174,7 @@ pub fn from_zoo(
         planned.factors,
         programs,
         planned.comm_bytes,
-        data,
+        samples,
     )
 }
 
@@ -162,7 +197,7 @@ pub fn from_plan_file(path: &Path, data: &dyn Samples) -> Result<Prepared, Train
     finish(graph, &lib, &bound, file.factors, programs, bytes, data)
 }
 
-/// Find the classifier's tensors, check them against `data`, and generate
+/// Find the fed tensors, check them against `data`, and generate
 /// the evaluation programs.
 fn finish(
     graph: Graph,

@@ -19,7 +19,7 @@ pub trait Samples: Sync {
     /// The graph inputs it feeds, by name, with their elements per sample
     /// (the graph's input is `[batch, …]` with that many elements after the
     /// batch dim).
-    fn inputs(&self) -> Vec<(&'static str, usize)>;
+    fn inputs(&self) -> Vec<(&str, usize)>;
 
     /// Sample `i`'s values of input `k` (row-major, `inputs()[k].1` of them).
     fn sample(&self, i: usize, k: usize) -> Cow<'_, [f32]>;

@@ -52,7 +52,7 @@ impl Samples for TokenSet {
         self.tokens.len().saturating_sub(1) / self.seq.max(1)
     }
 
-    fn inputs(&self) -> Vec<(&'static str, usize)> {
+    fn inputs(&self) -> Vec<(&str, usize)> {
         vec![("ids", self.seq), ("labels", self.seq * VOCAB)]
     }
 

@@ -63,6 +63,16 @@ impl Optimizer {
         }
     }
 
+    /// The same optimizer with learning rate `lr`.
+    pub fn with_lr(mut self, lr: f64) -> Optimizer {
+        match &mut self {
+            Optimizer::Sgd { lr: l }
+            | Optimizer::Momentum { lr: l, .. }
+            | Optimizer::Adam { lr: l, .. } => *l = lr,
+        }
+        self
+    }
+
     /// Name of the update spec.
     pub fn spec(&self) -> &'static str {
         match self {
