@@ -3,7 +3,8 @@
 //! over TCP to the other processes (`train::launched`,
 //! `train::rank_trainer`). Every JSON line carries `rank` and `world_size`;
 //! the loss appears on the ranks that keep it (`null` elsewhere), the
-//! held-out evaluation and `--save-weights` on rank 0.
+//! held-out evaluation and `--save-weights` on rank 0; checkpoints are
+//! written shard by shard (each process its own) and `--resume` reads them.
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -26,12 +27,19 @@ pub fn run(
     opts: &TrainOptions,
 ) -> miette::Result<ExitCode> {
     let e = |e: train::TrainError| miette::miette!("{e}");
-    if args.plot.is_some() || args.resume {
+    if args.plot.is_some() {
         return Err(miette::miette!(
-            "--plot and --resume are not supported under a launcher yet: train in one process"
+            "--plot is not supported under a launcher yet: train in one process"
         ));
     }
     let (comm, session) = launched::join_tcp(&env, TIMEOUT).map_err(e)?;
+    let session = std::sync::Mutex::new(session);
+    let barrier = || {
+        let mut s = session
+            .lock()
+            .map_err(|_| "the rendezvous session was poisoned".to_string())?;
+        s.barrier().map_err(|e| e.to_string())
+    };
     let (rank, world) = (env.rank, env.world_size);
     let steps = opts.steps;
     let on_step = |s: &StepLog| {
@@ -58,8 +66,8 @@ pub fn run(
         }
     };
     let test = Some(test_set.samples()).filter(|_| rank == 0);
-    let report = rank_trainer::train_rank(prep, train_set.samples(), test, comm, opts, &on_step)
-        .map_err(e)?;
+    let data = (train_set.samples(), test);
+    let report = rank_trainer::train_rank(prep, data, comm, opts, &barrier, &on_step).map_err(e)?;
     if let (Some(out), Some(w)) = (&args.save_weights, &report.weights) {
         weights::save(out, &prep.graph, w).map_err(e)?;
     }
@@ -82,6 +90,9 @@ pub fn run(
             report.seconds, t.loss, t.accuracy
         );
     }
+    let session = session
+        .into_inner()
+        .map_err(|_| miette::miette!("the rendezvous session was poisoned"))?;
     session.close().map_err(|e| miette::miette!("{e}"))?;
     Ok(ExitCode::SUCCESS)
 }

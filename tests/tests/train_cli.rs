@@ -679,3 +679,66 @@ fn a_safetensors_data_set_trains_like_the_built_in_one() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Under a launcher each process writes its own shard of a checkpoint and
+/// rank 0 commits it; a launched `--resume` and a one-process `--resume`
+/// from it both give the uninterrupted one-process run's losses bit for bit.
+#[test]
+fn launched_checkpoints_resume_in_processes_and_in_one() {
+    if !have_digits() {
+        return;
+    }
+    let dir = tofu_tests::temp_dir("train-launch-ck");
+    let ck = dir.join("ck");
+    let ck = ck.to_str().unwrap();
+    let model = CK_MODEL;
+    let (ok, _, err) = launched(
+        &[
+            &model[..],
+            &[
+                "--steps",
+                "20",
+                "--checkpoint-dir",
+                ck,
+                "--checkpoint-every",
+                "10",
+            ],
+        ]
+        .concat(),
+    );
+    assert!(ok, "{err}");
+    for r in 0..4 {
+        let shard = std::path::Path::new(ck).join(format!("step-00000020/rank-{r}.safetensors"));
+        assert!(shard.is_file(), "{}", shard.display());
+    }
+    let (ok, by_rank, err) = launched(
+        &[
+            &model[..],
+            &["--steps", "30", "--checkpoint-dir", ck, "--resume"],
+        ]
+        .concat(),
+    );
+    assert!(ok, "{err}");
+    let one = losses_by_step(&train(&[&model[..], &["--steps", "30"]].concat()));
+    let one_resumed = losses_by_step(&train(
+        &[
+            &model[..],
+            &["--steps", "30", "--checkpoint-dir", ck, "--resume"],
+        ]
+        .concat(),
+    ));
+    let mut launched_losses = std::collections::BTreeMap::new();
+    for l in by_rank.iter().flatten() {
+        if let (Some(s), Some(v)) = (l.get("step").and_then(|s| s.as_u64()), l["loss"].as_f64()) {
+            launched_losses.insert(s, v);
+        }
+    }
+    assert_eq!(
+        launched_losses.keys().copied().collect::<Vec<_>>(),
+        (20..30).collect::<Vec<_>>()
+    );
+    for (s, v) in launched_losses.iter().chain(&one_resumed) {
+        assert_eq!(v.to_bits(), one[s].to_bits(), "step {s}: {v} vs {}", one[s]);
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -12,7 +12,9 @@
 //! after the initial fill, so (state, step, seed) is the whole run state.
 //!
 //! Atomicity: a checkpoint is written into a temporary directory (every
-//! file synced), then renamed to `step-<S>`; [`latest`] reads only
+//! file synced; under a launcher each process writes its own shard there,
+//! [`write_shard`], and rank 0 [`commit`]s after a barrier), then renamed to
+//! `step-<S>`; [`latest`] reads only
 //! renamed directories, so a torn write is never loaded. [`load`] refuses
 //! a checkpoint with a shard missing, truncated or altered, naming the file.
 
@@ -188,48 +190,67 @@ pub fn step_dir(dir: &Path, step: usize) -> PathBuf {
     dir.join(format!("step-{step:08}"))
 }
 
-/// Write the checkpoint of `tiles` after `step` completed steps into
-/// `dir` (see the module doc); gives its directory.
+/// The temporary directory every rank writes its shard of the checkpoint
+/// after `step` steps into (one name for all processes of a run).
+fn tmp_dir(dir: &Path, step: usize) -> PathBuf {
+    dir.join(format!(".step-{step:08}.tmp"))
+}
+
+/// Write `rank`'s shard of the checkpoint after `step` completed steps:
+/// its `tiles` (of this rank) into the checkpoint's temporary directory.
+/// Every rank of a run calls it, then one calls [`commit`].
 ///
 /// Errors: [`TrainError::Data`] naming the file that could not be written.
-pub fn write(
+pub fn write_shard(
+    dir: &Path,
+    graph: &Graph,
+    step: usize,
+    rank: usize,
+    tiles: &[&Tile],
+) -> Result<(), TrainError> {
+    let tmp = tmp_dir(dir, step);
+    std::fs::create_dir_all(&tmp)
+        .map_err(|e| TrainError::Data(format!("{}: {e}", tmp.display())))?;
+    let regions: HashMap<&str, &Vec<(i64, i64)>> = tiles
+        .iter()
+        .map(|t| (graph.tensor(t.tensor).name.as_str(), &t.region.0))
+        .collect();
+    let meta = HashMap::from([(
+        "regions".to_string(),
+        serde_json::to_string(&regions).expect("regions serialise"),
+    )]);
+    let named: Vec<(String, Vec<usize>, &[f32])> = tiles
+        .iter()
+        .map(|t| {
+            let shape = t.region.0.iter().map(|&(l, h)| (h - l) as usize).collect();
+            let name = graph.tensor(t.tensor).name.clone();
+            (name, shape, t.values.as_slice())
+        })
+        .collect();
+    let bytes = to_safetensors(&named, Some(meta))?;
+    write_atomic(&tmp.join(format!("rank-{rank}.safetensors")), &bytes).map_err(TrainError::Data)
+}
+
+/// Finish the checkpoint after `step` steps once every rank's shard is
+/// written ([`write_shard`]): hash the shards, write the manifest, rename
+/// the temporary directory to `step-<S>`; gives that directory.
+///
+/// Errors: [`TrainError::Data`] naming a missing shard or a file that could
+/// not be written.
+pub fn commit(
     dir: &Path,
     graph: &Graph,
     seed: u64,
     world: usize,
     step: usize,
-    tiles: &[Tile],
 ) -> Result<PathBuf, TrainError> {
     let io = |e: std::io::Error, p: &Path| TrainError::Data(format!("{}: {e}", p.display()));
-    std::fs::create_dir_all(dir).map_err(|e| io(e, dir))?;
-    let tmp = dir.join(format!(".step-{step:08}.tmp-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&tmp);
-    std::fs::create_dir_all(&tmp).map_err(|e| io(e, &tmp))?;
+    let tmp = tmp_dir(dir, step);
     let mut shards = Vec::with_capacity(world);
     for rank in 0..world {
-        let mine: Vec<&Tile> = tiles.iter().filter(|t| t.rank == rank).collect();
-        let regions: HashMap<&str, &Vec<(i64, i64)>> = mine
-            .iter()
-            .map(|t| (graph.tensor(t.tensor).name.as_str(), &t.region.0))
-            .collect();
-        let meta = HashMap::from([(
-            "regions".to_string(),
-            serde_json::to_string(&regions).expect("regions serialise"),
-        )]);
-        let named: Vec<(String, Vec<usize>, &[f32])> = mine
-            .iter()
-            .map(|t| {
-                let shape = t.region.0.iter().map(|&(l, h)| (h - l) as usize).collect();
-                (
-                    graph.tensor(t.tensor).name.clone(),
-                    shape,
-                    t.values.as_slice(),
-                )
-            })
-            .collect();
-        let bytes = to_safetensors(&named, Some(meta))?;
         let file = format!("rank-{rank}.safetensors");
-        write_atomic(&tmp.join(&file), &bytes).map_err(TrainError::Data)?;
+        let p = tmp.join(&file);
+        let bytes = std::fs::read(&p).map_err(|e| io(e, &p))?;
         shards.push(Shard {
             rank,
             file,
@@ -254,6 +275,27 @@ pub fn write(
     std::fs::rename(&tmp, &done).map_err(|e| io(e, &done))?;
     sync_dir(dir).map_err(TrainError::Data)?;
     Ok(done)
+}
+
+/// Write the whole checkpoint of `tiles` (every rank's, one process) after
+/// `step` completed steps into `dir` (see the module doc); gives its
+/// directory.
+///
+/// Errors: [`TrainError::Data`] naming the file that could not be written.
+pub fn write(
+    dir: &Path,
+    graph: &Graph,
+    seed: u64,
+    world: usize,
+    step: usize,
+    tiles: &[Tile],
+) -> Result<PathBuf, TrainError> {
+    let _ = std::fs::remove_dir_all(tmp_dir(dir, step));
+    for rank in 0..world {
+        let mine: Vec<&Tile> = tiles.iter().filter(|t| t.rank == rank).collect();
+        write_shard(dir, graph, step, rank, &mine)?;
+    }
+    commit(dir, graph, seed, world, step)
 }
 
 /// The latest complete checkpoint in `dir` (the highest `step-<S>`), `None`

@@ -9,8 +9,8 @@
 //! ranks that keep the loss see it) and, on rank 0, the trained weights and
 //! the held-out evaluation: after the last step every rank's kept tiles are
 //! all-gathered (values only: every process knows every rank's kept regions
-//! from the programs) and assembled on rank 0. Checkpoints are not written
-//! under a launcher yet.
+//! from the programs) and assembled on rank 0. Checkpoints: each process
+//! writes its own shard, rank 0 commits after a barrier.
 
 use std::sync::Mutex;
 use std::time::Instant;
@@ -19,7 +19,7 @@ use codegen::Region;
 use comm::Collectives;
 use runner::{run_rank_fed, CpuBackend, CpuBuffer, Given, RunOptions};
 
-use crate::checkpoint::{self, Tile};
+use crate::checkpoint::{self, Capture, Tile};
 use crate::evaluate::{evaluate, Evaluation};
 use crate::feed::BatchFeed;
 use crate::prepare::Prepared;
@@ -47,15 +47,19 @@ pub struct RankTrainReport {
 /// Train rank `comm.rank()` of `prep` (see the module doc); `on_step` is
 /// called after each step completes on this rank.
 ///
+/// With `opts.checkpoint`, every rank writes its own shard after a
+/// checkpoint step ([`checkpoint::write_shard`]), all pass `barrier` (the
+/// launcher's rendezvous), and rank 0 commits the checkpoint.
+///
 /// Errors: [`TrainError::Model`] when the communicator's world size is not
-/// the plan's or checkpoints are asked for; [`TrainError::Run`] when a step
-/// or the final gather fails (a peer that died is named).
+/// the plan's; [`TrainError::Run`] when a step or the final gather fails (a
+/// peer that died is named); a checkpoint that cannot be written.
 pub fn train_rank<C>(
     prep: &Prepared,
-    train: &dyn Samples,
-    test: Option<&dyn Samples>,
+    (train, test): (&dyn Samples, Option<&dyn Samples>),
     comm: C,
     opts: &TrainOptions,
+    barrier: &(dyn Fn() -> Result<(), String> + Sync),
     on_step: &(dyn Fn(&StepLog) + Sync),
 ) -> Result<RankTrainReport, TrainError>
 where
@@ -69,15 +73,20 @@ where
             prep.world()
         )));
     }
-    if opts.checkpoint.is_some() {
-        return Err(TrainError::Model(
-            "--checkpoint-dir is not supported under a launcher yet: train in one process (without `tofu launch`) to write checkpoints".into(),
-        ));
-    }
     let order = batches(prep, train, opts.seed)?;
     let per_epoch = order.per_epoch();
     let run_steps = opts.steps.saturating_sub(opts.start);
-    let feed = BatchFeed::new(train, order, &prep.tensors, (opts.start, run_steps), None);
+    let capture = opts
+        .checkpoint
+        .clone()
+        .map(|c| Capture::new(Some(c), 0, &prep.programs));
+    let feed = BatchFeed::new(
+        train,
+        order,
+        &prep.tensors,
+        (opts.start, run_steps),
+        capture.as_ref(),
+    );
     let start = Instant::now();
     let last = Mutex::new(start);
     let progress = |done: usize| {
@@ -89,6 +98,11 @@ where
             dt
         };
         let step = opts.start + done - 1;
+        if let Some(c) = capture.as_ref().filter(|c| c.checkpoint_due(step)) {
+            if let Err(e) = checkpoint_rank(prep, c, (rank, world), opts.seed, step + 1, barrier) {
+                c.fail(format!("checkpoint after step {step}: {e}"));
+            }
+        }
         on_step(&StepLog {
             step,
             epoch: step / per_epoch,
@@ -113,6 +127,9 @@ where
         &feed,
     )
     .map_err(TrainError::Run)?;
+    if let Some(e) = capture.as_ref().and_then(Capture::failed) {
+        return Err(TrainError::Data(e));
+    }
     let seconds = start.elapsed().as_secs_f64();
     let tiles = gather_kept(prep, &report.kept, &mut comm, rank)?;
     let (weights, test) = match (rank, tiles) {
@@ -147,6 +164,27 @@ where
         test,
         seconds,
     })
+}
+
+/// This rank's part of the checkpoint after `step` steps: its shard, the
+/// barrier, and on rank 0 the commit.
+fn checkpoint_rank(
+    prep: &Prepared,
+    c: &Capture,
+    (rank, world): (usize, usize),
+    seed: u64,
+    step: usize,
+    barrier: &(dyn Fn() -> Result<(), String> + Sync),
+) -> Result<(), String> {
+    let dir = &c.checkpoint.as_ref().expect("due only with a directory").0;
+    let tiles = c.take();
+    let mine: Vec<&Tile> = tiles.iter().collect();
+    checkpoint::write_shard(dir, &prep.graph, step, rank, &mine).map_err(|e| e.to_string())?;
+    barrier()?;
+    if rank == 0 {
+        checkpoint::commit(dir, &prep.graph, seed, world, step).map_err(|e| e.to_string())?;
+    }
+    Ok(())
 }
 
 /// All-gather every rank's kept tiles of the carried tensors: each rank
