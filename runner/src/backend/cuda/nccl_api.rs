@@ -2,7 +2,7 @@
 //! the functions [`super::NcclCommunicator`] calls, resolved once per
 //! process when NCCL is first needed, every one checked at open so a
 //! missing library or symbol is an error, not a panic; [`RawComm`], a
-//! communicator destroyed on drop without panicking; and [`grouped`], which
+//! communicator aborted on drop without panicking; and [`grouped`], which
 //! ends every group it starts.
 
 use std::ffi::{c_char, c_int, c_void, CStr};
@@ -70,7 +70,7 @@ nccl_api! {
     get_unique_id = "ncclGetUniqueId": fn(*mut UniqueId);
     comm_init_rank = "ncclCommInitRank": fn(*mut CommPtr, c_int, UniqueId, c_int);
     comm_init_all = "ncclCommInitAll": fn(*mut CommPtr, c_int, *const c_int);
-    comm_destroy = "ncclCommDestroy": fn(CommPtr);
+    comm_abort = "ncclCommAbort": fn(CommPtr);
     group_start = "ncclGroupStart": fn();
     group_end = "ncclGroupEnd": fn();
     all_reduce = "ncclAllReduce":
@@ -129,8 +129,10 @@ pub(super) fn nccl() -> Result<&'static NcclApi, LibraryError> {
     .map_err(Clone::clone)
 }
 
-/// An NCCL communicator, destroyed when dropped (an error then is
-/// reported on stderr: a drop cannot return it, and must not panic).
+/// An NCCL communicator, aborted when dropped (`ncclCommAbort`, as cudarc
+/// did: it frees the communicator without waiting for peers that may have
+/// failed; an error then is reported on stderr, since a drop cannot return
+/// it and must not panic, where cudarc's panicked).
 pub(super) struct RawComm {
     pub(super) api: &'static NcclApi,
     pub(super) ptr: CommPtr,
@@ -141,10 +143,10 @@ impl Drop for RawComm {
         if self.ptr.is_null() {
             return;
         }
-        // SAFETY: a communicator NCCL created, destroyed once.
-        let status = unsafe { (self.api.comm_destroy)(self.ptr) };
+        // SAFETY: a communicator NCCL created, aborted once.
+        let status = unsafe { (self.api.comm_abort)(self.ptr) };
         if let Err(e) = self.api.check(status) {
-            eprintln!("tofu: ncclCommDestroy failed while dropping a communicator: {e}");
+            eprintln!("tofu: ncclCommAbort failed while dropping a communicator: {e}");
         }
     }
 }
@@ -168,6 +170,7 @@ pub(super) fn grouped<E>(
 #[cfg(test)]
 mod tests {
     use std::cell::RefCell;
+    use std::sync::atomic::{AtomicUsize, Ordering};
 
     use super::*;
 
@@ -235,6 +238,118 @@ mod tests {
         let f = Faulty::failing(&["start"]);
         assert_eq!(f.run(), Err("start failed".into()));
         assert_eq!(*f.calls.borrow(), ["start"]);
+    }
+
+    static ABORTED: AtomicUsize = AtomicUsize::new(0);
+    static GROUP_ENDS: AtomicUsize = AtomicUsize::new(0);
+
+    /// Never called: fills the stand-in's slots the tests do not reach.
+    unsafe extern "C" fn never() -> Status {
+        std::process::abort()
+    }
+
+    /// [`never`] as a function pointer of type `F`.
+    fn unreached<F: Copy>() -> F {
+        let f: unsafe extern "C" fn() -> Status = never;
+        assert_eq!(std::mem::size_of::<F>(), std::mem::size_of_val(&f));
+        // SAFETY: one function pointer type read as another of the same
+        // size; the tests never call it (it would abort, not misbehave).
+        unsafe { std::mem::transmute_copy(&f) }
+    }
+
+    unsafe extern "C" fn abort_fails(_: CommPtr) -> Status {
+        ABORTED.fetch_add(1, Ordering::SeqCst);
+        3
+    }
+
+    unsafe extern "C" fn group_start_ok() -> Status {
+        0
+    }
+
+    unsafe extern "C" fn group_end_counted() -> Status {
+        GROUP_ENDS.fetch_add(1, Ordering::SeqCst);
+        0
+    }
+
+    unsafe extern "C" fn send_fails(
+        _: *const c_void,
+        _: usize,
+        _: c_int,
+        _: c_int,
+        _: CommPtr,
+        _: StreamPtr,
+    ) -> Status {
+        5
+    }
+
+    unsafe extern "C" fn error_string(status: Status) -> *const c_char {
+        match status {
+            3 => c"internal error".as_ptr(),
+            _ => c"invalid usage".as_ptr(),
+        }
+    }
+
+    /// A stand-in for NCCL, its functions failing: a library handle (libc)
+    /// with fake functions in the slots the tests call.
+    fn faulty_nccl() -> &'static NcclApi {
+        // SAFETY: opening libc has no preconditions.
+        let lib = unsafe { Library::new("libc.so.6") }.expect("libc");
+        Box::leak(Box::new(NcclApi {
+            _lib: lib,
+            get_unique_id: unreached(),
+            comm_init_rank: unreached(),
+            comm_init_all: unreached(),
+            comm_abort: abort_fails,
+            group_start: group_start_ok,
+            group_end: group_end_counted,
+            all_reduce: unreached(),
+            reduce_scatter: unreached(),
+            all_gather: unreached(),
+            broadcast: unreached(),
+            reduce: unreached(),
+            send: send_fails,
+            recv: unreached(),
+            error_string,
+        }))
+    }
+
+    #[test]
+    fn a_failing_abort_on_drop_is_reported_not_a_panic() {
+        let api = faulty_nccl();
+        let before = ABORTED.load(Ordering::SeqCst);
+        drop(RawComm {
+            api,
+            ptr: std::ptr::NonNull::<u8>::dangling().as_ptr().cast(),
+        });
+        assert_eq!(ABORTED.load(Ordering::SeqCst), before + 1);
+        // A communicator never created is not aborted.
+        drop(RawComm {
+            api,
+            ptr: std::ptr::null_mut(),
+        });
+        assert_eq!(ABORTED.load(Ordering::SeqCst), before + 1);
+    }
+
+    #[test]
+    fn nccls_errors_are_in_its_words() {
+        let api = faulty_nccl();
+        assert_eq!(api.check(0), Ok(()));
+        assert_eq!(api.check(3), Err("internal error (ncclResult_t 3)".into()));
+    }
+
+    #[test]
+    fn a_failing_send_inside_a_group_still_ends_it() {
+        let api = faulty_nccl();
+        let before = GROUP_ENDS.load(Ordering::SeqCst);
+        let (p, c, s) = (std::ptr::null(), std::ptr::null_mut(), std::ptr::null_mut());
+        // SAFETY: the stand-in's functions read none of their arguments.
+        let r = grouped(
+            || api.check(unsafe { (api.group_start)() }),
+            || api.check(unsafe { (api.send)(p, 4, FLOAT32, 1, c, s) }),
+            || api.check(unsafe { (api.group_end)() }),
+        );
+        assert_eq!(r, Err("invalid usage (ncclResult_t 5)".into()));
+        assert_eq!(GROUP_ENDS.load(Ordering::SeqCst), before + 1);
     }
 
     #[test]
