@@ -49,7 +49,8 @@ pub struct Args {
     pub ranks_per_device: usize,
     /// Communication between CUDA ranks: `nccl` (one GPU per rank; the
     /// default when ranks do not share devices) or `host` (staged through
-    /// the CPU; the default with --ranks-per-device > 1).
+    /// the CPU; the default with --ranks-per-device > 1, and for a 1-rank
+    /// run, which communicates with no one and so needs no NCCL).
     #[arg(long, value_parser = ["nccl", "host"])]
     pub comm: Option<String>,
     /// Let cuBLAS use TF32 tensor cores (faster, ~1e-3 relative error; the
@@ -283,6 +284,23 @@ fn placement(world: usize, devices: &[usize], per_device: usize) -> miette::Resu
     Ok((0..world).map(|r| devices[r / per_device]).collect())
 }
 
+/// Whether CUDA ranks communicate through NCCL: as `--comm` says, else when
+/// each rank has its own GPU and there is more than one rank, in this
+/// process (`world`) or under a launcher (`launched_world`); a 1-rank run
+/// communicates with no one, so it must not need NCCL installed.
+#[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+fn use_nccl(
+    comm: Option<&str>,
+    ranks_per_device: usize,
+    world: usize,
+    launched_world: usize,
+) -> bool {
+    match comm {
+        Some(c) => c == "nccl",
+        None => ranks_per_device == 1 && world.max(launched_world) > 1,
+    }
+}
+
 #[cfg(feature = "cuda")]
 fn execute_cuda(
     args: &Args,
@@ -309,13 +327,16 @@ fn execute_cuda(
         b.set_tf32(args.tf32).map_err(|e| miette::miette!("{e}"))?;
         backends.push(b);
     }
-    let nccl = match args.comm.as_deref() {
-        Some(c) => c == "nccl",
-        None => args.ranks_per_device == 1,
-    };
     // Started by `tofu launch` (or torchrun): join its rendezvous, which
     // hands rank 0's NCCL unique id to every process.
     let launched = rendezvous::Env::from_env().map_err(|e| miette::miette!("{e}"))?;
+    let launched_world = launched.as_ref().map_or(1, |e| e.world_size);
+    let nccl = use_nccl(
+        args.comm.as_deref(),
+        args.ranks_per_device,
+        world,
+        launched_world,
+    );
     if let Some(env) = launched.filter(|_| nccl) {
         if env.world_size != 1 || world != 1 {
             return Err(miette::miette!(
@@ -379,4 +400,22 @@ fn execute_cuda(
         Ok(_) => "no CUDA backend in this build".into(),
     };
     Err(miette::miette!("--backend cuda: {why}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::use_nccl;
+
+    #[test]
+    fn a_one_rank_run_needs_no_nccl() {
+        assert!(!use_nccl(None, 1, 1, 1));
+        assert!(use_nccl(None, 1, 2, 1));
+        assert!(use_nccl(None, 1, 1, 4), "under a launcher of 4 processes");
+        assert!(
+            !use_nccl(None, 2, 4, 1),
+            "ranks sharing a GPU stage through the host"
+        );
+        assert!(use_nccl(Some("nccl"), 1, 1, 1), "asked for");
+        assert!(!use_nccl(Some("host"), 1, 8, 1));
+    }
 }

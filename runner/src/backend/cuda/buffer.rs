@@ -66,16 +66,6 @@ impl CudaBuffer {
             .map_err(|e| e.to_string())
     }
 
-    /// The elements as a device view of exactly [`CudaBuffer::len`] elements.
-    pub(crate) fn view(&self) -> cudarc::driver::CudaView<'_, f32> {
-        self.data.slice(0..self.len)
-    }
-
-    /// The elements as a mutable device view.
-    pub(crate) fn view_mut(&mut self) -> cudarc::driver::CudaViewMut<'_, f32> {
-        self.data.slice_mut(0..self.len)
-    }
-
     /// The raw device pointer (for kernel arguments).
     pub(crate) fn ptr(&self) -> u64 {
         let (p, _sync) = self.data.device_ptr(&self.stream);

@@ -12,12 +12,13 @@
 //! reports a device-side failure (an out-of-range read, an integer division
 //! by zero) naming the operator.
 //!
-//! NVRTC compilations are cached per process by source text: the generated
-//! source of an op depends only on its spec's structure (see
-//! [`super::codegen`]), so a model compiles each spec once whatever its
-//! shapes, ranks and windows.
+//! NVRTC compilations are cached per process by source text and target
+//! (the device's own architecture, [`super::nvrtc`]): the generated source
+//! of an op depends only on its spec's structure (see [`super::codegen`]),
+//! so a model compiles each spec once whatever its shapes, ranks and
+//! windows, and ranks compiling different sources do not wait for one
+//! another.
 
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use comm::ReduceOp;
@@ -29,6 +30,8 @@ use cudarc::driver::{
 use tdl::{Attrs, OpSpec};
 
 use super::codegen::{Launch, ReduceOptions, ERR_DIV_BY_ZERO, ERR_OUT_OF_BOUNDS};
+use super::library::catching;
+use super::nvrtc::{compile, nvrtc_target, supported_archs, Image, NvrtcTarget, PerKey};
 use super::{CudaBuffer, CudaKernel};
 use crate::backend::accounting::Counter;
 use crate::backend::{Backend, BackendError, Bounds, MemoryStats, Window};
@@ -82,17 +85,23 @@ pub fn check_libraries() -> Result<(), BackendError> {
 /// failure.
 pub fn device_count() -> Result<usize, BackendError> {
     check_libraries()?;
-    CudaContext::device_count()
-        .map(|n| n.max(0) as usize)
-        .map_err(|e| device_err(format!("cuDeviceGetCount: {e}")))
+    catching("cuDeviceGetCount", || {
+        CudaContext::device_count()
+            .map(|n| n.max(0) as usize)
+            .map_err(|e| device_err(format!("cuDeviceGetCount: {e}")))
+    })
 }
 
-/// NVRTC-compiled modules of this process, by (device, source).
-type ModuleCache = Mutex<HashMap<(usize, String), Arc<CudaModule>>>;
+/// NVRTC-compiled images of this process, by (target, source).
+fn images() -> &'static PerKey<(NvrtcTarget, String), Arc<Image>> {
+    static CACHE: OnceLock<PerKey<(NvrtcTarget, String), Arc<Image>>> = OnceLock::new();
+    CACHE.get_or_init(PerKey::default)
+}
 
-fn modules() -> &'static ModuleCache {
-    static CACHE: OnceLock<ModuleCache> = OnceLock::new();
-    CACHE.get_or_init(|| Mutex::new(HashMap::new()))
+/// Modules loaded in this process, by (device, source).
+fn modules() -> &'static PerKey<(usize, String), Arc<CudaModule>> {
+    static CACHE: OnceLock<PerKey<(usize, String), Arc<CudaModule>>> = OnceLock::new();
+    CACHE.get_or_init(PerKey::default)
 }
 
 /// CUDA C of the region-copy kernel `copy_region` (see
@@ -224,10 +233,16 @@ impl CudaBackend {
     /// A backend on device `ordinal` (its primary context and default
     /// stream), FP32 math in cuBLAS.
     ///
-    /// Errors: a missing driver or library, no such device, a driver or
-    /// NVRTC failure.
+    /// Errors: a missing driver or library (or one too old, where cudarc
+    /// panics: [`catching`]), no such device, a driver or NVRTC failure.
     pub fn new(ordinal: usize) -> Result<Self, BackendError> {
         let n = device_count()?;
+        catching(&format!("opening CUDA device {ordinal}"), || {
+            Self::open(ordinal, n)
+        })
+    }
+
+    fn open(ordinal: usize, n: usize) -> Result<Self, BackendError> {
         if ordinal >= n {
             return Err(device_err(format!(
                 "device {ordinal} does not exist: this machine has {n} CUDA device(s)"
@@ -261,10 +276,24 @@ impl CudaBackend {
         })
     }
 
+    /// Bind the device's context to the calling thread (before cuBLAS
+    /// and NCCL calls: a rank's thread may not have bound it yet).
+    ///
+    /// Errors: the driver's.
+    pub(super) fn bind(&self) -> Result<(), BackendError> {
+        self.ctx.bind_to_thread().map_err(|e| {
+            device_err(format!(
+                "binding device {}'s context to this thread: {e}",
+                self.ctx.ordinal()
+            ))
+        })
+    }
+
     /// Use TF32 tensor cores in cuBLAS (faster, ~1e-3 relative error).
     ///
-    /// Errors: cuBLAS refuses the math mode.
+    /// Errors: cuBLAS refuses the math mode, or the context does not bind.
     pub fn set_tf32(&self, on: bool) -> Result<(), BackendError> {
+        self.bind()?;
         let mode = if on {
             blas_sys::cublasMath_t::CUBLAS_TF32_TENSOR_OP_MATH
         } else {
@@ -323,20 +352,29 @@ impl CudaBackend {
     }
 }
 
-/// Compile (or fetch from the cache) a module on `ctx`'s device.
+/// What NVRTC compiles for on `ctx`'s device ([`nvrtc_target`] of its
+/// compute capability).
+///
+/// Errors: the driver's, or a device NVRTC no longer supports.
+pub(super) fn target(ctx: &CudaContext) -> Result<NvrtcTarget, BackendError> {
+    let cc = ctx
+        .compute_capability()
+        .map_err(|e| device_err(format!("device {}: compute capability: {e}", ctx.ordinal())))?;
+    nvrtc_target(cc, supported_archs())
+        .map_err(|e| device_err(format!("device {}: {e}", ctx.ordinal())))
+}
+
+/// Compile (or fetch from the caches) a module on `ctx`'s device. Only
+/// callers of the same source wait for one another ([`PerKey`]).
 pub(super) fn load(ctx: &Arc<CudaContext>, src: &str) -> Result<Arc<CudaModule>, BackendError> {
-    let key = (ctx.ordinal(), src.to_string());
-    let mut cache = modules().lock().expect("module cache");
-    if let Some(m) = cache.get(&key) {
-        return Ok(m.clone());
-    }
-    let ptx = cudarc::nvrtc::compile_ptx(src)
-        .map_err(|e| device_err(format!("NVRTC: {e}\n--- source ---\n{src}")))?;
-    let m = ctx
-        .load_module(ptx)
-        .map_err(|e| device_err(format!("cuModuleLoad: {e}")))?;
-    cache.insert(key, m.clone());
-    Ok(m)
+    modules().get_or_try_make((ctx.ordinal(), src.to_string()), || {
+        let t = target(ctx)?;
+        let image = images().get_or_try_make((t, src.to_string()), || {
+            catching("NVRTC", || compile(src, t).map(Arc::new))
+        })?;
+        ctx.load_module(image.to_ptx())
+            .map_err(|e| device_err(format!("cuModuleLoad ({}): {e}", t.option())))
+    })
 }
 
 impl Backend for CudaBackend {

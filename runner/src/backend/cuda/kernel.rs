@@ -125,56 +125,6 @@ impl CudaBackend {
         })
     }
 
-    pub(super) fn gemm(
-        &self,
-        s: &GemmShape,
-        a: &CudaBuffer,
-        b: &CudaBuffer,
-        c: &mut CudaBuffer,
-    ) -> Result<(), BackendError> {
-        let (m, n, k) = (s.m as i32, s.n as i32, s.k as i32);
-        if s.batch == 0 || m == 0 || n == 0 {
-            return Ok(());
-        }
-        use blas_sys::cublasOperation_t::{CUBLAS_OP_N as N, CUBLAS_OP_T as T};
-        // Row-major C = A·B is column-major Cᵀ = Bᵀ·Aᵀ: B first.
-        let (tb, ldb, ta, lda) = match s.trans {
-            Trans::NN => (N, n, N, k),
-            Trans::NT => (T, k, N, k),
-            Trans::TN => (N, n, T, m),
-        };
-        let gemm = GemmConfig {
-            transa: tb,
-            transb: ta,
-            m: n,
-            n: m,
-            k,
-            alpha: 1.0f32,
-            lda: ldb,
-            ldb: lda,
-            beta: 0.0f32,
-            ldc: n,
-        };
-        let r = if s.batch == 1 {
-            // SAFETY: the buffer lengths were checked against m, n, k.
-            unsafe { self.blas.gemm(gemm, &b.data, &a.data, &mut c.data) }
-        } else {
-            let cfg = StridedBatchedConfig {
-                gemm,
-                batch_size: s.batch as i32,
-                stride_a: (s.k * s.n) as i64,
-                stride_b: (s.m * s.k) as i64,
-                stride_c: (s.m * s.n) as i64,
-            };
-            // SAFETY: as above, for every batch.
-            unsafe {
-                self.blas
-                    .gemm_strided_batched(cfg, &b.data, &a.data, &mut c.data)
-            }
-        };
-        r.map_err(|e| device_err(format!("cublasSgemm: {e}")))
-    }
-
     /// [`Backend::launch`]: check the buffer lengths, then run cuBLAS, the
     /// generated kernels in statement order, or the host kernel.
     pub(super) fn run_kernel(
@@ -194,7 +144,7 @@ impl CudaBackend {
                     &[s.batch * s.m * s.n],
                     outputs.iter().map(|b| b.len),
                 )?;
-                self.gemm(s, inputs[0], inputs[1], outputs[0])
+                run_gemm(self, s, inputs[0], inputs[1], outputs[0])
             }
             CudaKernel::Host(k) => {
                 let ins: Vec<Vec<f32>> = inputs
@@ -279,6 +229,138 @@ impl CudaBackend {
     }
 }
 
+/// What a GEMM of a shape needs on the device.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum GemmCall {
+    /// Nothing: the output has no elements (`batch`, `m` or `n` is 0).
+    Nothing,
+    /// Zeroing the output: `k` is 0, so every element is an empty sum
+    /// (cuBLAS would be handed a leading dimension of 0, which it refuses).
+    Zero,
+    /// A cuBLAS call.
+    Blas,
+}
+
+/// What a GEMM of `s` needs on the device (see [`GemmCall`]).
+pub(super) fn gemm_call(s: &GemmShape) -> GemmCall {
+    if s.batch == 0 || s.m == 0 || s.n == 0 {
+        GemmCall::Nothing
+    } else if s.k == 0 {
+        GemmCall::Zero
+    } else {
+        GemmCall::Blas
+    }
+}
+
+/// The device side of a GEMM ([`run_gemm`]'s steps), so that the order of
+/// the steps can be checked with a stand-in.
+pub(super) trait GemmDevice {
+    /// A device buffer.
+    type Buf;
+    /// Bind the device's context to the calling thread (cuBLAS calls on a
+    /// rank's thread need it; an earlier allocation may not have done it).
+    fn bind(&self) -> Result<(), BackendError>;
+    /// Zero every element of `c`.
+    fn zero(&self, c: &mut Self::Buf) -> Result<(), BackendError>;
+    /// `c = a · b` through cuBLAS, on a bound context.
+    fn sgemm(
+        &self,
+        s: &GemmShape,
+        a: &Self::Buf,
+        b: &Self::Buf,
+        c: &mut Self::Buf,
+    ) -> Result<(), BackendError>;
+}
+
+impl GemmDevice for CudaBackend {
+    type Buf = CudaBuffer;
+
+    fn bind(&self) -> Result<(), BackendError> {
+        CudaBackend::bind(self)
+    }
+
+    fn zero(&self, c: &mut CudaBuffer) -> Result<(), BackendError> {
+        self.stream
+            .memset_zeros(&mut c.data)
+            .map_err(|e| device_err(format!("cuMemsetD8: {e}")))
+    }
+
+    fn sgemm(
+        &self,
+        s: &GemmShape,
+        a: &CudaBuffer,
+        b: &CudaBuffer,
+        c: &mut CudaBuffer,
+    ) -> Result<(), BackendError> {
+        let dim = |v: usize| {
+            i32::try_from(v).map_err(|_| {
+                device_err(format!(
+                    "cuBLAS takes 32-bit extents: a GEMM of {s:?} is too large"
+                ))
+            })
+        };
+        let (m, n, k) = (dim(s.m)?, dim(s.n)?, dim(s.k)?);
+        use blas_sys::cublasOperation_t::{CUBLAS_OP_N as N, CUBLAS_OP_T as T};
+        // Row-major C = A·B is column-major Cᵀ = Bᵀ·Aᵀ: B first.
+        let (tb, ldb, ta, lda) = match s.trans {
+            Trans::NN => (N, n, N, k),
+            Trans::NT => (T, k, N, k),
+            Trans::TN => (N, n, T, m),
+        };
+        let gemm = GemmConfig {
+            transa: tb,
+            transb: ta,
+            m: n,
+            n: m,
+            k,
+            alpha: 1.0f32,
+            lda: ldb,
+            ldb: lda,
+            beta: 0.0f32,
+            ldc: n,
+        };
+        let r = if s.batch == 1 {
+            // SAFETY: the buffer lengths were checked against m, n, k.
+            unsafe { self.blas.gemm(gemm, &b.data, &a.data, &mut c.data) }
+        } else {
+            let cfg = StridedBatchedConfig {
+                gemm,
+                batch_size: dim(s.batch)?,
+                stride_a: (s.k * s.n) as i64,
+                stride_b: (s.m * s.k) as i64,
+                stride_c: (s.m * s.n) as i64,
+            };
+            // SAFETY: as above, for every batch.
+            unsafe {
+                self.blas
+                    .gemm_strided_batched(cfg, &b.data, &a.data, &mut c.data)
+            }
+        };
+        r.map_err(|e| device_err(format!("cublasSgemm: {e}")))
+    }
+}
+
+/// `c = a · b` for `s` on `d`: nothing for an empty output, zeros for an
+/// empty sum (k = 0, no cuBLAS call), else bind the context, then cuBLAS.
+///
+/// Errors: the device's.
+pub(super) fn run_gemm<D: GemmDevice>(
+    d: &D,
+    s: &GemmShape,
+    a: &D::Buf,
+    b: &D::Buf,
+    c: &mut D::Buf,
+) -> Result<(), BackendError> {
+    match gemm_call(s) {
+        GemmCall::Nothing => Ok(()),
+        GemmCall::Zero => d.zero(c),
+        GemmCall::Blas => {
+            d.bind()?;
+            d.sgemm(s, a, b, c)
+        }
+    }
+}
+
 /// The attributes of a bound op, by name (to re-prepare it on the host).
 fn attrs_of(b: &Binding) -> Attrs {
     let mut a = Attrs::new();
@@ -316,4 +398,122 @@ fn check_lens(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::RefCell;
+
+    use super::*;
+
+    fn shape(batch: usize, m: usize, n: usize, k: usize) -> GemmShape {
+        GemmShape {
+            batch,
+            m,
+            n,
+            k,
+            trans: Trans::NN,
+        }
+    }
+
+    #[test]
+    fn zero_extents_never_reach_cublas() {
+        assert_eq!(gemm_call(&shape(1, 4, 5, 6)), GemmCall::Blas);
+        assert_eq!(gemm_call(&shape(3, 4, 5, 0)), GemmCall::Zero);
+        for s in [shape(0, 4, 5, 6), shape(1, 0, 5, 6), shape(1, 4, 0, 0)] {
+            assert_eq!(gemm_call(&s), GemmCall::Nothing, "{s:?}");
+        }
+    }
+
+    /// A stand-in device: buffers are host vectors, every step is recorded,
+    /// and the step named in `fail` fails.
+    #[derive(Default)]
+    struct StandIn {
+        steps: RefCell<Vec<&'static str>>,
+        fail: Option<&'static str>,
+    }
+
+    impl StandIn {
+        fn step(&self, what: &'static str) -> Result<(), BackendError> {
+            self.steps.borrow_mut().push(what);
+            match self.fail {
+                Some(f) if f == what => Err(device_err(format!("{what}: injected fault"))),
+                _ => Ok(()),
+            }
+        }
+    }
+
+    impl GemmDevice for StandIn {
+        type Buf = Vec<f32>;
+
+        fn bind(&self) -> Result<(), BackendError> {
+            self.step("bind")
+        }
+
+        fn zero(&self, c: &mut Vec<f32>) -> Result<(), BackendError> {
+            self.step("zero")?;
+            c.fill(0.0);
+            Ok(())
+        }
+
+        fn sgemm(
+            &self,
+            _: &GemmShape,
+            _: &Vec<f32>,
+            _: &Vec<f32>,
+            _: &mut Vec<f32>,
+        ) -> Result<(), BackendError> {
+            self.step("sgemm")
+        }
+    }
+
+    #[test]
+    fn cublas_runs_on_a_bound_context() {
+        let d = StandIn::default();
+        let mut c = vec![1.0; 20];
+        run_gemm(
+            &d,
+            &shape(1, 4, 5, 6),
+            &vec![0.0; 24],
+            &vec![0.0; 30],
+            &mut c,
+        )
+        .unwrap();
+        assert_eq!(*d.steps.borrow(), ["bind", "sgemm"]);
+    }
+
+    #[test]
+    fn a_context_that_does_not_bind_stops_the_gemm() {
+        let d = StandIn {
+            fail: Some("bind"),
+            ..StandIn::default()
+        };
+        let mut c = vec![1.0; 20];
+        let e = run_gemm(
+            &d,
+            &shape(1, 4, 5, 6),
+            &vec![0.0; 24],
+            &vec![0.0; 30],
+            &mut c,
+        );
+        assert!(e.unwrap_err().to_string().contains("injected fault"));
+        assert_eq!(*d.steps.borrow(), ["bind"]);
+    }
+
+    #[test]
+    fn an_empty_sum_zeroes_the_output_without_cublas() {
+        let d = StandIn::default();
+        let mut c = vec![1.0; 6];
+        run_gemm(&d, &shape(2, 1, 3, 0), &vec![], &vec![], &mut c).unwrap();
+        assert_eq!(*d.steps.borrow(), ["zero"]);
+        assert_eq!(c, vec![0.0; 6]);
+    }
+
+    #[test]
+    fn an_empty_output_is_left_alone() {
+        let d = StandIn::default();
+        let mut c = vec![];
+        run_gemm(&d, &shape(1, 0, 5, 6), &vec![], &vec![0.0; 30], &mut c).unwrap();
+        assert!(d.steps.borrow().is_empty());
+    }
 }

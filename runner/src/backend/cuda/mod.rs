@@ -19,7 +19,13 @@ mod device;
 #[cfg(feature = "cuda")]
 mod kernel;
 #[cfg(feature = "cuda")]
+pub mod library;
+#[cfg(feature = "cuda")]
 mod nccl;
+#[cfg(feature = "cuda")]
+mod nccl_api;
+#[cfg(feature = "cuda")]
+mod nvrtc;
 #[cfg(feature = "cuda")]
 mod staged;
 #[cfg(feature = "cuda")]
@@ -29,6 +35,10 @@ pub use device::{check_libraries, device_count, CudaBackend, RegionArgs, COPY_SR
 #[cfg(feature = "cuda")]
 pub use kernel::CudaKernel;
 #[cfg(feature = "cuda")]
+pub use library::LibraryError;
+#[cfg(feature = "cuda")]
 pub use nccl::NcclCommunicator;
+#[cfg(feature = "cuda")]
+pub use nvrtc::{nvrtc_target, NvrtcTarget};
 #[cfg(feature = "cuda")]
 pub use staged::HostStaged;

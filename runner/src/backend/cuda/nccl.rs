@@ -1,5 +1,6 @@
 //! [`NcclCommunicator`]: collectives and grouped send/recv on device
-//! buffers with NCCL (loaded at run time through cudarc), one GPU per rank.
+//! buffers with NCCL (opened at run time by [`super::nccl_api`], under
+//! `libnccl.so.2` among other names), one GPU per rank.
 //!
 //! Takes the CUDA backends of the ranks of this process (one device each:
 //! NCCL refuses two ranks on one GPU); gives one communicator per rank whose
@@ -13,32 +14,36 @@
 //! follow the ring formulas of [`comm::traffic`], like every communicator
 //! here, so they equal the planner's prediction.
 
+use std::ffi::c_int;
+use std::sync::Arc;
+
 use comm::traffic::{self, Traffic};
 use comm::{ByteCounters, Collectives, CommError, Communicator, P2p, Rank, ReduceOp};
-use cudarc::nccl::{group_end, group_start, Comm, ReduceOp as NcclOp};
+use cudarc::driver::CudaStream;
 
+use super::nccl_api::{grouped, nccl, CommPtr, NcclApi, RawComm, StreamPtr, UniqueId, FLOAT32};
 use super::{CudaBackend, CudaBuffer};
 use crate::backend::BackendError;
 
-/// An NCCL communicator, owned by one rank's thread.
-struct Owned(Comm);
-
-// SAFETY: an NCCL communicator may be used from any thread as long as calls
-// on it are not concurrent; `Owned` is only reached through `&mut
-// NcclCommunicator`, which gives one thread at a time.
-unsafe impl Send for Owned {}
-
 /// One rank of an NCCL clique (see the module doc).
 pub struct NcclCommunicator {
-    comm: Owned,
+    comm: RawComm,
+    stream: Arc<CudaStream>,
+    rank: usize,
+    world: usize,
     counters: ByteCounters,
 }
+
+// SAFETY: an NCCL communicator may be used from any thread as long as calls
+// on it are not concurrent; it is only used through `&mut
+// NcclCommunicator`, which gives one thread at a time.
+unsafe impl Send for NcclCommunicator {}
 
 impl std::fmt::Debug for NcclCommunicator {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("NcclCommunicator")
-            .field("rank", &self.comm.0.rank())
-            .field("world_size", &self.comm.0.world_size())
+            .field("rank", &self.rank)
+            .field("world_size", &self.world)
             .finish()
     }
 }
@@ -50,37 +55,40 @@ fn nccl_fail(message: String) -> BackendError {
     }
 }
 
-/// libnccl is loadable (so cudarc never panics on a missing library).
-fn check_nccl() -> Result<(), BackendError> {
-    // SAFETY: only tries to open the shared library.
-    if unsafe { cudarc::nccl::sys::is_culib_present() } {
-        Ok(())
-    } else {
-        Err(nccl_fail(
-            "libnccl (NCCL) could not be loaded: install NCCL, or pass \
-             --ranks-per-device to communicate through the host"
-                .into(),
-        ))
-    }
-}
-
-fn op_of(op: ReduceOp) -> NcclOp {
+/// `ncclRedOp_t`.
+fn op_of(op: ReduceOp) -> c_int {
     match op {
-        ReduceOp::Sum => NcclOp::Sum,
-        ReduceOp::Prod => NcclOp::Prod,
-        ReduceOp::Max => NcclOp::Max,
-        ReduceOp::Min => NcclOp::Min,
+        ReduceOp::Sum => 0,
+        ReduceOp::Prod => 1,
+        ReduceOp::Max => 2,
+        ReduceOp::Min => 3,
     }
 }
 
 impl NcclCommunicator {
+    fn new(
+        api: &'static NcclApi,
+        ptr: CommPtr,
+        backend: &CudaBackend,
+        rank: usize,
+        world: usize,
+    ) -> Self {
+        NcclCommunicator {
+            comm: RawComm { api, ptr },
+            stream: backend.stream().clone(),
+            rank,
+            world,
+            counters: ByteCounters::new(world),
+        }
+    }
+
     /// One communicator per backend, rank r on `backends[r]`'s device and
     /// stream (`ncclCommInitAll`).
     ///
     /// Errors: libnccl missing, two backends on one device, an NCCL failure.
     pub fn for_backends(backends: &[CudaBackend]) -> Result<Vec<Self>, BackendError> {
         let fail = nccl_fail;
-        check_nccl()?;
+        let api = nccl()?;
         let mut seen = std::collections::HashSet::new();
         for b in backends {
             if !seen.insert(b.ordinal()) {
@@ -91,15 +99,20 @@ impl NcclCommunicator {
                 )));
             }
         }
-        let streams = backends.iter().map(|b| b.stream().clone()).collect();
-        let comms =
-            Comm::from_devices(streams).map_err(|e| fail(format!("ncclCommInitAll: {e:?}")))?;
-        Ok(comms
+        let devices: Vec<c_int> = backends.iter().map(|b| b.ordinal() as c_int).collect();
+        let mut ptrs: Vec<CommPtr> = vec![std::ptr::null_mut(); backends.len()];
+        // SAFETY: one communicator slot per device in `devices`.
+        let status = unsafe {
+            (api.comm_init_all)(ptrs.as_mut_ptr(), devices.len() as c_int, devices.as_ptr())
+        };
+        api.check(status)
+            .map_err(|e| fail(format!("ncclCommInitAll on devices {devices:?}: {e}")))?;
+        let world = backends.len();
+        Ok(ptrs
             .into_iter()
-            .map(|c| NcclCommunicator {
-                counters: ByteCounters::new(c.world_size()),
-                comm: Owned(c),
-            })
+            .zip(backends)
+            .enumerate()
+            .map(|(r, (p, b))| Self::new(api, p, b, r, world))
             .collect())
     }
 
@@ -108,10 +121,13 @@ impl NcclCommunicator {
     ///
     /// Errors: libnccl missing, an NCCL failure.
     pub fn unique_id() -> Result<Vec<u8>, BackendError> {
-        check_nccl()?;
-        let id =
-            cudarc::nccl::Id::new().map_err(|e| nccl_fail(format!("ncclGetUniqueId: {e:?}")))?;
-        Ok(id.internal().iter().map(|&c| c as u8).collect())
+        let api = nccl()?;
+        let mut id = UniqueId { internal: [0; 128] };
+        // SAFETY: writes the 128 bytes of `id`.
+        let status = unsafe { (api.get_unique_id)(&mut id) };
+        api.check(status)
+            .map_err(|e| nccl_fail(format!("ncclGetUniqueId: {e}")))?;
+        Ok(id.internal.iter().map(|&c| c as u8).collect())
     }
 
     /// This process's rank of a clique of `world` processes that share the
@@ -126,8 +142,7 @@ impl NcclCommunicator {
         world: usize,
         id: &[u8],
     ) -> Result<Self, BackendError> {
-        check_nccl()?;
-        let raw: [std::ffi::c_char; 128] = id
+        let internal: [std::ffi::c_char; 128] = id
             .iter()
             .map(|&b| b as std::ffi::c_char)
             .collect::<Vec<_>>()
@@ -135,25 +150,82 @@ impl NcclCommunicator {
             .map_err(|v: Vec<_>| {
                 nccl_fail(format!("an NCCL unique id has 128 bytes, got {}", v.len()))
             })?;
-        let comm = Comm::from_rank(
-            backend.stream().clone(),
-            rank,
-            world,
-            cudarc::nccl::Id::uninit(raw),
-        )
-        .map_err(|e| nccl_fail(format!("ncclCommInitRank (rank {rank} of {world}): {e:?}")))?;
-        Ok(NcclCommunicator {
-            counters: ByteCounters::new(world),
-            comm: Owned(comm),
-        })
+        let api = nccl()?;
+        let what = format!(
+            "ncclCommInitRank (rank {rank} of {world}, device {})",
+            backend.ordinal()
+        );
+        // NCCL creates the communicator on the thread's current device.
+        backend.bind()?;
+        let mut ptr: CommPtr = std::ptr::null_mut();
+        // SAFETY: writes one communicator into `ptr`.
+        let status = unsafe {
+            (api.comm_init_rank)(
+                &mut ptr,
+                world as c_int,
+                UniqueId { internal },
+                rank as c_int,
+            )
+        };
+        api.check(status)
+            .map_err(|e| nccl_fail(format!("{what}: {e}")))?;
+        Ok(Self::new(api, ptr, backend, rank, world))
     }
 
-    fn err(&self, op: &'static str, e: impl std::fmt::Debug) -> CommError {
+    fn api(&self) -> &'static NcclApi {
+        self.comm.api
+    }
+
+    fn raw_stream(&self) -> StreamPtr {
+        self.stream.cu_stream() as StreamPtr
+    }
+
+    fn err(&self, op: &'static str, e: impl std::fmt::Display) -> CommError {
         CommError::Device {
-            rank: Rank(self.comm.0.rank()),
+            rank: Rank(self.rank),
             op,
-            message: format!("NCCL: {e:?}"),
+            message: format!("NCCL: {e}"),
         }
+    }
+
+    /// `status` as this call's result.
+    fn call(&self, status: c_int) -> Result<(), String> {
+        self.api().check(status)
+    }
+
+    /// `body` inside an NCCL group that always ends ([`grouped`]).
+    fn group_of(&self, body: impl FnOnce() -> Result<(), String>) -> Result<(), String> {
+        let api = self.api();
+        // SAFETY: group calls have no arguments.
+        grouped(
+            || api.check(unsafe { (api.group_start)() }),
+            body,
+            || api.check(unsafe { (api.group_end)() }),
+        )
+    }
+
+    /// In one group, `call(j, n, p)` for each non-empty block `j` of
+    /// `counts` (`n` elements), `p` pointing at `mine` on this rank's own
+    /// block and null on the others' (the uneven collectives: one rooted
+    /// call per block). Errors: the first failing call's, or the group's.
+    fn each_block(
+        &self,
+        counts: &[usize],
+        mine: u64,
+        call: impl Fn(usize, usize, *mut std::ffi::c_void) -> c_int,
+    ) -> Result<(), String> {
+        let api = self.api();
+        self.group_of(|| {
+            for (j, &n) in counts.iter().enumerate().filter(|(_, &n)| n > 0) {
+                let p = if j == self.rank {
+                    at(mine, 0)
+                } else {
+                    std::ptr::null_mut()
+                };
+                api.check(call(j, n, p))?;
+            }
+            Ok(())
+        })
     }
 
     fn count(&mut self, t: Traffic) {
@@ -170,7 +242,7 @@ impl NcclCommunicator {
     ) -> Result<(), CommError> {
         if want != got {
             return Err(CommError::BufferLength {
-                rank: Rank(self.comm.0.rank()),
+                rank: Rank(self.rank),
                 op,
                 buffer: what,
                 expected: want,
@@ -181,10 +253,10 @@ impl NcclCommunicator {
     }
 
     fn check_counts(&self, op: &'static str, counts: &[usize]) -> Result<(), CommError> {
-        let world = self.comm.0.world_size();
+        let world = self.world;
         if counts.len() != world {
             return Err(CommError::CountsLength {
-                rank: Rank(self.comm.0.rank()),
+                rank: Rank(self.rank),
                 op,
                 what: "counts",
                 expected: world,
@@ -193,6 +265,11 @@ impl NcclCommunicator {
         }
         Ok(())
     }
+}
+
+/// A device pointer `elems` f32 elements into `buf`.
+fn at(buf: u64, elems: usize) -> *mut std::ffi::c_void {
+    (buf + 4 * elems as u64) as *mut std::ffi::c_void
 }
 
 fn offsets(counts: &[usize]) -> Vec<usize> {
@@ -205,11 +282,11 @@ fn offsets(counts: &[usize]) -> Vec<usize> {
 
 impl Communicator for NcclCommunicator {
     fn rank(&self) -> Rank {
-        Rank(self.comm.0.rank())
+        Rank(self.rank)
     }
 
     fn world_size(&self) -> usize {
-        self.comm.0.world_size()
+        self.world
     }
 
     fn counters(&self) -> ByteCounters {
@@ -221,9 +298,7 @@ impl Communicator for NcclCommunicator {
     }
 
     fn synchronize(&mut self) -> Result<(), CommError> {
-        self.comm
-            .0
-            .stream()
+        self.stream
             .synchronize()
             .map_err(|e| self.err("synchronize", e))
     }
@@ -232,12 +307,12 @@ impl Communicator for NcclCommunicator {
 impl Collectives<CudaBuffer> for NcclCommunicator {
     fn all_reduce(&mut self, buf: &mut CudaBuffer, op: ReduceOp) -> Result<(), CommError> {
         let n = buf.len();
-        let r = self
-            .comm
-            .0
-            .all_reduce_in_place(&mut buf.view_mut(), &op_of(op));
+        let p = at(buf.ptr_mut(), 0);
+        let (c, s) = (self.comm.ptr, self.raw_stream());
+        // SAFETY: in place on `n` elements of `buf`, on its stream.
+        let r = self.call(unsafe { (self.api().all_reduce)(p, p, n, FLOAT32, op_of(op), c, s) });
         r.map_err(|e| self.err("all_reduce", e))?;
-        let t = traffic::all_reduce(n, self.world_size(), self.rank().0);
+        let t = traffic::all_reduce(n, self.world_size(), self.rank);
         self.count(t);
         Ok(())
     }
@@ -252,35 +327,23 @@ impl Collectives<CudaBuffer> for NcclCommunicator {
         const OP: &str = "reduce_scatter";
         self.check_counts(OP, counts)?;
         let offs = offsets(counts);
-        let me = self.rank().0;
+        let me = self.rank;
         self.check(OP, "send", offs[counts.len()], send.len())?;
         self.check(OP, "recv", counts[me], recv.len())?;
         let even = counts.iter().all(|&c| c == counts[0]);
-        let c = &self.comm.0;
+        let (api, c, s, o) = (self.api(), self.comm.ptr, self.raw_stream(), op_of(op));
+        let (src, dst) = (send.ptr(), recv.ptr_mut());
+        // SAFETY (every call below): the lengths were checked above, so
+        // each range lies inside its buffer; all work is on the stream.
         let r = if even {
-            c.reduce_scatter(&send.view(), &mut recv.view_mut(), &op_of(op))
-                .map(|_| ())
+            self.call(unsafe {
+                (api.reduce_scatter)(at(src, 0), at(dst, 0), counts[me], FLOAT32, o, c, s)
+            })
         } else {
             // Block j reduced onto rank j, all in one group.
-            group_start()
-                .and_then(|_| {
-                    for (j, &n) in counts.iter().enumerate().filter(|(_, &n)| n > 0) {
-                        let part = send.view().slice(offs[j]..offs[j] + n);
-                        if j == me {
-                            let mut dst = recv.view_mut();
-                            c.reduce(&part, Some(&mut dst), &op_of(op), j as i32)?;
-                        } else {
-                            c.reduce::<_, cudarc::driver::CudaViewMut<'_, f32>, f32>(
-                                &part,
-                                None,
-                                &op_of(op),
-                                j as i32,
-                            )?;
-                        }
-                    }
-                    Ok(())
-                })
-                .and_then(|_| group_end().map(|_| ()))
+            self.each_block(counts, dst, |j, n, out| unsafe {
+                (api.reduce)(at(src, offs[j]), out, n, FLOAT32, o, j as c_int, c, s)
+            })
         };
         r.map_err(|e| self.err(OP, e))?;
         self.count(traffic::reduce_scatter(counts, me));
@@ -296,25 +359,22 @@ impl Collectives<CudaBuffer> for NcclCommunicator {
         const OP: &str = "all_gather";
         self.check_counts(OP, counts)?;
         let offs = offsets(counts);
-        let me = self.rank().0;
+        let me = self.rank;
         self.check(OP, "send", counts[me], send.len())?;
         self.check(OP, "recv", offs[counts.len()], recv.len())?;
         let even = counts.iter().all(|&c| c == counts[0]);
-        let c = &self.comm.0;
+        let (api, c, s) = (self.api(), self.comm.ptr, self.raw_stream());
+        let (src, dst) = (send.ptr(), recv.ptr_mut());
+        // SAFETY (every call below): as in `reduce_scatter`.
         let r = if even {
-            c.all_gather(&send.view(), &mut recv.view_mut()).map(|_| ())
+            self.call(unsafe {
+                (api.all_gather)(at(src, 0), at(dst, 0), counts[me], FLOAT32, c, s)
+            })
         } else {
-            group_start()
-                .and_then(|_| {
-                    for (j, &n) in counts.iter().enumerate().filter(|(_, &n)| n > 0) {
-                        let mut whole = recv.view_mut();
-                        let mut dst = whole.slice_mut(offs[j]..offs[j] + n);
-                        let src = send.view();
-                        c.broadcast((j == me).then_some(&src), &mut dst, j as i32)?;
-                    }
-                    Ok(())
-                })
-                .and_then(|_| group_end().map(|_| ()))
+            // Block j broadcast from rank j, all in one group.
+            self.each_block(counts, src, |j, n, from| unsafe {
+                (api.broadcast)(from, at(dst, offs[j]), n, FLOAT32, j as c_int, c, s)
+            })
         };
         r.map_err(|e| self.err(OP, e))?;
         self.count(traffic::all_gather(counts, me));
@@ -334,23 +394,27 @@ impl Collectives<CudaBuffer> for NcclCommunicator {
         let (so, ro) = (offsets(send_counts), offsets(recv_counts));
         self.check(OP, "send", so[send_counts.len()], send.len())?;
         self.check(OP, "recv", ro[recv_counts.len()], recv.len())?;
-        let c = &self.comm.0;
-        let r = group_start()
-            .and_then(|_| {
-                for j in 0..send_counts.len() {
-                    if send_counts[j] > 0 {
-                        c.send(&send.view().slice(so[j]..so[j + 1]), j as i32)?;
-                    }
-                    if recv_counts[j] > 0 {
-                        let mut whole = recv.view_mut();
-                        c.recv(&mut whole.slice_mut(ro[j]..ro[j + 1]), j as i32)?;
-                    }
+        let (api, c, s) = (self.api(), self.comm.ptr, self.raw_stream());
+        let (src, dst) = (send.ptr(), recv.ptr_mut());
+        // SAFETY (every call below): as in `reduce_scatter`.
+        let r = self.group_of(|| {
+            for j in 0..send_counts.len() {
+                let peer = j as c_int;
+                if send_counts[j] > 0 {
+                    api.check(unsafe {
+                        (api.send)(at(src, so[j]), send_counts[j], FLOAT32, peer, c, s)
+                    })?;
                 }
-                Ok(())
-            })
-            .and_then(|_| group_end().map(|_| ()));
+                if recv_counts[j] > 0 {
+                    api.check(unsafe {
+                        (api.recv)(at(dst, ro[j]), recv_counts[j], FLOAT32, peer, c, s)
+                    })?;
+                }
+            }
+            Ok(())
+        });
         r.map_err(|e| self.err(OP, e))?;
-        let me = self.rank().0;
+        let me = self.rank;
         self.count(traffic::all_to_all(send_counts, recv_counts, me));
         Ok(())
     }
@@ -365,19 +429,20 @@ impl Collectives<CudaBuffer> for NcclCommunicator {
             });
         }
         let n = buf.len();
-        let r = self
-            .comm
-            .0
-            .broadcast_in_place(&mut buf.view_mut(), root.0 as i32);
+        let p = at(buf.ptr_mut(), 0);
+        let (c, s) = (self.comm.ptr, self.raw_stream());
+        // SAFETY: in place on `n` elements of `buf`, on its stream.
+        let r =
+            self.call(unsafe { (self.api().broadcast)(p, p, n, FLOAT32, root.0 as c_int, c, s) });
         r.map_err(|e| self.err("broadcast", e))?;
-        let (p, me) = (self.world_size(), self.rank().0);
+        let (p, me) = (self.world_size(), self.rank);
         self.count(traffic::broadcast(n, p, root.0, me));
         Ok(())
     }
 
     fn group(&mut self, ops: &mut [P2p<'_, CudaBuffer>]) -> Result<(), CommError> {
         const OP: &str = "send/recv";
-        let me = self.rank().0;
+        let me = self.rank;
         let world = self.world_size();
         for o in ops.iter() {
             let (P2p::Send { peer, .. } | P2p::Recv { peer, .. }) = o;
@@ -390,23 +455,24 @@ impl Collectives<CudaBuffer> for NcclCommunicator {
                 });
             }
         }
-        let c = &self.comm.0;
-        let r = group_start()
-            .and_then(|_| {
-                for o in ops.iter_mut() {
-                    match o {
-                        P2p::Send { peer, buf } if !buf.is_empty() => {
-                            c.send(&buf.view(), peer.0 as i32)?;
-                        }
-                        P2p::Recv { peer, buf } if !buf.is_empty() => {
-                            c.recv(&mut buf.view_mut(), peer.0 as i32)?;
-                        }
-                        _ => {}
+        let (api, c, s) = (self.api(), self.comm.ptr, self.raw_stream());
+        // SAFETY (every call below): each buffer whole, on the stream.
+        let r = self.group_of(|| {
+            for o in ops.iter_mut() {
+                match o {
+                    P2p::Send { peer, buf } if !buf.is_empty() => {
+                        let (p, n) = (at(buf.ptr(), 0), buf.len());
+                        api.check(unsafe { (api.send)(p, n, FLOAT32, peer.0 as c_int, c, s) })?;
                     }
+                    P2p::Recv { peer, buf } if !buf.is_empty() => {
+                        let (p, n) = (at(buf.ptr_mut(), 0), buf.len());
+                        api.check(unsafe { (api.recv)(p, n, FLOAT32, peer.0 as c_int, c, s) })?;
+                    }
+                    _ => {}
                 }
-                Ok(())
-            })
-            .and_then(|_| group_end().map(|_| ()));
+            }
+            Ok(())
+        });
         r.map_err(|e| self.err(OP, e))?;
         let sizes: Vec<(usize, usize, bool)> = ops
             .iter()
