@@ -36,6 +36,7 @@
 
 mod env;
 mod error;
+pub mod launcher;
 mod server;
 mod session;
 mod wire;
