@@ -139,9 +139,9 @@ fn data_options(args: &Args) -> miette::Result<data::DataOptions> {
 
 /// Run `tofu train`.
 pub fn run(args: Args) -> miette::Result<ExitCode> {
-    if args.workers == 0 || args.log_every == 0 {
+    if args.workers == 0 || args.log_every == 0 || args.batch == 0 {
         return Err(miette::miette!(
-            "--workers and --log-every must be at least 1"
+            "--workers, --batch and --log-every must be at least 1"
         ));
     }
     let (train_set, test_set) =
