@@ -216,6 +216,7 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
         device_memory: args.device_memory,
         tensor_parallel: args.tensor_parallel,
         topology,
+        ..PlanOptions::default()
     };
     let (planned, front) = if args.pareto {
         match pareto(&graph, &lib, &cache, args.workers, search, opts) {

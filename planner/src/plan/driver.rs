@@ -28,7 +28,7 @@ use super::model::{Model, ModelError};
 pub use super::searches::SearchKind;
 use super::topology::{LinkReport, Topology, TopologyError};
 use crate::graph::{Graph, OpId};
-use crate::search::{ProblemError, StopReason};
+use crate::search::{ProblemError, SearchLimits, StopReason};
 
 /// Why planning failed.
 #[derive(Debug, thiserror::Error)]
@@ -101,7 +101,9 @@ pub struct Planned {
     pub memory: Vec<WorkerMemory>,
     /// Per level.
     pub levels: Vec<LevelReport>,
-    /// Why the search stopped: `optimal` only if every level was solved exactly.
+    /// Why the search stopped ([`StopReason::overall`] of the levels): the
+    /// first limit that stopped a level; else `optimal` only if every level
+    /// was solved exactly.
     pub stop_reason: StopReason,
     /// Search time in seconds (model building and search; not graph construction).
     pub plan_seconds: f64,
@@ -147,6 +149,10 @@ pub struct PlanOptions {
     /// estimated seconds instead of bytes ([`super::topology`]); `None`:
     /// bytes, levels from k's prime factors.
     pub topology: Option<Topology>,
+    /// The budgets of each level's search (CriticalDP's refinement rounds,
+    /// the ILP's time limit); a limit that stops a level is the plan's
+    /// [`Planned::stop_reason`].
+    pub limits: SearchLimits,
 }
 
 impl PlanOptions {
