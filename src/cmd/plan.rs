@@ -25,7 +25,7 @@ use miette::IntoDiagnostic;
 use planner::graph::{format, Graph, Optimizer};
 use planner::plan::pareto::pareto;
 use planner::plan::{
-    dot, model::Model, plan, plan_with, PlanError, PlanFile, PlanOptions, Planned, SearchKind,
+    dot, model::Model, plan, plan_with, MemoryFit, PlanFile, PlanOptions, Planned, SearchKind,
 };
 use planner::zoo;
 use tdl::Library;
@@ -218,22 +218,20 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
         topology,
         ..PlanOptions::default()
     };
+    // A plan that does not fit the device memory is the smallest found,
+    // reported below (DOES NOT FIT, exit 2).
     let (planned, front) = if args.pareto {
-        match pareto(&graph, &lib, &cache, args.workers, search, opts) {
-            Ok(front) => {
-                let (i, p) = plan_memory::pick(&front, args.pareto_point)?;
-                (p, Some((front, i)))
-            }
-            Err(PlanError::DoesNotFit { plan, .. }) => (*plan, None),
-            Err(e) => return Err(e).into_diagnostic(),
+        let mut front =
+            pareto(&graph, &lib, &cache, args.workers, search, opts).into_diagnostic()?;
+        if front.len() == 1 && front[0].plan.fit.does_not_fit() {
+            (front.remove(0).plan, None)
+        } else {
+            let (i, p) = plan_memory::pick(&front, args.pareto_point)?;
+            (p, Some((front, i)))
         }
     } else {
-        match plan_with(&graph, &lib, &cache, args.workers, search, opts) {
-            Ok(p) => (p, None),
-            // Reported below (DOES NOT FIT, exit 2) with the smallest plan found.
-            Err(PlanError::DoesNotFit { plan, .. }) => (*plan, None),
-            Err(e) => return Err(e).into_diagnostic(),
-        }
+        let p = plan_with(&graph, &lib, &cache, args.workers, search, opts).into_diagnostic()?;
+        (p, None)
     };
     let dp = if search == SearchKind::DataParallel {
         None
@@ -250,14 +248,15 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
         planner::graph::format::write_atomic(path, dot::to_dot(&planned.coarse, &title).as_bytes())
             .into_diagnostic()?;
     }
-    let over = args.device_memory.and_then(|cap| {
-        let (w, m) = planned
+    let over = match planned.fit {
+        MemoryFit::DoesNotFit { device_memory, .. } => planned
             .memory
             .iter()
             .enumerate()
-            .max_by_key(|(_, m)| m.total())?;
-        (m.total() > cap).then(|| (w, m.clone(), cap))
-    });
+            .max_by_key(|(_, m)| m.total())
+            .map(|(w, m)| (w, m.clone(), device_memory)),
+        MemoryFit::Unlimited | MemoryFit::Fits { .. } => None,
+    };
     if args.json {
         let top = top_ops(&graph, &planned, 10);
         let obj = serde_json::json!({

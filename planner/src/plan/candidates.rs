@@ -22,8 +22,8 @@ use super::budget::MemoryPrice;
 use super::coarsen::{coarsen, Cluster};
 use super::cost::CostMemo;
 use super::driver::{
-    exact_cost_memo, max_memory, CoarseGraph, LevelReport, PlanError, PlanOptions, Planned,
-    SearchKind,
+    exact_cost_memo, max_memory, CoarseGraph, LevelReport, MemoryFit, PlanError, PlanOptions,
+    Planned, SearchKind,
 };
 use super::level::{Decisions, LayoutRule, LevelInput, LevelProblem};
 use super::memory::per_worker;
@@ -351,6 +351,7 @@ fn plan_levels(
         runner_up: None,
         budget: None,
         links,
+        fit: MemoryFit::Unlimited,
     })
 }
 
