@@ -6,12 +6,16 @@
 //!
 //! Takes a zoo model or a graph file; prints workers, per-worker memory
 //! against the device memory, communication bytes per training step, the ten
-//! operators that communicate most, the same figures for data parallelism,
+//! operators that communicate most (operators that differ only in time step
+//! or layer index folded into one line, [`planner::plan::op_groups`]), the
+//! same figures for data parallelism,
 //! why the search stopped and which candidate plan it kept; with a topology,
 //! bytes and estimated seconds per link level ([`super::plan_topology`]).
 //! `--json` prints one object with `workers`,
 //! `search`, `comm_bytes_per_step`, `max_worker_memory_bytes`,
-//! `plan_seconds`, `stop_reason`, `budget` (what `--device-memory` traded)
+//! `plan_seconds`, `stop_reason`, `budget` (what `--device-memory` traded),
+//! `top_ops` (per operator) and `top_op_groups` (folded: `pattern`, `spec`,
+//! `ops`, `comm_bytes`)
 //! and, with `--pareto`, `pareto` (the frontier of bytes per step against
 //! memory per worker, [`super::plan_memory`]). `-o` writes the plan file
 //! atomically; `--dot` a Graphviz picture of the coarsened graph. Any error
@@ -23,6 +27,7 @@ use std::process::ExitCode;
 use interval::cache::StrategyCache;
 use miette::IntoDiagnostic;
 use planner::graph::{format, Graph, Optimizer};
+use planner::plan::op_groups::group_ops;
 use planner::plan::pareto::pareto;
 use planner::plan::{
     dot, model::Model, plan, plan_with, MemoryFit, PlanFile, PlanOptions, Planned, SearchKind,
@@ -281,6 +286,7 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
             "pareto": front.as_ref().map(|(f, _)| plan_memory::pareto_json(f)),
             "topology": super::plan_topology::json(&planned),
             "top_ops": top.iter().map(|(n, s, b)| serde_json::json!({"op": n, "spec": s, "comm_bytes": b})).collect::<Vec<_>>(),
+            "top_op_groups": group_ops(&graph, &planned.op_comm_bytes).iter().take(10).map(|g| serde_json::json!({"pattern": g.pattern, "spec": g.spec, "ops": g.members.len(), "comm_bytes": g.comm_bytes})).collect::<Vec<_>>(),
         });
         println!("{obj}");
     } else {
@@ -393,11 +399,16 @@ fn print_summary(
             human(dmem)
         );
     }
-    let top = top_ops(graph, p, 10);
-    if !top.is_empty() {
-        println!("top operators by communication:");
-        for (n, s, b) in top {
-            println!("  {:>12}  {n} ({s})", human(b));
+    let groups = group_ops(graph, &p.op_comm_bytes);
+    if !groups.is_empty() {
+        println!("top operators by communication (time steps and layers folded):");
+        for g in groups.iter().take(10) {
+            let count = match g.members.len() {
+                1 => String::new(),
+                n => format!(" ×{n}"),
+            };
+            let (label, bytes) = (g.label(graph), human(g.comm_bytes));
+            println!("  {bytes:>12}  {label}{count} ({})", g.spec);
         }
     }
     if let Some((w, m, c)) = over {
