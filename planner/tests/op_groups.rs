@@ -33,9 +33,13 @@ fn fits(pattern: &str, name: &str) -> bool {
     rest.is_empty()
 }
 
-/// Plan `g` at k = 4 and check its groups against the per-op list; gives
-/// the largest group's size and the number of groups with several members.
-fn check(name: &str, g: &Graph, lib: &Library) -> (usize, usize) {
+/// Build `model`'s training graph, plan it at k = 4 and check its groups
+/// against the per-op list (and that something folds); gives the graph and
+/// the largest group's size.
+fn check(name: &str, model: zoo::Model) -> (Graph, usize) {
+    let lib = Library::shipped().unwrap();
+    let graph = model.training(&lib, &Optimizer::Sgd { lr: 0.1 }).unwrap();
+    let (g, lib) = (&graph, &lib);
     let cache = StrategyCache::new();
     let p = plan(g, lib, &cache, 4, SearchKind::CriticalDp).unwrap();
     let groups = group_ops(g, &p.op_comm_bytes);
@@ -85,12 +89,20 @@ fn check(name: &str, g: &Graph, lib: &Library) -> (usize, usize) {
         .max()
         .unwrap_or(0);
     let folded = groups.iter().filter(|grp| grp.members.len() > 1).count();
-    (largest, folded)
+    assert!(folded > 0, "{name}: nothing folded");
+    (graph, largest)
+}
+
+/// How many operators of `g` (moving bytes or not) fold to `pattern`.
+fn count_named(g: &Graph, pattern: &str) -> usize {
+    g.ops()
+        .iter()
+        .filter(|o| index_pattern(&o.name) == pattern)
+        .count()
 }
 
 #[test]
 fn rnn_steps_and_layers_fold_with_the_right_counts_and_bytes() {
-    let lib = Library::shipped().unwrap();
     let cfg = RnnConfig {
         layers: 3,
         hidden: 64,
@@ -99,11 +111,7 @@ fn rnn_steps_and_layers_fold_with_the_right_counts_and_bytes() {
         vocab: 50,
         batch: 16,
     };
-    let g = zoo::Model::Rnn(cfg.clone())
-        .training(&lib, &Optimizer::Sgd { lr: 0.1 })
-        .unwrap();
-    let (largest, folded) = check("rnn", &g, &lib);
-    assert!(folded > 0, "nothing folded");
+    let (g, largest) = check("rnn", zoo::Model::Rnn(cfg.clone()));
     // The per-step operators of every layer fold into one group: a group
     // of layers × steps exists (one cell op per layer and step).
     assert!(
@@ -113,42 +121,26 @@ fn rnn_steps_and_layers_fold_with_the_right_counts_and_bytes() {
         cfg.steps
     );
     // And a pattern names both indices: one op per (layer, step).
-    let per_cell: Vec<_> = g
-        .ops()
-        .iter()
-        .filter(|o| index_pattern(&o.name) == "bwd/lstm.l*.t*.gh/w")
-        .collect();
-    assert_eq!(per_cell.len(), cfg.layers * cfg.steps);
+    assert_eq!(
+        count_named(&g, "bwd/lstm.l*.t*.gh/w"),
+        cfg.layers * cfg.steps
+    );
 }
 
 #[test]
 fn gpt_layers_fold_with_the_right_counts_and_bytes() {
-    let lib = Library::shipped().unwrap();
     let cfg = GptConfig {
-        layers: 4,
-        d_model: 64,
-        heads: 2,
-        d_ff: 256,
         seq: 32,
-        vocab: 300,
         batch: 8,
+        ..GptConfig::new(4, 64).expect("d_model a multiple of 64")
     };
-    let g = zoo::Model::Gpt(cfg.clone())
-        .training(&lib, &Optimizer::Sgd { lr: 0.1 })
-        .unwrap();
-    let (largest, folded) = check("gpt", &g, &lib);
-    assert!(folded > 0, "nothing folded");
+    let (g, largest) = check("gpt", zoo::Model::Gpt(cfg.clone()));
     assert!(
         largest >= cfg.layers,
         "largest group {largest} < {} layers",
         cfg.layers
     );
-    let fc1: Vec<_> = g
-        .ops()
-        .iter()
-        .filter(|o| index_pattern(&o.name) == "bwd/h*.fc1/w")
-        .collect();
-    assert_eq!(fc1.len(), cfg.layers);
+    assert_eq!(count_named(&g, "bwd/h*.fc1/w"), cfg.layers);
 }
 
 #[test]
