@@ -80,6 +80,18 @@ type Subst = HashMap<VarId, SiteIndex>;
 /// reduction inside an index, `:` outside an opaque function…);
 /// [`AnalysisError::Cyclic`], [`AnalysisError::TooComplex`].
 pub fn analyse(spec: &OpSpec) -> Result<OpStrategies, AnalysisError> {
+    analyse_with(spec, Canonicaliser::new())
+}
+
+/// [`analyse`] with index expressions canonicalised by `canon` (its egg
+/// limits, or a slowed-down machine); the result's
+/// [`OpStrategies::saturation`] is its worst stop.
+///
+/// Errors: as [`analyse`].
+pub fn analyse_with(
+    spec: &OpSpec,
+    mut canon: Canonicaliser,
+) -> Result<OpStrategies, AnalysisError> {
     if spec.has_ellipsis() {
         let t = spec
             .inputs
@@ -99,7 +111,6 @@ pub fn analyse(spec: &OpSpec) -> Result<OpStrategies, AnalysisError> {
             expr: t,
         });
     }
-    let mut canon = Canonicaliser::new();
     let mut facts = Vec::new();
     for stmt in &spec.stmts {
         let TensorRef::Output(o) = stmt.target else {
@@ -137,6 +148,7 @@ pub fn analyse(spec: &OpSpec) -> Result<OpStrategies, AnalysisError> {
         strategies,
         rejected,
         elementwise,
+        saturation: canon.saturation(),
     })
 }
 

@@ -6,13 +6,17 @@
 //! floor division, modulo, min/max, comparison or real arithmetic remains,
 //! [`IndexForm::DataDependent`] when it reads a tensor (`table[ids[b], d]`).
 //!
-//! The expression is translated to [`IndexLang`], saturated (bounded by node
-//! and iteration limits: a limit is not an error, the best form found is
-//! used), and the cheapest sum-of-products form is extracted with
-//! [`NormalFormCost`], which makes products over sums and subtractions costly.
-//! Bare variables and constants skip egg (they are already normal).
+//! The expression is translated to [`IndexLang`], saturated (bounded by the
+//! node and iteration counts of [`EggLimits`], never by wall-clock time, so
+//! the forms found do not depend on the machine's speed; a limit is not an
+//! error: the best form found is used and [`Canonicaliser::saturation`] says
+//! which limit stopped egg), and the cheapest sum-of-products form is
+//! extracted with [`NormalFormCost`], which makes products over sums and
+//! subtractions costly. Bare variables and constants skip egg (they are
+//! already normal).
 
 use std::collections::{BTreeSet, HashMap};
+use std::time::{Duration, Instant};
 
 use egg::{CostFunction, Extractor, Id, Language, RecExpr, Runner, Symbol};
 use tdl::{BinOp, Builtin, Expr, ExprKind, OpSpec, Type, UnOp, VarId};
@@ -62,16 +66,111 @@ impl CostFunction<IndexLang> for NormalFormCost<'_> {
     }
 }
 
+/// The budget of egg's equality saturation of one index expression: counts
+/// only, so the result is the same on any machine.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EggLimits {
+    /// Most iterations (each applies every rule once).
+    pub iterations: usize,
+    /// Most e-nodes in the e-graph.
+    pub nodes: usize,
+}
+
+impl EggLimits {
+    /// The limits the analysis uses.
+    pub const DEFAULT: EggLimits = EggLimits {
+        iterations: 12,
+        nodes: 2_000,
+    };
+}
+
+impl Default for EggLimits {
+    fn default() -> Self {
+        Self::DEFAULT
+    }
+}
+
+/// Why egg stopped rewriting index expressions: saturated (no rule adds
+/// anything: the normal form is the best there is), or the limit of
+/// [`EggLimits`] it reached first (the best form found so far is used).
+/// Ordered from the best outcome to the worst.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Saturation {
+    /// Every rewrite was exhausted (or egg was not needed).
+    Saturated,
+    /// [`EggLimits::iterations`] stopped it.
+    IterationLimit,
+    /// [`EggLimits::nodes`] stopped it.
+    NodeLimit,
+}
+
+impl Saturation {
+    /// Whether a limit stopped egg.
+    pub fn is_limit(self) -> bool {
+        self != Saturation::Saturated
+    }
+
+    /// Egg's reason as ours.
+    ///
+    /// Panics on a reason the canonicaliser's runner cannot give (it sets
+    /// no time limit and its hooks never fail): a broken invariant of
+    /// [`Canonicaliser`].
+    fn from_egg(r: &egg::StopReason) -> Saturation {
+        match r {
+            egg::StopReason::Saturated => Saturation::Saturated,
+            egg::StopReason::IterationLimit(_) => Saturation::IterationLimit,
+            egg::StopReason::NodeLimit(_) => Saturation::NodeLimit,
+            other => panic!("canon: egg stopped for a reason no count limit gives: {other:?}"),
+        }
+    }
+}
+
 /// Memoised canonicaliser for the index expressions of one op.
-#[derive(Default)]
 pub struct Canonicaliser {
     memo: HashMap<String, IndexForm>,
+    limits: EggLimits,
+    /// Every egg iteration takes this many times as long (1: as fast as the
+    /// machine goes).
+    slowdown: u32,
+    /// The worst stop of egg so far.
+    saturation: Saturation,
+}
+
+impl Default for Canonicaliser {
+    fn default() -> Self {
+        Self::with_limits(EggLimits::DEFAULT)
+    }
 }
 
 impl Canonicaliser {
-    /// A canonicaliser with an empty memo.
+    /// A canonicaliser with an empty memo and the default [`EggLimits`].
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// A canonicaliser with an empty memo and these limits.
+    pub fn with_limits(limits: EggLimits) -> Self {
+        Canonicaliser {
+            memo: HashMap::new(),
+            limits,
+            slowdown: 1,
+            saturation: Saturation::Saturated,
+        }
+    }
+
+    /// The same canonicaliser on a machine `factor` times slower: every egg
+    /// iteration sleeps `factor − 1` times what it took. For tests that the
+    /// forms found depend on counts only.
+    pub fn slowed_down(mut self, factor: u32) -> Self {
+        self.slowdown = factor.max(1);
+        self
+    }
+
+    /// The worst reason egg stopped for, over every expression
+    /// canonicalised so far ([`Saturation::Saturated`] when none needed egg).
+    pub fn saturation(&self) -> Saturation {
+        self.saturation
     }
 
     /// The canonical form of index expression `e` of `op`.
@@ -98,12 +197,12 @@ impl Canonicaliser {
         if let Some(f) = self.memo.get(&key) {
             return Ok(f.clone());
         }
-        let runner = Runner::<IndexLang, crate::rules::ConstFold>::default()
-            .with_iter_limit(12)
-            .with_node_limit(2_000)
-            .with_time_limit(std::time::Duration::from_millis(200))
-            .with_expr(&rec)
-            .run(&rules());
+        let runner = self.runner().with_expr(&rec).run(&rules());
+        let stop = runner
+            .stop_reason
+            .as_ref()
+            .map_or(Saturation::Saturated, Saturation::from_egg);
+        self.saturation = self.saturation.max(stop);
         let root = runner.roots[0];
         let cost = NormalFormCost {
             egraph: &runner.egraph,
@@ -116,6 +215,25 @@ impl Canonicaliser {
         };
         self.memo.insert(key, form.clone());
         Ok(form)
+    }
+
+    /// An egg runner with the count limits and no wall-clock limit (egg's
+    /// default of 5 s is lifted), slowed down when asked.
+    fn runner(&self) -> Runner<IndexLang, crate::rules::ConstFold> {
+        let runner = Runner::default()
+            .with_iter_limit(self.limits.iterations)
+            .with_node_limit(self.limits.nodes)
+            .with_time_limit(Duration::MAX);
+        if self.slowdown <= 1 {
+            return runner;
+        }
+        let extra = self.slowdown - 1;
+        let mut since = Instant::now();
+        runner.with_hook(move |_| {
+            std::thread::sleep(since.elapsed() * extra);
+            since = Instant::now();
+            Ok(())
+        })
     }
 }
 

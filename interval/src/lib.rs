@@ -32,8 +32,9 @@ pub mod report;
 pub mod rules;
 pub mod strategy;
 
-pub use analysis::analyse;
+pub use analysis::{analyse, analyse_with};
 pub use cache::StrategyCache;
+pub use canon::{Canonicaliser, EggLimits, Saturation};
 pub use error::{AnalysisError, InstantiateError};
 pub use instantiate::{part_range, ConcreteStrategy, Instance, PartRegions, Region};
 pub use interval::{DimRegion, WholeReason};

@@ -4,8 +4,9 @@
 //! dim [`DEFAULT_DIM`]), attribute values and a part count; gives the text
 //! table (strategy, output layout, each input's layout, bytes each part
 //! reads for the example shape, assuming f32 = 4 bytes per element), the
-//! symbolic regions, and the rejected candidates with reasons — or the same as
-//! JSON. Errors: a shape or attribute that does not fit, as [`ReportError`].
+//! symbolic regions, the rejected candidates with reasons, and egg's stop
+//! when a limit stopped it — or the same as JSON (`saturation` always).
+//! Errors: a shape or attribute that does not fit, as [`ReportError`].
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -13,6 +14,7 @@ use std::fmt::Write as _;
 use tdl::{AttrType, AttrValue, Attrs, DimEntry, DimExpr, OpSpec};
 
 use crate::cache::StrategyCache;
+use crate::canon::Saturation;
 use crate::error::{AnalysisError, InstantiateError};
 use crate::instantiate::{Instance, Region};
 use crate::strategy::{InputLayout, OpStrategies, OutputLayout};
@@ -210,6 +212,16 @@ impl Report {
             "elementwise: {}",
             if s.elementwise { "yes" } else { "no" }
         );
+        if s.saturation.is_limit() {
+            let _ = writeln!(
+                out,
+                "egg: stopped at its {} limit; an index kept the best form found within it (a candidate it leaves imprecise is rejected)",
+                match s.saturation {
+                    Saturation::NodeLimit => "node",
+                    _ => "iteration",
+                }
+            );
+        }
         let mut header = vec!["strategy".to_string()];
         header.extend(spec.outputs.iter().map(|t| t.name.clone()));
         header.extend(spec.inputs.iter().map(|t| t.name.clone()));
@@ -328,6 +340,7 @@ impl Report {
             "attrs": self.attrs,
             "bytes_per_element": BYTES_PER_ELEMENT,
             "elementwise": s.elementwise,
+            "saturation": s.saturation,
             "strategies": strategies,
             "rejected": s.rejected,
         })

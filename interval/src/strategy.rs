@@ -16,6 +16,7 @@
 use serde::Serialize;
 use tdl::{DimExpr, OpSpec, Reducer, VarId};
 
+use crate::canon::Saturation;
 use crate::interval::DimRegion;
 
 /// How one output statement is split.
@@ -168,6 +169,10 @@ pub struct OpStrategies {
     /// Every output element reads exactly the same-index element of every input
     /// (no reduction, no broadcast, no opaque function); used for coarsening.
     pub elementwise: bool,
+    /// Why egg stopped canonicalising the op's index expressions, the worst
+    /// over them: a limit means some index kept the best form found within
+    /// the limits (a candidate it leaves imprecise is rejected, never wrong).
+    pub saturation: Saturation,
 }
 
 impl OpStrategies {

@@ -21,7 +21,7 @@ use planner::plan::model::Model;
 use planner::plan::pareto::pareto;
 use planner::plan::topology::Topology;
 use planner::plan::{
-    max_memory, plan, plan_with, OpChoice, PlanError, PlanFile, PlanOptions, SearchKind,
+    max_memory, plan, plan_with, MemoryFit, OpChoice, PlanFile, PlanOptions, SearchKind,
 };
 use planner::zoo::{self, GptConfig};
 use tdl::Library;
@@ -139,8 +139,11 @@ fn device_memory_never_exceeded_when_a_fitting_plan_exists() {
                         ..PlanOptions::default()
                     };
                     let best_fitting = space.iter().filter(|s| s.1 <= cap).map(|s| s.0).min();
-                    match plan_with(&g, &lib, &cache, k, SearchKind::CriticalDp, opts) {
-                        Ok(p) => {
+                    let p = plan_with(&g, &lib, &cache, k, SearchKind::CriticalDp, opts)
+                        .unwrap_or_else(|e| panic!("{name} k={k}: {e}"));
+                    match p.fit {
+                        MemoryFit::Fits { device_memory } => {
+                            assert_eq!(device_memory, cap);
                             let b = p.budget.clone().expect("a budget report");
                             eprintln!(
                             "{name} k={k} cap={cap} topology {topology:?}: {} B, {} B/worker (bound: {}, price {}); best fitting in the space: {best_fitting:?} B; space memory {least}..{most}",
@@ -165,19 +168,20 @@ fn device_memory_never_exceeded_when_a_fitting_plan_exists() {
                             }
                             bound += usize::from(b.bound);
                         }
-                        Err(PlanError::DoesNotFit {
+                        // Not an error: the smallest plan found, marked.
+                        MemoryFit::DoesNotFit {
                             smallest,
                             device_memory,
-                            ..
-                        }) => {
+                        } => {
                             assert_eq!(
                             best_fitting, None,
                             "{name} k={k} cap={cap}: a plan of {least} B fits, but the search says none does (smallest found {smallest})"
                         );
                             assert_eq!(device_memory, cap);
-                            assert!(smallest > cap);
+                            assert_eq!(smallest, max_memory(&p));
+                            assert!(smallest > cap && smallest >= least);
                         }
-                        Err(e) => panic!("{name} k={k}: {e}"),
+                        MemoryFit::Unlimited => panic!("{name} k={k}: a limit was given"),
                     }
                 }
             }

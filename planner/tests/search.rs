@@ -1,13 +1,15 @@
 //! The searches against their references: chain DP against brute force
 //! (≥ 200 random chains), CriticalDP against the exact ILP on chains (equal)
 //! and on DAGs (never better than the optimum), the ILP against brute force on
-//! small random DAGs.
+//! small random DAGs; a search stopped by a limit says which limit.
+
+use std::time::Duration;
 
 use planner::search::brute::brute;
-use planner::search::critical_dp::critical_dp;
-use planner::search::ilp::ilp;
+use planner::search::critical_dp::{critical_dp, critical_dp_with};
+use planner::search::ilp::{ilp, ilp_with};
 use planner::search::path_dp::chain_dp;
-use planner::search::{Edge, Node, Problem, StopReason};
+use planner::search::{Edge, Node, Problem, SearchLimits, StopReason};
 use proptest::prelude::*;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -191,4 +193,91 @@ fn elimination_is_exact_on_random_dags() {
     // A budget too small to hold any table gives up instead of guessing.
     let p = random_problem(3, 6, 3, 4);
     assert!(eliminate(&p, 1).is_none());
+}
+
+/// Limits are results: CriticalDP cut short by its refinement round limit
+/// says `RoundLimit` (never `Completed`) and still returns a feasible plan;
+/// once its refinement converges within the limit it says `Completed`, and
+/// further rounds change nothing.
+#[test]
+fn critical_dp_reports_its_round_limit() {
+    // Dense enough that elimination's tables exceed their budget: the
+    // critical paths and their refinement run.
+    let p = random_problem(11, 48, 4, 160);
+    let with = |rounds: usize| {
+        let limits = SearchLimits {
+            refine_rounds: rounds,
+            ..SearchLimits::default()
+        };
+        critical_dp_with(&p, &limits).unwrap()
+    };
+    let zero = with(0);
+    assert_eq!(zero.stop_reason, StopReason::RoundLimit);
+    assert_eq!(zero.cost, p.cost(&zero.assignment));
+    let converged = (1..=64)
+        .find(|&r| with(r).stop_reason != StopReason::RoundLimit)
+        .expect("refinement converges");
+    assert!(converged > 1, "the first round improves this problem");
+    for r in 0..converged {
+        let cut = with(r);
+        assert_eq!(cut.stop_reason, StopReason::RoundLimit, "{r} rounds");
+        assert!(cut.cost >= with(converged).cost, "{r} rounds");
+    }
+    let done = with(converged);
+    assert_eq!(done.stop_reason, StopReason::Completed);
+    let more = with(converged + 5);
+    assert_eq!(
+        (more.stop_reason, &more.assignment),
+        (StopReason::Completed, &done.assignment)
+    );
+    // The default limit is one of these budgets.
+    let default = critical_dp(&p).unwrap();
+    assert_eq!(
+        default.stop_reason,
+        with(SearchLimits::REFINE_ROUNDS).stop_reason
+    );
+}
+
+/// Limits are results: the ILP stopped by its time limit says `TimeLimit`
+/// (never `Optimal`) and returns its warm start or better; without a limit
+/// the same problem is solved to a proven optimum.
+#[test]
+fn ilp_reports_its_time_limit() {
+    let p = random_problem(5, 16, 3, 24);
+    let limits = SearchLimits {
+        ilp_time_limit: Some(Duration::ZERO),
+        ..SearchLimits::default()
+    };
+    let timed = ilp_with(&p, &limits).unwrap();
+    assert_eq!(timed.stop_reason, StopReason::TimeLimit);
+    assert_eq!(timed.cost, p.cost(&timed.assignment));
+    let start = critical_dp(&p).unwrap();
+    assert!(timed.cost <= start.cost);
+    let exact = ilp(&p).unwrap();
+    assert_eq!(exact.stop_reason, StopReason::Optimal);
+    assert!(exact.cost <= timed.cost);
+    let generous = SearchLimits {
+        ilp_time_limit: Some(Duration::from_secs(3600)),
+        ..SearchLimits::default()
+    };
+    let within = ilp_with(&p, &generous).unwrap();
+    assert_eq!(
+        (within.stop_reason, within.cost),
+        (StopReason::Optimal, exact.cost)
+    );
+}
+
+/// A plan's reason is the first limit that stopped one of its levels.
+#[test]
+fn the_overall_reason_is_the_first_limit() {
+    use StopReason::*;
+    assert_eq!(StopReason::overall([]), Optimal);
+    assert_eq!(StopReason::overall([Optimal, Optimal]), Optimal);
+    assert_eq!(StopReason::overall([Optimal, Completed]), Completed);
+    assert_eq!(
+        StopReason::overall([Completed, TimeLimit, RoundLimit]),
+        TimeLimit
+    );
+    assert_eq!(StopReason::overall([RoundLimit, Optimal]), RoundLimit);
+    assert!(!Optimal.is_limit() && !Completed.is_limit());
 }

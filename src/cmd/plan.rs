@@ -6,12 +6,16 @@
 //!
 //! Takes a zoo model or a graph file; prints workers, per-worker memory
 //! against the device memory, communication bytes per training step, the ten
-//! operators that communicate most, the same figures for data parallelism,
+//! operators that communicate most (operators that differ only in time step
+//! or layer index folded into one line, [`planner::plan::op_groups`]), the
+//! same figures for data parallelism,
 //! why the search stopped and which candidate plan it kept; with a topology,
 //! bytes and estimated seconds per link level ([`super::plan_topology`]).
 //! `--json` prints one object with `workers`,
 //! `search`, `comm_bytes_per_step`, `max_worker_memory_bytes`,
-//! `plan_seconds`, `stop_reason`, `budget` (what `--device-memory` traded)
+//! `plan_seconds`, `stop_reason`, `budget` (what `--device-memory` traded),
+//! `top_ops` (per operator) and `top_op_groups` (folded: `pattern`, `spec`,
+//! `ops`, `comm_bytes`)
 //! and, with `--pareto`, `pareto` (the frontier of bytes per step against
 //! memory per worker, [`super::plan_memory`]). `-o` writes the plan file
 //! atomically; `--dot` a Graphviz picture of the coarsened graph. Any error
@@ -23,9 +27,10 @@ use std::process::ExitCode;
 use interval::cache::StrategyCache;
 use miette::IntoDiagnostic;
 use planner::graph::{format, Graph, Optimizer};
+use planner::plan::op_groups::group_ops;
 use planner::plan::pareto::pareto;
 use planner::plan::{
-    dot, model::Model, plan, plan_with, PlanError, PlanFile, PlanOptions, Planned, SearchKind,
+    dot, model::Model, plan, plan_with, MemoryFit, PlanFile, PlanOptions, Planned, SearchKind,
 };
 use planner::zoo;
 use tdl::Library;
@@ -216,23 +221,22 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
         device_memory: args.device_memory,
         tensor_parallel: args.tensor_parallel,
         topology,
+        ..PlanOptions::default()
     };
+    // A plan that does not fit the device memory is the smallest found,
+    // reported below (DOES NOT FIT, exit 2).
     let (planned, front) = if args.pareto {
-        match pareto(&graph, &lib, &cache, args.workers, search, opts) {
-            Ok(front) => {
-                let (i, p) = plan_memory::pick(&front, args.pareto_point)?;
-                (p, Some((front, i)))
-            }
-            Err(PlanError::DoesNotFit { plan, .. }) => (*plan, None),
-            Err(e) => return Err(e).into_diagnostic(),
+        let mut front =
+            pareto(&graph, &lib, &cache, args.workers, search, opts).into_diagnostic()?;
+        if front.len() == 1 && front[0].plan.fit.does_not_fit() {
+            (front.remove(0).plan, None)
+        } else {
+            let (i, p) = plan_memory::pick(&front, args.pareto_point)?;
+            (p, Some((front, i)))
         }
     } else {
-        match plan_with(&graph, &lib, &cache, args.workers, search, opts) {
-            Ok(p) => (p, None),
-            // Reported below (DOES NOT FIT, exit 2) with the smallest plan found.
-            Err(PlanError::DoesNotFit { plan, .. }) => (*plan, None),
-            Err(e) => return Err(e).into_diagnostic(),
-        }
+        let p = plan_with(&graph, &lib, &cache, args.workers, search, opts).into_diagnostic()?;
+        (p, None)
     };
     let dp = if search == SearchKind::DataParallel {
         None
@@ -249,14 +253,15 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
         planner::graph::format::write_atomic(path, dot::to_dot(&planned.coarse, &title).as_bytes())
             .into_diagnostic()?;
     }
-    let over = args.device_memory.and_then(|cap| {
-        let (w, m) = planned
+    let over = match planned.fit {
+        MemoryFit::DoesNotFit { device_memory, .. } => planned
             .memory
             .iter()
             .enumerate()
-            .max_by_key(|(_, m)| m.total())?;
-        (m.total() > cap).then(|| (w, m.clone(), cap))
-    });
+            .max_by_key(|(_, m)| m.total())
+            .map(|(w, m)| (w, m.clone(), device_memory)),
+        MemoryFit::Unlimited | MemoryFit::Fits { .. } => None,
+    };
     if args.json {
         let top = top_ops(&graph, &planned, 10);
         let obj = serde_json::json!({
@@ -281,6 +286,7 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
             "pareto": front.as_ref().map(|(f, _)| plan_memory::pareto_json(f)),
             "topology": super::plan_topology::json(&planned),
             "top_ops": top.iter().map(|(n, s, b)| serde_json::json!({"op": n, "spec": s, "comm_bytes": b})).collect::<Vec<_>>(),
+            "top_op_groups": group_ops(&graph, &planned.op_comm_bytes).iter().take(10).map(|g| serde_json::json!({"pattern": g.pattern, "spec": g.spec, "ops": g.members.len(), "comm_bytes": g.comm_bytes})).collect::<Vec<_>>(),
         });
         println!("{obj}");
     } else {
@@ -393,11 +399,16 @@ fn print_summary(
             human(dmem)
         );
     }
-    let top = top_ops(graph, p, 10);
-    if !top.is_empty() {
-        println!("top operators by communication:");
-        for (n, s, b) in top {
-            println!("  {:>12}  {n} ({s})", human(b));
+    let groups = group_ops(graph, &p.op_comm_bytes);
+    if !groups.is_empty() {
+        println!("top operators by communication (time steps and layers folded):");
+        for g in groups.iter().take(10) {
+            let count = match g.members.len() {
+                1 => String::new(),
+                n => format!(" ×{n}"),
+            };
+            let (label, bytes) = (g.label(graph), human(g.comm_bytes));
+            println!("  {bytes:>12}  {label}{count} ({})", g.spec);
         }
     }
     if let Some((w, m, c)) = over {

@@ -28,12 +28,25 @@ fn json_summary_has_the_documented_fields() {
         "max_worker_memory_bytes",
         "plan_seconds",
         "stop_reason",
+        "top_ops",
+        "top_op_groups",
     ] {
         assert!(v.get(f).is_some(), "missing `{f}` in {v}");
     }
     assert_eq!(v["workers"], 4);
     assert_eq!(v["search"], "critical-dp");
     assert!(v["comm_bytes_per_step"].as_u64().unwrap() > 0);
+    // The folded list sums the per-op bytes of its members: every group's
+    // bytes are at least its heaviest member's, and the groups' total is
+    // at most the plan's.
+    let groups = v["top_op_groups"].as_array().expect("a list");
+    assert!(!groups.is_empty());
+    let total: u64 = groups
+        .iter()
+        .map(|g| g["comm_bytes"].as_u64().unwrap())
+        .sum();
+    assert!(total <= v["comm_bytes_per_step"].as_u64().unwrap());
+    assert!(groups.iter().all(|g| g["ops"].as_u64().unwrap() >= 1));
 }
 
 #[test]
@@ -76,23 +89,28 @@ fn writes_plan_and_picture_and_summarises() {
 
 #[test]
 fn device_memory_overflow_names_the_worst_worker_and_tensor() {
-    let o = tofu(&[
-        "plan",
-        "--model",
-        "mlp-3-256",
-        "--batch",
-        "64",
-        "--workers",
-        "2",
-        "--device-memory",
-        "1K",
-    ]);
-    let (out, _) = text(&o);
-    assert_eq!(o.status.code(), Some(2), "{out}");
-    assert!(
-        out.contains("DOES NOT FIT") && out.contains("worker") && out.contains("largest tile"),
-        "{out}"
-    );
+    // With --pareto too: the smallest plan is the result, not an error.
+    for pareto in [None, Some("--pareto")] {
+        let mut args = vec![
+            "plan",
+            "--model",
+            "mlp-3-256",
+            "--batch",
+            "64",
+            "--workers",
+            "2",
+            "--device-memory",
+            "1K",
+        ];
+        args.extend(pareto);
+        let o = tofu(&args);
+        let (out, err) = text(&o);
+        assert_eq!(o.status.code(), Some(2), "{pareto:?}: {out}{err}");
+        assert!(
+            out.contains("DOES NOT FIT") && out.contains("worker") && out.contains("largest tile"),
+            "{pareto:?}: {out}"
+        );
+    }
 }
 
 #[test]

@@ -4,8 +4,8 @@
 //! worker; gives the plan with the fewest bytes per step among those the
 //! search finds whose every worker's peak (training state + live
 //! activations, [`super::memory`]) fits, with a [`BudgetReport`] saying
-//! whether the limit bound and what it traded, or
-//! [`PlanError::DoesNotFit`] with the smallest peak found.
+//! whether the limit bound and what it traded, or, when none fits, the plan
+//! with the smallest peak found, marked [`MemoryFit::DoesNotFit`].
 //!
 //! Memory is priced in the level problems, not only checked between whole
 //! plans: a Lagrangian relaxation of "peak ≤ limit". Each level's node cost
@@ -26,7 +26,7 @@
 //! kept.
 
 use super::candidates::{choose, Built, Candidates};
-use super::driver::{max_memory, PlanError, Planned};
+use super::driver::{max_memory, MemoryFit, PlanError, Planned};
 use super::level::{Decisions, LevelInput, LevelProblem};
 use crate::graph::memory::{classify, lifetime, MemoryClass, MemoryReport};
 use crate::graph::{Graph, TensorId};
@@ -186,8 +186,11 @@ impl Tally {
 /// `cap`) fit `cap`, pricing memory when it does not (see the module doc);
 /// `free` is the plan kept without a limit: (choice, bytes, memory).
 ///
-/// Errors: [`PlanError::DoesNotFit`] when no plan fits even at
-/// [`MAX_PRICE`]; a level's search failing.
+/// When no plan fits even at [`MAX_PRICE`], gives the plan with the smallest
+/// largest worker, marked [`MemoryFit::DoesNotFit`]; a fitting plan is
+/// marked [`MemoryFit::Fits`].
+///
+/// Errors: a level's search failing.
 pub(crate) fn fit(
     ctx: &Candidates,
     kept: Planned,
@@ -203,9 +206,11 @@ pub(crate) fn fit(
         price,
         plans_tried: tried,
     };
+    let fits = MemoryFit::Fits { device_memory: cap };
     if max_memory(&kept) <= cap {
         let mut kept = kept;
         kept.budget = Some(report(0.0, ctx.len(), &kept));
+        kept.fit = fits;
         return Ok(kept);
     }
     let mut tally = Tally {
@@ -223,12 +228,7 @@ pub(crate) fn fit(
         }
         if hi >= MAX_PRICE {
             let smallest = tally.smallest.expect("a plan was built");
-            return Err(PlanError::DoesNotFit {
-                device_memory: cap,
-                smallest: max_memory(&smallest),
-                choice: smallest.choice.clone(),
-                plan: Box::new(smallest),
-            });
+            return Ok(does_not_fit(smallest, cap));
         }
         lo = hi;
         hi *= 4.0;
@@ -247,5 +247,16 @@ pub(crate) fn fit(
     }
     let (price, mut best) = tally.best.expect("a plan fits");
     best.budget = Some(report(price, tally.tried, &best));
+    best.fit = fits;
     Ok(best)
+}
+
+/// `smallest`, the plan with the smallest largest worker, marked as not
+/// fitting `cap`.
+pub(crate) fn does_not_fit(mut smallest: Planned, cap: u64) -> Planned {
+    smallest.fit = MemoryFit::DoesNotFit {
+        device_memory: cap,
+        smallest: max_memory(&smallest),
+    };
+    smallest
 }

@@ -22,8 +22,8 @@ use super::budget::MemoryPrice;
 use super::coarsen::{coarsen, Cluster};
 use super::cost::CostMemo;
 use super::driver::{
-    exact_cost_memo, max_memory, CoarseGraph, LevelReport, PlanError, PlanOptions, Planned,
-    SearchKind,
+    exact_cost_memo, max_memory, CoarseGraph, LevelReport, MemoryFit, PlanError, PlanOptions,
+    Planned, SearchKind,
 };
 use super::level::{Decisions, LayoutRule, LevelInput, LevelProblem};
 use super::memory::per_worker;
@@ -31,7 +31,7 @@ use super::model::Model;
 use super::searches::Candidate;
 use super::topology::{self, Topology};
 use crate::graph::Graph;
-use crate::search::StopReason;
+use crate::search::{SearchLimits, StopReason};
 
 /// One plan of [`Candidates::plan_all`]: kept only when it fits the device
 /// memory when `only_if_fits` (see [`super::searches::Candidate`]).
@@ -53,6 +53,8 @@ pub(crate) struct Candidates<'a> {
     workers: usize,
     /// Prices levels in estimated seconds ([`PlanOptions::topology`]).
     topology: Option<Topology>,
+    /// The budgets of the level searches ([`PlanOptions::limits`]).
+    limits: SearchLimits,
     /// Level problems built so far, by (candidate, level, outer decisions):
     /// a priced search whose outer levels decided as before reuses them.
     problems: ProblemMemo,
@@ -92,6 +94,7 @@ impl<'a> Candidates<'a> {
             search,
             workers,
             topology: opts.topology,
+            limits: opts.limits,
             problems: Mutex::default(),
             costs: CostMemo::default(),
         })
@@ -266,7 +269,7 @@ fn plan_levels(
         let priced = price.map(|p| p.apply(&input, &lp, &decisions, level));
         let mut result = search
             .0
-            .solve(priced.as_ref().unwrap_or(&lp.problem))
+            .solve(priced.as_ref().unwrap_or(&lp.problem), &ctx.limits)
             .map_err(|source| PlanError::Search {
                 level,
                 factor,
@@ -332,11 +335,7 @@ fn plan_levels(
     let memory = per_worker(graph, &decisions.tensors, &factors);
     let links = topology
         .map(|t| topology::price_memo(graph, model, &factors, &decisions, &t, Some(&ctx.costs)));
-    let stop_reason = if levels.iter().all(|l| l.stop_reason == StopReason::Optimal) {
-        StopReason::Optimal
-    } else {
-        StopReason::Completed
-    };
+    let stop_reason = StopReason::overall(levels.iter().map(|l| l.stop_reason));
     Ok(Planned {
         search,
         factors,
@@ -352,6 +351,7 @@ fn plan_levels(
         runner_up: None,
         budget: None,
         links,
+        fit: MemoryFit::Unlimited,
     })
 }
 

@@ -28,7 +28,7 @@ use super::model::{Model, ModelError};
 pub use super::searches::SearchKind;
 use super::topology::{LinkReport, Topology, TopologyError};
 use crate::graph::{Graph, OpId};
-use crate::search::{ProblemError, StopReason};
+use crate::search::{ProblemError, SearchLimits, StopReason};
 
 /// Why planning failed.
 #[derive(Debug, thiserror::Error)]
@@ -39,19 +39,6 @@ pub enum PlanError {
     /// The graph's operators do not fit their specs.
     #[error(transparent)]
     Model(#[from] ModelError),
-    /// No plan the search found fits the device memory (`--device-memory`).
-    #[error("no plan fits the device memory of {device_memory} bytes: the smallest peak found is {smallest} bytes per worker ({choice}); give more memory or more workers")]
-    DoesNotFit {
-        /// The limit (bytes per worker).
-        device_memory: u64,
-        /// The smallest largest-worker memory of any plan tried (bytes).
-        smallest: u64,
-        /// That plan's [`Planned::choice`].
-        choice: String,
-        /// That plan (for the summary: its memory report names the worst
-        /// worker and tile).
-        plan: Box<Planned>,
-    },
     /// The topology does not fit the workers.
     #[error(transparent)]
     Topology(#[from] TopologyError),
@@ -65,6 +52,36 @@ pub enum PlanError {
         /// The cause.
         source: ProblemError,
     },
+}
+
+/// Whether a plan fits the device memory (`--device-memory`): a plan that
+/// does not is a result, the smallest the search found, not an error.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case", tag = "fit")]
+pub enum MemoryFit {
+    /// No limit was given.
+    Unlimited,
+    /// Every worker's peak fits the limit.
+    Fits {
+        /// The limit (bytes per worker).
+        device_memory: u64,
+    },
+    /// No plan the search found fits the limit; this plan is the one whose
+    /// largest worker is the smallest (its memory report names the worst
+    /// worker and tile).
+    DoesNotFit {
+        /// The limit (bytes per worker).
+        device_memory: u64,
+        /// This plan's largest worker (bytes), the smallest of any plan tried.
+        smallest: u64,
+    },
+}
+
+impl MemoryFit {
+    /// Whether the plan exceeds the limit.
+    pub fn does_not_fit(self) -> bool {
+        matches!(self, MemoryFit::DoesNotFit { .. })
+    }
 }
 
 /// Statistics of one recursion level.
@@ -101,7 +118,9 @@ pub struct Planned {
     pub memory: Vec<WorkerMemory>,
     /// Per level.
     pub levels: Vec<LevelReport>,
-    /// Why the search stopped: `optimal` only if every level was solved exactly.
+    /// Why the search stopped ([`StopReason::overall`] of the levels): the
+    /// first limit that stopped a level; else `optimal` only if every level
+    /// was solved exactly.
     pub stop_reason: StopReason,
     /// Search time in seconds (model building and search; not graph construction).
     pub plan_seconds: f64,
@@ -120,6 +139,10 @@ pub struct Planned {
     /// With [`PlanOptions::topology`]: bytes and estimated seconds per link
     /// level, what the search minimised ([`super::topology`]).
     pub links: Option<LinkReport>,
+    /// Whether it fits [`PlanOptions::device_memory`]: with a limit, the
+    /// search keeps a fitting plan when it finds one, else the smallest plan
+    /// it found, marked [`MemoryFit::DoesNotFit`].
+    pub fit: MemoryFit,
 }
 
 impl Planned {
@@ -147,6 +170,10 @@ pub struct PlanOptions {
     /// estimated seconds instead of bytes ([`super::topology`]); `None`:
     /// bytes, levels from k's prime factors.
     pub topology: Option<Topology>,
+    /// The budgets of each level's search (CriticalDP's refinement rounds,
+    /// the ILP's time limit); a limit that stops a level is the plan's
+    /// [`Planned::stop_reason`].
+    pub limits: SearchLimits,
 }
 
 impl PlanOptions {
@@ -200,8 +227,9 @@ pub fn plan(
 /// ([`super::budget::fit`]), and [`Planned::budget`] says what the limit
 /// traded.
 ///
-/// Errors (besides those above): [`PlanError::DoesNotFit`] when no plan the
-/// search finds fits `opts.device_memory`.
+/// When no plan the search finds fits `opts.device_memory`, the result is
+/// the plan with the smallest largest worker, its [`Planned::fit`]
+/// [`MemoryFit::DoesNotFit`].
 pub fn plan_with(
     graph: &Graph,
     lib: &Library,
@@ -224,23 +252,7 @@ pub fn plan_with(
         .expect("at least one candidate");
     let mut best = choose(plans, opts.device_memory);
     if let Some(cap) = opts.device_memory {
-        best = super::budget::fit(&ctx, best, free, cap).map_err(|e| match e {
-            PlanError::DoesNotFit {
-                device_memory,
-                smallest,
-                choice,
-                mut plan,
-            } => {
-                plan.plan_seconds = start.elapsed().as_secs_f64();
-                PlanError::DoesNotFit {
-                    device_memory,
-                    smallest,
-                    choice,
-                    plan,
-                }
-            }
-            e => e,
-        })?;
+        best = super::budget::fit(&ctx, best, free, cap)?;
     }
     best.plan_seconds = start.elapsed().as_secs_f64();
     Ok(best)

@@ -16,6 +16,7 @@
 //! * [`pareto`]: the frontier of bytes per step against memory per worker.
 //! * [`file`]: the versioned plan file (`tofu-plan` JSON).
 //! * [`dot`]: a Graphviz picture of the coarsened graph.
+//! * [`op_groups`]: the operators that communicate most, time steps and layers folded.
 //! * [`compare`]: every search side by side (the planner benchmark).
 pub mod access;
 pub mod budget;
@@ -29,6 +30,7 @@ pub mod file;
 pub mod level;
 pub mod memory;
 pub mod model;
+pub mod op_groups;
 pub mod pareto;
 pub mod searches;
 pub mod tile;
@@ -37,7 +39,8 @@ pub mod transfer;
 
 pub use cost::OpChoice;
 pub use driver::{
-    max_memory, plan, plan_with, CoarseGraph, PlanError, PlanOptions, Planned, SearchKind,
+    max_memory, plan, plan_with, CoarseGraph, MemoryFit, PlanError, PlanOptions, Planned,
+    SearchKind,
 };
 pub use file::PlanFile;
 pub use level::Decisions;

@@ -18,9 +18,9 @@ use std::time::Instant;
 use interval::cache::StrategyCache;
 use tdl::Library;
 
-use super::budget::MemoryPrice;
+use super::budget::{does_not_fit, MemoryPrice};
 use super::candidates::Candidates;
-use super::driver::{max_memory, PlanError, PlanOptions, Planned, SearchKind};
+use super::driver::{max_memory, MemoryFit, PlanError, PlanOptions, Planned, SearchKind};
 use crate::graph::Graph;
 
 /// The memory prices λ swept (bytes moved per step per byte of memory per
@@ -41,11 +41,11 @@ pub struct ParetoPoint {
 }
 
 /// The frontier (see the module doc). With `opts.device_memory`, only
-/// points that fit it.
+/// points that fit it (each [`MemoryFit::Fits`]); when none does, one point:
+/// the plan with the smallest largest worker, [`MemoryFit::DoesNotFit`].
 ///
 /// Errors: k = 0; an operator whose spec is missing or does not fit; a level
-/// without a feasible assignment; [`PlanError::DoesNotFit`] when no plan
-/// fits `opts.device_memory`.
+/// without a feasible assignment.
 pub fn pareto(
     graph: &Graph,
     lib: &Library,
@@ -69,17 +69,18 @@ pub fn pareto(
     let smallest = all
         .iter()
         .min_by_key(|p| max_memory(&p.plan))
-        .map(|p| p.plan.clone())
+        .map(|p| (p.price, p.plan.clone()))
         .expect("at least one candidate");
     if let Some(cap) = opts.device_memory {
         all.retain(|p| max_memory(&p.plan) <= cap);
         if all.is_empty() {
-            return Err(PlanError::DoesNotFit {
-                device_memory: cap,
-                smallest: max_memory(&smallest),
-                choice: smallest.choice.clone(),
-                plan: Box::new(smallest),
-            });
+            let (price, plan) = smallest;
+            let mut plan = does_not_fit(plan, cap);
+            plan.plan_seconds = start.elapsed().as_secs_f64();
+            return Ok(vec![ParetoPoint { price, plan }]);
+        }
+        for p in &mut all {
+            p.plan.fit = MemoryFit::Fits { device_memory: cap };
         }
     }
     let mut front = frontier(all, |p| (communication(&p.plan), max_memory(&p.plan)));

@@ -27,21 +27,31 @@
 use std::collections::BTreeMap;
 
 use super::path_dp::solve_path;
-use super::problem::{Edge, Node, Problem, ProblemError, SearchResult, StopReason};
+use super::problem::{Edge, Node, Problem, ProblemError, SearchLimits, SearchResult, StopReason};
 
-/// Run CriticalDP (see the module doc).
+/// Run CriticalDP (see the module doc) with the default [`SearchLimits`].
 ///
 /// Errors: malformed problem; a path with no feasible choice given the nodes
 /// fixed before it.
 pub fn critical_dp(p: &Problem) -> Result<SearchResult, ProblemError> {
+    critical_dp_with(p, &SearchLimits::default())
+}
+
+/// Run CriticalDP with `limits.refine_rounds` rounds of refinement at most:
+/// [`StopReason::RoundLimit`] when refinement was still improving after them
+/// (the best assignment found is returned); `Optimal` when the result is
+/// exact (a tree, or a core small enough for elimination), else `Completed`.
+///
+/// Errors: as [`critical_dp`].
+pub fn critical_dp_with(p: &Problem, limits: &SearchLimits) -> Result<SearchResult, ProblemError> {
     p.validate()?;
     let peeled = peel(p);
     // The DP is exact whenever the core's elimination tables stay small
     // (chains, trees, ladders of unrolled RNNs); otherwise critical paths.
     let exact = super::elimination::eliminate(&peeled.core, ELIMINATION_BUDGET);
-    let core = match &exact {
-        Some(a) => a.clone(),
-        None => critical_dp_core(&peeled.core)?,
+    let (core, cut_short) = match &exact {
+        Some(a) => (a.clone(), false),
+        None => critical_dp_core(&peeled.core, limits.refine_rounds)?,
     };
     let mut assignment = vec![0usize; p.nodes.len()];
     for (ci, &v) in peeled.core_nodes.iter().enumerate() {
@@ -58,6 +68,8 @@ pub fn critical_dp(p: &Problem) -> Result<SearchResult, ProblemError> {
         p.edges.iter().all(|e| e.from.abs_diff(e.to) == 1) || peeled.core_nodes.len() <= 1;
     let stop_reason = if is_tree || exact.is_some() {
         StopReason::Optimal
+    } else if cut_short {
+        StopReason::RoundLimit
     } else {
         StopReason::Completed
     };
@@ -167,23 +179,32 @@ fn peel(p: &Problem) -> Peeled {
 /// each critical path, each pair of adjacent nodes, then each node is
 /// re-optimised with every other node held fixed (block coordinate descent);
 /// a change is kept only if it lowers the total cost, so refinement never
-/// makes the plan worse.
-fn critical_dp_core(p: &Problem) -> Result<Vec<usize>, ProblemError> {
+/// makes the plan worse. At most `rounds` rounds per refinement; also gives
+/// whether a refinement was still improving when it ran out of rounds.
+fn critical_dp_core(p: &Problem, rounds: usize) -> Result<(Vec<usize>, bool), ProblemError> {
     let (first, paths) = first_pass(p)?;
     // Refine from the critical-path assignment and from the heaviest-first
     // greedy one; keep the cheaper result.
-    let mut best = refine(p, &paths, first);
+    let (mut best, mut cut_short) = refine(p, &paths, first, rounds);
     if let Ok(g) = super::greedy::greedy(p) {
-        let other = refine(p, &paths, g.assignment);
+        let (other, cut) = refine(p, &paths, g.assignment, rounds);
+        cut_short |= cut;
         if p.cost(&other) < p.cost(&best) {
             best = other;
         }
     }
-    Ok(best)
+    Ok((best, cut_short))
 }
 
-/// Block coordinate descent from `assignment` (see [`critical_dp_core`]).
-fn refine(p: &Problem, paths: &[Vec<usize>], mut assignment: Vec<usize>) -> Vec<usize> {
+/// Block coordinate descent from `assignment` (see [`critical_dp_core`]), at
+/// most `rounds` rounds; whether the last round still improved (the limit,
+/// not convergence, stopped it).
+fn refine(
+    p: &Problem,
+    paths: &[Vec<usize>],
+    mut assignment: Vec<usize>,
+    rounds: usize,
+) -> (Vec<usize>, bool) {
     let incidence = p.incidence();
     let mut cost = p.cost(&assignment);
     let singles: Vec<Vec<usize>> = (0..p.nodes.len()).map(|v| vec![v]).collect();
@@ -196,7 +217,7 @@ fn refine(p: &Problem, paths: &[Vec<usize>], mut assignment: Vec<usize>) -> Vec<
         .collect();
     pairs.sort();
     pairs.dedup();
-    for _round in 0..MAX_REFINE_ROUNDS {
+    for _round in 0..rounds {
         let before = cost;
         for path in paths.iter().chain(&pairs).chain(&singles) {
             let mut fixed: Vec<Option<usize>> = assignment.iter().map(|&a| Some(a)).collect();
@@ -217,14 +238,11 @@ fn refine(p: &Problem, paths: &[Vec<usize>], mut assignment: Vec<usize>) -> Vec<
             }
         }
         if cost >= before {
-            break;
+            return (assignment, false);
         }
     }
-    assignment
+    (assignment, true)
 }
-
-/// Refinement rounds at most (each round visits every path and node once).
-const MAX_REFINE_ROUNDS: usize = 8;
 
 /// The critical paths, in the order they were fixed, and the assignment.
 fn first_pass(p: &Problem) -> Result<(Vec<usize>, Vec<Vec<usize>>), ProblemError> {

@@ -26,4 +26,6 @@ pub mod ilp;
 pub mod path_dp;
 pub mod problem;
 
-pub use problem::{Assignment, Edge, Node, Problem, ProblemError, SearchResult, StopReason};
+pub use problem::{
+    Assignment, Edge, Node, Problem, ProblemError, SearchLimits, SearchResult, StopReason,
+};

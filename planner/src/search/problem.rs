@@ -95,14 +95,76 @@ pub enum ProblemError {
     Solver(String),
 }
 
-/// Why a search stopped (a limit is a result, not an error).
+/// Why a search stopped (a limit is a result, not an error): `Optimal` and
+/// `Completed` only when no limit cut the search short; otherwise the limit
+/// that did, with the best assignment found so far.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum StopReason {
     /// Proven optimal (exact solver, or DP on a chain/path problem).
     Optimal,
-    /// A heuristic ran to completion (every node fixed).
+    /// A heuristic ran to completion (every node fixed, refinement converged).
     Completed,
+    /// CriticalDP's refinement was still improving the plan when it reached
+    /// [`SearchLimits::refine_rounds`].
+    RoundLimit,
+    /// The exact solver reached [`SearchLimits::ilp_time_limit`] before it
+    /// proved its assignment optimal.
+    TimeLimit,
+}
+
+impl StopReason {
+    /// Whether a limit stopped the search (not `Optimal` or `Completed`).
+    pub fn is_limit(self) -> bool {
+        matches!(self, StopReason::RoundLimit | StopReason::TimeLimit)
+    }
+
+    /// The reason of a search made of several (a plan's recursion levels,
+    /// outermost first): the first limit that stopped one of them; else
+    /// `Optimal` when every part was optimal (also when there is none); else
+    /// `Completed`.
+    pub fn overall(parts: impl IntoIterator<Item = StopReason>) -> StopReason {
+        let mut overall = StopReason::Optimal;
+        for r in parts {
+            if r.is_limit() {
+                return r;
+            }
+            if r == StopReason::Completed {
+                overall = StopReason::Completed;
+            }
+        }
+        overall
+    }
+}
+
+/// The budgets of the searches that have one. Counts, not time, unless
+/// asked: with the default limits a plan never depends on the machine's
+/// speed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SearchLimits {
+    /// CriticalDP: most rounds of refinement (each visits every critical
+    /// path, every adjacent pair and every node once); refinement still
+    /// improving after them stops with [`StopReason::RoundLimit`].
+    pub refine_rounds: usize,
+    /// The ILP: wall-clock budget of one level's solve; `None` (default):
+    /// solve to a proven optimum. A limited solve starts from CriticalDP's
+    /// assignment, so it always has one to return
+    /// ([`StopReason::TimeLimit`] when the budget ran out).
+    pub ilp_time_limit: Option<std::time::Duration>,
+}
+
+impl SearchLimits {
+    /// CriticalDP's default round limit.
+    pub const REFINE_ROUNDS: usize = 8;
+}
+
+impl Default for SearchLimits {
+    fn default() -> Self {
+        SearchLimits {
+            refine_rounds: Self::REFINE_ROUNDS,
+            ilp_time_limit: None,
+        }
+    }
 }
 
 /// An assignment, its cost and why the search stopped.

@@ -2,7 +2,7 @@
 //! over the same candidate plans as CriticalDP.
 
 use super::critical_dp::CriticalDp;
-use super::{Candidate, PlanOptions, Problem, ProblemError, Search, SearchResult};
+use super::{Candidate, PlanOptions, Problem, ProblemError, Search, SearchLimits, SearchResult};
 
 /// The exact marginal MIP ([`crate::search::ilp`], good_lp) per level, on
 /// every candidate plan CriticalDP weighs ([`CriticalDp`]'s candidates: the
@@ -25,7 +25,11 @@ impl Search for Ilp {
         CriticalDp.candidates(workers, opts)
     }
 
-    fn solve(&self, problem: &Problem) -> Result<SearchResult, ProblemError> {
-        crate::search::ilp::ilp(problem)
+    fn solve(
+        &self,
+        problem: &Problem,
+        limits: &SearchLimits,
+    ) -> Result<SearchResult, ProblemError> {
+        crate::search::ilp::ilp_with(problem, limits)
     }
 }

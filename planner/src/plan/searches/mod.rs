@@ -19,7 +19,8 @@ mod spartan;
 
 use super::driver::PlanOptions;
 use super::level::LayoutRule;
-use crate::search::{critical_dp::critical_dp, Problem, ProblemError, SearchResult};
+pub use crate::search::SearchLimits;
+use crate::search::{critical_dp::critical_dp_with, Problem, ProblemError, SearchResult};
 
 /// Every search, in the order `--search` help and the benchmark list them.
 /// Plans name their search by [`Search::name`], so names never change.
@@ -52,11 +53,17 @@ pub trait Search: Sync {
         LayoutRule::Free
     }
 
-    /// Solve one level's pairwise problem. Default: CriticalDP (Tofu §4.2.2).
+    /// Solve one level's pairwise problem within `limits` (a limit that
+    /// stops the solver is its result's [`crate::search::StopReason`]).
+    /// Default: CriticalDP (Tofu §4.2.2).
     ///
     /// Errors: the problem is malformed or has no feasible assignment.
-    fn solve(&self, problem: &Problem) -> Result<SearchResult, ProblemError> {
-        critical_dp(problem)
+    fn solve(
+        &self,
+        problem: &Problem,
+        limits: &SearchLimits,
+    ) -> Result<SearchResult, ProblemError> {
+        critical_dp_with(problem, limits)
     }
 }
 

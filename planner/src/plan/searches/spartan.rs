@@ -1,6 +1,6 @@
 //! `spartan`: a Spartan-style greedy baseline (Tofu §6.3).
 
-use super::{Problem, ProblemError, Search, SearchResult};
+use super::{Problem, ProblemError, Search, SearchLimits, SearchResult};
 
 /// Free layouts, each level solved greedily, largest tensors decided first
 /// ([`crate::search::greedy`]).
@@ -11,7 +11,11 @@ impl Search for Spartan {
         "spartan"
     }
 
-    fn solve(&self, problem: &Problem) -> Result<SearchResult, ProblemError> {
+    fn solve(
+        &self,
+        problem: &Problem,
+        _limits: &SearchLimits,
+    ) -> Result<SearchResult, ProblemError> {
         crate::search::greedy::greedy(problem)
     }
 }
