@@ -30,7 +30,7 @@ use planner::graph::{format, Graph, Optimizer};
 use planner::plan::op_groups::group_ops;
 use planner::plan::pareto::pareto;
 use planner::plan::{
-    dot, model::Model, plan, plan_with, MemoryFit, PlanFile, PlanOptions, Planned, SearchKind,
+    dot, model::Model, plan, plan_with_model, MemoryFit, PlanFile, PlanOptions, Planned, SearchKind,
 };
 use planner::zoo;
 use tdl::Library;
@@ -225,6 +225,7 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
     };
     // A plan that does not fit the device memory is the smallest found,
     // reported below (DOES NOT FIT, exit 2).
+    let mut model = None;
     let (planned, front) = if args.pareto {
         let mut front =
             pareto(&graph, &lib, &cache, args.workers, search, opts).into_diagnostic()?;
@@ -235,7 +236,10 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
             (p, Some((front, i)))
         }
     } else {
-        let p = plan_with(&graph, &lib, &cache, args.workers, search, opts).into_diagnostic()?;
+        let bound = Model::new(&graph, &lib, &cache).into_diagnostic()?;
+        let (p, bound) =
+            plan_with_model(&graph, bound, args.workers, search, opts).into_diagnostic()?;
+        model = Some(bound);
         (p, None)
     };
     let dp = if search == SearchKind::DataParallel {
@@ -243,7 +247,10 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
     } else {
         plan(&graph, &lib, &cache, args.workers, SearchKind::DataParallel).ok()
     };
-    let model = Model::new(&graph, &lib, &cache).into_diagnostic()?;
+    let model = match model {
+        Some(m) => m,
+        None => Model::new(&graph, &lib, &cache).into_diagnostic()?,
+    };
     let file = PlanFile::new(&graph, &model, &planned);
     if let Some(path) = &args.output {
         file.save(path).into_diagnostic()?;

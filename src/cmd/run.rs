@@ -23,7 +23,6 @@ use std::time::Instant;
 use codegen::Programs;
 use interval::cache::StrategyCache;
 use planner::graph::Graph;
-use planner::plan::model::Model;
 use planner::plan::PlanFile;
 use runner::given::{from_named, from_safetensors, Kind};
 use runner::{max_rel_error, Given, RunOptions, RunReport};
@@ -92,9 +91,8 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
     }
     let lib = Library::shipped().map_err(|e| miette::miette!("{e}"))?;
     let cache = StrategyCache::new();
-    let (file, graph, decisions) =
-        PlanFile::load(&args.plan, &lib, &cache).map_err(|e| miette::miette!("{e}"))?;
-    let model = Model::new(&graph, &lib, &cache).map_err(|e| miette::miette!("{e}"))?;
+    let (file, graph, decisions, model) =
+        PlanFile::load_bound(&args.plan, &lib, &cache).map_err(|e| miette::miette!("{e}"))?;
     // Recorded costs vs decisions: catches an edited tile or strategy that
     // still passes the loader's structural checks.
     codegen::check_recorded(&file, &graph, &model, &decisions)

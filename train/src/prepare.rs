@@ -4,7 +4,8 @@
 //! Takes a zoo name sized to a [`DataSet`] (the MLP's input to the data's
 //! features, its output to its classes, the batch given) and planned as
 //! `tofu plan` would, or a plan file (`tofu plan -o`) whose inputs fit the
-//! data; gives a [`Prepared`]: the graph, its bound model (built once), the
+//! data; gives a [`Prepared`]: the graph, its bound model (bound once:
+//! `planner::plan::model::binds_on_this_thread` counts, and a test checks), the
 //! partitioned programs (generated and validated) and the unpartitioned
 //! ones for evaluation.
 
@@ -14,7 +15,7 @@ use codegen::{Programs, TensorId};
 use interval::cache::StrategyCache;
 use planner::graph::{Graph, Optimizer, TensorRole};
 use planner::plan::model::Model;
-use planner::plan::{plan, PlanFile, SearchKind};
+use planner::plan::{plan_with_model, PlanFile, PlanOptions, SearchKind};
 use planner::zoo::{self, CnnConfig, GptConfig, MlpConfig};
 use tdl::Library;
 
@@ -154,8 +155,9 @@ pub fn from_zoo(
     let lib = Library::shipped().map_err(err)?;
     let cache = StrategyCache::new();
     let graph = model.training(&lib, optimizer).map_err(err)?;
-    let planned = plan(&graph, &lib, &cache, workers, search).map_err(err)?;
     let bound = Model::new(&graph, &lib, &cache).map_err(err)?;
+    let opts = PlanOptions::default();
+    let (planned, bound) = plan_with_model(&graph, bound, workers, search, opts).map_err(err)?;
     let programs = codegen::generate(&graph, &lib, &bound, &planned.factors, &planned.decisions)
         .map_err(err)?;
     codegen::validate(
@@ -186,8 +188,8 @@ pub fn from_plan_file(path: &Path, data: &dyn Samples) -> Result<Prepared, Train
     let named = |e: &dyn std::fmt::Display| TrainError::Model(format!("{}: {e}", path.display()));
     let lib = Library::shipped().map_err(err)?;
     let cache = StrategyCache::new();
-    let (file, graph, decisions) = PlanFile::load(path, &lib, &cache).map_err(|e| named(&e))?;
-    let bound = Model::new(&graph, &lib, &cache).map_err(|e| named(&e))?;
+    let (file, graph, decisions, bound) =
+        PlanFile::load_bound(path, &lib, &cache).map_err(|e| named(&e))?;
     codegen::check_recorded(&file, &graph, &bound, &decisions).map_err(|e| named(&e))?;
     let programs = codegen::generate(&graph, &lib, &bound, &file.factors, &decisions)
         .map_err(|e| named(&e))?;
@@ -273,4 +275,30 @@ pub fn task_tensors(
         .ok_or_else(|| TrainError::Input("the loss is not computed by an operator".into()))?;
     let batch = batch.ok_or_else(|| TrainError::Input("the data set feeds no input".into()))?;
     Ok((TaskTensors { inputs, loss }, logits, batch))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::data::DataSet;
+    use planner::plan::model::binds_on_this_thread;
+
+    /// A zoo model is bound once from the name to the programs (the plan
+    /// and the code generation share it).
+    #[test]
+    fn the_model_is_bound_once() {
+        let d = DataSet {
+            x: vec![0.5; 32 * 4],
+            y: (0..32).map(|i| i % 3).collect(),
+            features: 4,
+            classes: 3,
+        };
+        let data = Data::Classes(d);
+        let before = binds_on_this_thread();
+        let sgd = Optimizer::Sgd { lr: 0.1 };
+        let prep = from_zoo("mlp-2-8", (&data, 8), &sgd, 2, SearchKind::CriticalDp).unwrap();
+        assert_eq!(prep.world(), 2);
+        // One bind for the training graph; the evaluation programs reuse it.
+        assert_eq!(binds_on_this_thread() - before, 1);
+    }
 }

@@ -69,6 +69,11 @@ type ProblemMemo = Mutex<HashMap<(usize, usize, Decisions), Arc<LevelProblem>>>;
 const MEMO_LIMIT: usize = 64;
 
 impl<'a> Candidates<'a> {
+    /// The bound model back.
+    pub fn into_model(self) -> Model {
+        self.model
+    }
+
     /// Build the model and the coarsened graph, and ask `search` for its candidates.
     ///
     /// Errors: k = 0; an operator whose spec is missing or does not fit.
@@ -80,10 +85,23 @@ impl<'a> Candidates<'a> {
         search: SearchKind,
         opts: &PlanOptions,
     ) -> Result<Self, PlanError> {
+        let model = Model::new(graph, lib, cache)?;
+        Self::with_model(graph, model, workers, search, opts)
+    }
+
+    /// [`Candidates::new`] with the graph's bound model.
+    ///
+    /// Errors: k = 0.
+    pub fn with_model(
+        graph: &'a Graph,
+        model: Model,
+        workers: usize,
+        search: SearchKind,
+        opts: &PlanOptions,
+    ) -> Result<Self, PlanError> {
         if workers == 0 {
             return Err(PlanError::NoWorkers);
         }
-        let model = Model::new(graph, lib, cache)?;
         let clusters = ordered_clusters(graph, &model);
         let candidates = search.0.candidates(workers, opts);
         Ok(Candidates {

@@ -238,11 +238,29 @@ pub fn plan_with(
     search: SearchKind,
     opts: PlanOptions,
 ) -> Result<Planned, PlanError> {
+    let start = Instant::now();
+    let model = Model::new(graph, lib, cache)?;
+    let (mut best, _) = plan_with_model(graph, model, workers, search, opts)?;
+    best.plan_seconds = start.elapsed().as_secs_f64();
+    Ok(best)
+}
+
+/// [`plan_with`] with the graph's bound model (bound once by the caller);
+/// gives the model back for code generation.
+///
+/// Errors: as [`plan_with`].
+pub fn plan_with_model(
+    graph: &Graph,
+    model: Model,
+    workers: usize,
+    search: SearchKind,
+    opts: PlanOptions,
+) -> Result<(Planned, Model), PlanError> {
     if let Some(t) = &opts.topology {
         t.check_workers(workers)?;
     }
     let start = Instant::now();
-    let ctx = Candidates::new(graph, lib, cache, workers, search, &opts)?;
+    let ctx = Candidates::with_model(graph, model, workers, search, &opts)?;
     let plans = ctx.plan_all(None)?;
     let free = plans
         .iter()
@@ -255,7 +273,7 @@ pub fn plan_with(
         best = super::budget::fit(&ctx, best, free, cap)?;
     }
     best.plan_seconds = start.elapsed().as_secs_f64();
-    Ok(best)
+    Ok((best, ctx.into_model()))
 }
 
 /// The largest worker's memory of a plan (bytes).

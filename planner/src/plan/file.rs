@@ -249,6 +249,17 @@ impl PlanFile {
         lib: &tdl::Library,
         cache: &interval::cache::StrategyCache,
     ) -> Result<(PlanFile, Graph, Decisions), PlanFileError> {
+        let (file, graph, decisions, _) = Self::load_bound(path, lib, cache)?;
+        Ok((file, graph, decisions))
+    }
+
+    /// [`PlanFile::load`], also giving the graph's bound [`Model`] (bound
+    /// once, for the checks; a caller generating programs reuses it).
+    pub fn load_bound(
+        path: &Path,
+        lib: &tdl::Library,
+        cache: &interval::cache::StrategyCache,
+    ) -> Result<(PlanFile, Graph, Decisions, Model), PlanFileError> {
         let p = path.display().to_string();
         let text = std::fs::read_to_string(path).map_err(|e| PlanFileError::Io {
             path: p.clone(),
@@ -278,8 +289,9 @@ impl PlanFile {
                 "graph_sha256 differs from the embedded graph".into(),
             ));
         }
-        let decisions = file.check(&graph, lib, cache).map_err(mismatch)?;
-        Ok((file, graph, decisions))
+        let model = Model::new(&graph, lib, cache).map_err(|e| mismatch(e.to_string()))?;
+        let decisions = file.check_bound(&graph, &model).map_err(mismatch)?;
+        Ok((file, graph, decisions, model))
     }
 
     /// Check the decisions against the graph; gives them as [`Decisions`].
@@ -289,6 +301,12 @@ impl PlanFile {
         lib: &tdl::Library,
         cache: &interval::cache::StrategyCache,
     ) -> Result<Decisions, String> {
+        let model = Model::new(graph, lib, cache).map_err(|e| e.to_string())?;
+        self.check_bound(graph, &model)
+    }
+
+    /// [`PlanFile::check`] with the graph's bound model.
+    pub fn check_bound(&self, graph: &Graph, model: &Model) -> Result<Decisions, String> {
         let levels = self.factors.len();
         if self.factors.iter().product::<usize>() != self.workers || self.factors.contains(&0) {
             return Err(format!(
@@ -332,7 +350,6 @@ impl PlanFile {
                 ));
             }
         }
-        let model = Model::new(graph, lib, cache).map_err(|e| e.to_string())?;
         for (i, (op, o)) in self.ops.iter().zip(graph.ops()).enumerate() {
             if op.name != o.name || op.spec != o.spec {
                 return Err(format!(

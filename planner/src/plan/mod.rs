@@ -39,8 +39,8 @@ pub mod transfer;
 
 pub use cost::OpChoice;
 pub use driver::{
-    max_memory, plan, plan_with, CoarseGraph, MemoryFit, PlanError, PlanOptions, Planned,
-    SearchKind,
+    max_memory, plan, plan_with, plan_with_model, CoarseGraph, MemoryFit, PlanError, PlanOptions,
+    Planned, SearchKind,
 };
 pub use file::PlanFile;
 pub use level::Decisions;
