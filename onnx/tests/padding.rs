@@ -16,7 +16,7 @@ mod common;
 
 use std::path::Path;
 
-use common::models::{attr, floats, ints, model, node, vi, A};
+use common::models::{attr, floats, ints, ints_attr, model, node, vi, A};
 use common::run_imported;
 use onnx::{Data, Elem, Options};
 use onnx_protobuf::{AttributeProto, GraphProto};
@@ -92,8 +92,8 @@ fn conv_graph(c: &Case, oracle: bool) -> GraphProto {
     }
     let mut attrs = vec![
         attr("group", A::I(c.group)),
-        attr("strides", A::Is(&c.strides)),
-        attr("dilations", A::Is(&c.dilations)),
+        ints_attr("strides", &c.strides),
+        ints_attr("dilations", &c.dilations),
     ];
     if oracle {
         let k = c.pads.len() / 2;
@@ -113,7 +113,7 @@ fn conv_graph(c: &Case, oracle: bool) -> GraphProto {
 }
 
 fn cases() -> Vec<Case> {
-    let pads = |v: &[i64]| attr("pads", A::Is(v));
+    let pads = |v: &[i64]| ints_attr("pads", v);
     let auto = |s: &str| attr("auto_pad", A::S(s));
     vec![
         // TensorFlow "SAME", 3×3 stride 1 exports as symmetric; stride 2 on an
@@ -265,7 +265,7 @@ fn pool_2x2(op: &str, pad_attrs: AttributeProto) -> Vec<f64> {
     g.name = op.into();
     g.input = vec![vi("x", 1, &[1, 1, 2, 2])];
     g.output = vec![vi("y", 1, &[])];
-    let attrs = vec![attr("kernel_shape", A::Is(&[2, 2])), pad_attrs];
+    let attrs = vec![ints_attr("kernel_shape", &[2, 2]), pad_attrs];
     g.node = vec![node(op, &["x"], &["y"], attrs)];
     let (shape, v) = run(g, &[1, 1, 2, 2], &[1.0, 2.0, 3.0, 4.0]);
     assert_eq!(shape, [1, 1, 2, 2], "{op}");
@@ -286,7 +286,7 @@ fn hand_worked_values() {
     };
     // End pads (bottom, right): windows start at each element.
     assert_eq!(
-        conv(attr("pads", A::Is(&[0, 0, 1, 1]))),
+        conv(ints_attr("pads", &[0, 0, 1, 1])),
         [10.0, 6.0, 7.0, 4.0]
     );
     assert_eq!(
@@ -295,14 +295,14 @@ fn hand_worked_values() {
     );
     // Begin pads (top, left): windows end at each element.
     assert_eq!(
-        conv(attr("pads", A::Is(&[1, 1, 0, 0]))),
+        conv(ints_attr("pads", &[1, 1, 0, 0])),
         [1.0, 3.0, 4.0, 10.0]
     );
     assert_eq!(
         conv(attr("auto_pad", A::S("SAME_LOWER"))),
         [1.0, 3.0, 4.0, 10.0]
     );
-    let end = || attr("pads", A::Is(&[0, 0, 1, 1]));
+    let end = || ints_attr("pads", &[0, 0, 1, 1]);
     assert_eq!(pool_2x2("MaxPool", end()), [4.0, 4.0, 4.0, 4.0]);
     assert_eq!(
         pool_2x2("MaxPool", attr("auto_pad", A::S("SAME_LOWER"))),
