@@ -160,14 +160,13 @@ pub fn floats(name: &str, dims: &[i64], v: &[f32]) -> TensorProto {
     t
 }
 
-/// An attribute: int (`i`), float (`f`), string (`s`), strings (`ss`), floats (`fs`) or ints (`is`).
+/// An attribute: int (`i`), float (`f`), string (`s`), strings (`ss`) or floats (`fs`).
 pub enum A<'a> {
     I(i64),
     F(f32),
     S(&'a str),
     Ss(&'a [&'a str]),
     Fs(&'a [f32]),
-    Is(&'a [i64]),
 }
 
 /// Build an attribute.
@@ -194,10 +193,6 @@ pub fn attr(name: &str, v: A) -> AttributeProto {
         A::Fs(fs) => {
             a.type_ = AttributeType::FLOATS.into();
             a.floats = fs.to_vec();
-        }
-        A::Is(is) => {
-            a.type_ = AttributeType::INTS.into();
-            a.ints = is.to_vec();
         }
     }
     a
