@@ -782,8 +782,13 @@ fn fixed_value(
     }
     let numel: usize = shape.iter().product();
     if numel != values.len() {
+        let give = if numel == 1 {
+            "one value".to_string()
+        } else {
+            format!("{numel} comma-separated values")
+        };
         return Err(format!(
-            "--input-value gives input `{name}` {} values, but its shape {shape:?} holds {numel}; give {numel} comma-separated values",
+            "--input-value gives input `{name}` {} values, but its shape {shape:?} holds {numel}; give {give}",
             values.len()
         ));
     }

@@ -31,15 +31,25 @@ fn fixed(pairs: &[(&str, &[f64])]) -> Options {
     }
 }
 
-/// `y = If(sample_rate == 16000) then Relu(x) else Neg(x)`, the shape of an
-/// audio front end that resamples unless the rate is the one it was trained at.
+/// `x = features · w`, `y = If(sample_rate == 16000) then Relu(x) else
+/// Neg(x)`, the shape of an audio front end that resamples unless the rate
+/// is the one it was trained at. Committed as
+/// `onnx/tests/fixtures/if-sample-rate.onnx` for the CLI tests.
 fn if_on_sample_rate() -> GraphProto {
     let mut g = GraphProto::new();
     g.name = "if_on_sample_rate".into();
-    g.input = vec![vi("x", 1, &[2, 3]), vi("sample_rate", 7, &[])];
+    g.input = vec![vi("features", 1, &[2, 3]), vi("sample_rate", 7, &[])];
     g.output = vec![vi("y", 1, &[2, 3])];
-    g.initializer = vec![ints("rate", &[16000], true)];
+    g.initializer = vec![
+        ints("rate", &[16000], true),
+        common::models::floats(
+            "w",
+            &[3, 3],
+            &[0.5, -0.25, 1.0, 0.75, 0.5, -1.0, 0.25, 1.5, -0.5],
+        ),
+    ];
     g.node = vec![
+        node("MatMul", &["features", "w"], &["x"], vec![]),
         node("Equal", &["sample_rate", "rate"], &["is_16k"], vec![]),
         node(
             "If",
@@ -168,4 +178,27 @@ fn input_values_that_do_not_fit_are_errors_naming_the_fix() {
     assert!(e.contains("give whole numbers"), "{e}");
     let e = err(&[("x", &[1.0; 3])]);
     assert!(e.contains("fixes its length to 8"), "{e}");
+}
+
+/// The committed CLI fixture is the model [`if_on_sample_rate`] builds
+/// (`TOFU_WRITE_FIXTURES=1` rewrites it).
+#[test]
+fn the_cli_fixture_is_the_model_built_here() {
+    let mut m = onnx_protobuf::ModelProto::new();
+    m.ir_version = 8;
+    let mut o = onnx_protobuf::OperatorSetIdProto::new();
+    o.version = 17;
+    m.opset_import = vec![o];
+    m.graph = Some(if_on_sample_rate()).into();
+    let bytes = onnx::synth::to_bytes(&m);
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/if-sample-rate.onnx");
+    if std::env::var_os("TOFU_WRITE_FIXTURES").is_some() {
+        std::fs::write(&path, &bytes).expect("write the fixture");
+    }
+    let committed = std::fs::read(&path).expect("fixture committed");
+    assert!(
+        committed == bytes,
+        "{} is stale: rerun with TOFU_WRITE_FIXTURES=1",
+        path.display()
+    );
 }
