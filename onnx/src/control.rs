@@ -65,9 +65,11 @@ fn graph_attr<'a>(n: &Node<'a>, name: &str) -> Result<&'a GraphProto, String> {
 fn expand_if(l: &Lower, n: &Node) -> Result<Vec<NodeProto>, String> {
     let cond = n.input(0).ok_or("has no condition input")?;
     let Some(c) = l.arg_data(cond) else {
-        return Err(format!(
-            "its condition `{cond}` depends on run-time data, so the branch cannot be chosen at import; \
-             fix the input dims that decide it (--input-shape) or export the model with the branch resolved"
+        return Err(run_time(
+            l,
+            &format!("its condition `{cond}`"),
+            cond,
+            "the branch cannot be chosen at import",
         ));
     };
     if c.numel() != 1 {
@@ -100,9 +102,11 @@ fn expand_loop(l: &Lower, n: &Node) -> Result<Vec<Stepped>, String> {
         return Err("has no trip count (a while loop), which cannot be unrolled at import".into());
     };
     let Some(trips) = l.arg_data(m).filter(|d| d.numel() == 1) else {
-        return Err(format!(
-            "its trip count `{m}` depends on run-time data, so it cannot be unrolled at import; \
-             fix the input dims that decide it (--input-shape)"
+        return Err(run_time(
+            l,
+            &format!("its trip count `{m}`"),
+            m,
+            "it cannot be unrolled at import",
         ));
     };
     if let Some(c) = n.input(1) {
@@ -184,6 +188,75 @@ fn expand_loop(l: &Lower, n: &Node) -> Result<Vec<Stepped>, String> {
         }
     }
     Ok(out)
+}
+
+/// Why `what` (value `value`) cannot be known at import, so that
+/// `consequence`: the graph inputs whose values decide it, each with the
+/// `--input-value` flag that fixes it; without such inputs (it is computed
+/// from weights), the input dims and an export with it resolved.
+fn run_time(l: &Lower, what: &str, value: &str, consequence: &str) -> String {
+    let inputs = deciding_inputs(l, value);
+    if inputs.is_empty() {
+        return format!(
+            "{what} depends on run-time data, so {consequence}; fix the input dims that decide it \
+             (--input-shape) or export the model with it resolved"
+        );
+    }
+    let flags: Vec<String> = inputs
+        .iter()
+        .map(|i| {
+            let n: usize = l.shape_of(i).unwrap_or_default().iter().product();
+            let v = match n {
+                1 => "V".to_string(),
+                2..=4 => vec!["V"; n].join(","),
+                _ => format!("V,V,… ({n} values)"),
+            };
+            format!("--input-value {i}={v}")
+        })
+        .collect();
+    let names: Vec<String> = inputs.iter().map(|i| format!("`{i}`")).collect();
+    let (s, them) = if inputs.len() == 1 {
+        ("", "it")
+    } else {
+        ("s", "them")
+    };
+    format!(
+        "{what} depends on run-time data: the value of graph input{s} {} decides it, so {consequence}; \
+         fix {them} at import with {} (the value the model is always run with, e.g. a sample rate or a flag)",
+        names.join(", "),
+        flags.join(" ")
+    )
+}
+
+/// The graph inputs (no value known at import) that value `value` is
+/// computed from through the operators lowered so far, sorted.
+fn deciding_inputs(l: &Lower, value: &str) -> Vec<String> {
+    let Some(start) = l.values.get(value).and_then(|e| e.tensor) else {
+        return Vec::new();
+    };
+    let mut seen = std::collections::HashSet::from([start]);
+    let mut stack = vec![start];
+    let mut leaves = std::collections::HashSet::new();
+    while let Some(t) = stack.pop() {
+        match l.producers.get(&t) {
+            Some((_, ins)) => {
+                for &i in ins {
+                    if seen.insert(i) {
+                        stack.push(i);
+                    }
+                }
+            }
+            None => {
+                leaves.insert(t);
+            }
+        }
+    }
+    let mut names: Vec<String> = leaves
+        .iter()
+        .filter_map(|t| l.graph_inputs.get(t).cloned())
+        .collect();
+    names.sort();
+    names
 }
 
 /// A loop that runs no iteration: its carried values pass through.

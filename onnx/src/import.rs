@@ -41,6 +41,12 @@ pub struct Options {
     /// Values of graph inputs known to the caller (conformance cases): they
     /// stay inputs but shape-like arguments (Reshape's shape, axes) may use them.
     pub input_values: BTreeMap<String, Data>,
+    /// Graph inputs fixed to a value at import (`--input-value NAME=V,…`),
+    /// elements in row-major order: folded like constants, so `If`
+    /// conditions, `Range` limits and shape chains that read them resolve.
+    /// The shape is the `--input-shape` one, the model's static one, or for a
+    /// rank-1 input the number of values; the element type is the input's.
+    pub fixed_inputs: BTreeMap<String, Vec<f64>>,
     /// Build the training graph (backward + optimizer) instead of the inference graph.
     pub training: bool,
     /// The ONNX value the loss is taken on (default: the first graph output).
@@ -662,8 +668,17 @@ fn define_inputs(
         path: path.to_path_buf(),
         message,
     };
-    for name in opts.input_shapes.keys() {
-        if !graph.input.iter().any(|vi| &vi.name == name) {
+    let given = opts
+        .input_shapes
+        .keys()
+        .map(|n| ("--input-shape", n))
+        .chain(opts.fixed_inputs.keys().map(|n| ("--input-value", n)));
+    for (flag, name) in given {
+        if !graph
+            .input
+            .iter()
+            .any(|vi| &vi.name == name && !init_names.contains(name))
+        {
             let names: Vec<&str> = graph
                 .input
                 .iter()
@@ -671,7 +686,7 @@ fn define_inputs(
                 .filter(|n| !init_names.contains(*n))
                 .collect();
             return Err(options_err(format!(
-                "--input-shape names `{name}`, which is not a graph input; the inputs are {}",
+                "{flag} names `{name}`, which is not a graph input; the inputs are {}",
                 names.join(", ")
             )));
         }
@@ -683,6 +698,12 @@ fn define_inputs(
         }
         let (elem, dims) =
             input_type(vi).map_err(|m| unreadable(format!("graph input `{}`: {m}", vi.name)))?;
+        if let Some(v) = opts.fixed_inputs.get(&vi.name) {
+            let given = opts.input_shapes.get(&vi.name).map(Vec::as_slice);
+            let k = fixed_value(&vi.name, elem, &dims, given, v).map_err(options_err)?;
+            l.define_known(&vi.name, k);
+            continue;
+        }
         let shape = match opts.input_shapes.get(&vi.name) {
             // Values the caller supplies (conformance cases) fix the shape as they are.
             Some(given) if opts.input_values.contains_key(&vi.name) => given.clone(),
@@ -721,6 +742,74 @@ fn define_inputs(
         return Err(options_err(missing_dims_message(&missing)));
     }
     Ok(())
+}
+
+/// The constant a graph input is fixed to (`--input-value NAME=V,…`): of
+/// input `name`'s element type `elem`, shaped by `given` (`--input-shape`),
+/// the model's static `dims`, or (rank 1) the number of values. Errors: a
+/// message naming the input, what does not fit and the fix.
+fn fixed_value(
+    name: &str,
+    elem: Elem,
+    dims: &[crate::dims::ModelDim],
+    given: Option<&[usize]>,
+    values: &[f64],
+) -> Result<Known, String> {
+    let shape = match given {
+        Some(g) => check_given(name, dims, g)?,
+        None if dims.len() == 1 => vec![values.len()],
+        None => dims
+            .iter()
+            .map(|d| d.as_ref().ok().copied())
+            .collect::<Option<Vec<usize>>>()
+            .ok_or_else(|| {
+                format!(
+                    "--input-value gives input `{name}` {} values, but its shape {} has dynamic dims; give it with --input-shape {name}=D0,D1,…",
+                    values.len(),
+                    crate::dims::show_dims(dims)
+                )
+            })?,
+    };
+    if dims.len() == 1 {
+        if let Ok(d) = dims[0] {
+            if given.is_none() && d != values.len() {
+                return Err(format!(
+                    "--input-value gives input `{name}` {} values, but the model fixes its length to {d}",
+                    values.len()
+                ));
+            }
+        }
+    }
+    let numel: usize = shape.iter().product();
+    if numel != values.len() {
+        let give = if numel == 1 {
+            "one value".to_string()
+        } else {
+            format!("{numel} comma-separated values")
+        };
+        return Err(format!(
+            "--input-value gives input `{name}` {} values, but its shape {shape:?} holds {numel}; give {give}",
+            values.len()
+        ));
+    }
+    if elem.is_integer() && values.iter().any(|v| v.fract() != 0.0) {
+        return Err(format!(
+            "--input-value gives input `{name}` a fractional value, but it holds {elem:?} elements: give whole numbers"
+        ));
+    }
+    Ok(Known {
+        elem,
+        shape: shape.clone(),
+        src: Src::Dense(Data {
+            elem,
+            shape,
+            values: values
+                .iter()
+                .map(|&v| crate::tensor::round_to(elem, v, false))
+                .collect(),
+        }),
+        kind: Kind::Constant,
+    })
 }
 
 /// Every `--dim NAME=V` must name a dynamic dim of a graph input: a name no

@@ -156,6 +156,8 @@ pub struct Lower<'l> {
     pub total_emitted: usize,
     /// Spec and inputs of every emitted operator's outputs.
     pub producers: HashMap<TensorId, (String, Vec<TensorId>)>,
+    /// The graph inputs without a known value ([`Lower::define_input`]), by tensor.
+    pub graph_inputs: HashMap<TensorId, String>,
     node: String,
     emitted: usize,
     step: Option<u32>,
@@ -171,6 +173,7 @@ impl<'l> Lower<'l> {
             training,
             total_emitted: 0,
             producers: HashMap::new(),
+            graph_inputs: HashMap::new(),
             node: String::new(),
             emitted: 0,
             step: None,
@@ -289,6 +292,7 @@ impl<'l> Lower<'l> {
         let t = self
             .b
             .input(name, shape, dtype, Fill::Normal { std: 1.0 })?;
+        self.graph_inputs.insert(t, name.to_string());
         self.values.insert(
             name.to_string(),
             Entry {

@@ -151,9 +151,10 @@ fn pads(
             let mut begin = vec![0; k];
             let mut end = vec![0; k];
             for i in 0..k {
+                // Saturating: a zero-size input or kernel (bad input) must not panic.
                 let out = sizes[i].div_ceil(strides[i]);
-                let eff = (kernel[i] - 1) * dil[i] + 1;
-                let total = ((out - 1) * strides[i] + eff).saturating_sub(sizes[i]);
+                let eff = kernel[i].saturating_sub(1).saturating_mul(dil[i]) + 1;
+                let total = (out.saturating_sub(1) * strides[i] + eff).saturating_sub(sizes[i]);
                 let (small, big) = (total / 2, total - total / 2);
                 if auto == "SAME_UPPER" {
                     begin[i] = small;
@@ -181,6 +182,8 @@ fn ints_or(n: &Node, name: &str, k: usize, default: usize) -> LResult<Vec<usize>
 }
 
 /// Conv (1-D and 2-D; groups; bias fused into `conv2d_bias` / `conv2d_group_bias`).
+/// Begin pads unlike end pads (explicit, or from auto_pad SAME_UPPER / SAME_LOWER)
+/// and grouped 1-D convolutions go to [`conv_ext`].
 pub fn conv(l: &mut Lower, n: &Node, _m: &Mapping) -> LResult<Vec<Out>> {
     let x = input(l, n, 0)?;
     let w = input(l, n, 1)?;
@@ -193,18 +196,23 @@ pub fn conv(l: &mut Lower, n: &Node, _m: &Mapping) -> LResult<Vec<Out>> {
     let strides = ints_or(n, "strides", k, 1)?;
     let dil = ints_or(n, "dilations", k, 1)?;
     let p = pads(n, &sx[2..], &kernel, &strides, &dil)?;
-    if p[..k] != p[k..] {
-        return unsupported(format!("asymmetric pads {p:?}"));
-    }
     let group = n.attrs.int("group", 1);
+    if group < 1 {
+        return unsupported(format!("group = {group}"));
+    }
     let bias = match n.input(2) {
         Some(b) => Some(l.tensor(b)?),
         None => None,
     };
+    if p[..k] != p[k..] || (k == 1 && group != 1) {
+        let win = Window {
+            strides,
+            dil,
+            pads: p,
+        };
+        return Ok(vec![Out::T(conv_ext(l, x, w, bias, group, &win)?)]);
+    }
     if k == 1 {
-        if group != 1 {
-            return unsupported("grouped 1-D convolution");
-        }
         let y = l.emit1(
             "conv1d",
             &[x, w],
@@ -240,6 +248,64 @@ pub fn conv(l: &mut Lower, n: &Node, _m: &Mapping) -> LResult<Vec<Out>> {
     let mut ins = vec![x, w];
     ins.extend(bias);
     Ok(vec![Out::T(l.emit1(spec, &ins, &attrs)?)])
+}
+
+/// Strides, dilations and pads [begin…, end…] of a 1-D or 2-D convolution.
+struct Window {
+    strides: Vec<usize>,
+    dil: Vec<usize>,
+    pads: Vec<usize>,
+}
+
+/// A convolution as `conv2d_ext` / `conv2d_group_ext` (separate begin/end
+/// pads, read as zero padding), 1-D through a [B, C, 1, X] view of x and
+/// w, plus `channel_bias_add` when there is a bias.
+fn conv_ext(
+    l: &mut Lower,
+    x: TensorId,
+    w: TensorId,
+    bias: Option<TensorId>,
+    group: i64,
+    win: &Window,
+) -> LResult<TensorId> {
+    let (sx, sw) = (l.shape(x), l.shape(w));
+    let k = sx.len() - 2;
+    let lift = 2 - k;
+    // 1-D: unit height, stride and dilation 1, no pads along it.
+    let ones = |v: &[usize], fill: usize| -> Vec<usize> {
+        std::iter::repeat_n(fill, lift)
+            .chain(v.iter().copied())
+            .collect()
+    };
+    let view = |s: &[usize]| -> Vec<usize> { [&s[..2], &ones(&s[2..], 1)[..]].concat() };
+    let xv = l.reshape(x, &view(&sx))?;
+    let wv = l.reshape(w, &view(&sw))?;
+    let (strides, dil) = (ones(&win.strides, 1), ones(&win.dil, 1));
+    let (begin, end) = (ones(&win.pads[..k], 0), ones(&win.pads[k..], 0));
+    let mut attrs: Vec<Attr> = vec![
+        ("stride_h", int(strides[0] as i64)),
+        ("stride_w", int(strides[1] as i64)),
+        ("pad_t", int(begin[0] as i64)),
+        ("pad_l", int(begin[1] as i64)),
+        ("pad_b", int(end[0] as i64)),
+        ("pad_r", int(end[1] as i64)),
+        ("dilation_h", int(dil[0] as i64)),
+        ("dilation_w", int(dil[1] as i64)),
+    ];
+    let spec = if group == 1 {
+        "conv2d_ext"
+    } else {
+        attrs.push(("groups", int(group)));
+        "conv2d_group_ext"
+    };
+    let y = l.emit1(spec, &[xv, wv], &attrs)?;
+    let y = match bias {
+        Some(b) => l.emit1("channel_bias_add", &[y, b], &[])?,
+        None => y,
+    };
+    let mut out = l.shape(y);
+    out.drain(2..2 + lift);
+    l.reshape(y, &out)
 }
 
 /// MaxPool / AveragePool → `maxpool2d_ext` / `avgpool2d_ext` (1-D via a

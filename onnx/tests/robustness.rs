@@ -335,3 +335,72 @@ proptest! {
         let _ = onnx::import(&m, Path::new("new.onnx"), library(), &opts);
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
+
+    /// Issue 26 items 2 and 3: Conv / MaxPool / AveragePool of rank 1–3 with
+    /// random pads (negative, begin unlike end), every `auto_pad` mode and a
+    /// bogus one, zero strides, dilations, kernels and input sides, groups;
+    /// and random `--input-value`s (unknown names, wrong counts, fractions,
+    /// ±inf) on a model whose `If` and `Range` read them, for inference or
+    /// training: imports, or errors, never panics.
+    #[test]
+    fn padding_and_input_value_paths_never_panic(
+        op in prop::sample::select(vec!["Conv", "MaxPool", "AveragePool"]),
+        rank in 1usize..4,
+        side in 0i64..6,
+        kernel in 0i64..4,
+        pads in proptest::collection::vec(-1i64..4, 6),
+        auto in prop::sample::select(vec!["NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID", "BOGUS"]),
+        (stride, dil, group) in (0i64..3, 0i64..3, 0i64..3),
+        training in any::<bool>(),
+        name in prop::sample::select(vec!["sample_rate", "n", "x", "nope"]),
+        values in proptest::collection::vec(
+            prop::sample::select(vec![0.0, 1.0, 2.5, 16000.0, -3.0, f64::INFINITY]),
+            0..3,
+        ),
+    ) {
+        use common::models::{attr, branch, floats, graph_attr, ints, ints_attr, model, node, vi, A};
+        let opts = onnx::Options { training, ..Default::default() };
+        let mut g = onnx_protobuf::GraphProto::new();
+        g.name = "pads".into();
+        let mut xd = vec![2, 2];
+        xd.extend(std::iter::repeat_n(side, rank));
+        let mut wd = vec![2, 2 / group.max(1)];
+        wd.extend(std::iter::repeat_n(kernel, rank));
+        g.input = vec![vi("x", 1, &xd)];
+        g.output = vec![vi("y", 1, &[])];
+        let nw = wd.iter().product::<i64>().max(0) as usize;
+        g.initializer = vec![floats("w", &wd, &vec![0.5; nw])];
+        let attrs = vec![
+            ints_attr("pads", &pads[..2 * rank]),
+            attr("auto_pad", A::S(auto)),
+            ints_attr("strides", &vec![stride; rank]),
+            ints_attr("dilations", &vec![dil; rank]),
+            ints_attr("kernel_shape", &vec![kernel; rank]),
+            attr("group", A::I(group)),
+        ];
+        let ins: &[&str] = if op == "Conv" { &["x", "w"] } else { &["x"] };
+        g.node = vec![node(op, ins, &["y"], attrs)];
+        // Ok or a typed error; a panic fails the test.
+        let _ = onnx::import(&model(g), Path::new("pads.onnx"), library(), &opts);
+
+        let mut g = onnx_protobuf::GraphProto::new();
+        g.name = "values".into();
+        g.input = vec![vi("x", 1, &[2, 3]), vi("sample_rate", 7, &[]), vi("n", 7, &[])];
+        g.output = vec![vi("y", 1, &[]), vi("r", 7, &[])];
+        g.initializer = vec![ints("rate", &[16000], true), ints("zero", &[0], true), ints("one", &[1], true)];
+        g.node = vec![
+            node("Equal", &["sample_rate", "rate"], &["c"], vec![]),
+            node("If", &["c"], &["y"], vec![
+                graph_attr("then_branch", branch("Relu")),
+                graph_attr("else_branch", branch("Neg")),
+            ]),
+            node("Range", &["zero", "n", "one"], &["r"], vec![]),
+        ];
+        let mut opts = opts;
+        opts.fixed_inputs.insert(name.into(), values);
+        let _ = onnx::import(&model(g), Path::new("values.onnx"), library(), &opts);
+    }
+}

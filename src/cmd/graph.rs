@@ -2,7 +2,7 @@
 //! build a zoo model's training graph and summarise it.
 //!
 //! `tofu graph FILE.onnx [--training [--loss NAME]] [--batch N] [--dim name=value]...
-//! [--input-shape NAME=D0,D1,...]...
+//! [--input-shape NAME=D0,D1,...]... [--input-value NAME=V[,V...]]...
 //! [--opaque-unsupported]`: import an ONNX model (see the `onnx` crate) as its
 //! inference graph, or with `--training` its training graph; the summary also
 //! lists the opsets, the nodes folded at import, every dynamic dim that took
@@ -55,6 +55,11 @@ pub struct Args {
     /// dynamic dim of that input, named or `?`; static dims must match.
     #[arg(long = "input-shape", value_name = "NAME=D0,D1,...", requires = "file")]
     input_shapes: Vec<String>,
+    /// ONNX: fix a graph input to a value at import, e.g. `--input-value sample_rate=16000`
+    /// (repeatable; values row-major): folded like a constant, so `If`
+    /// conditions, `Range` limits and shape chains that read it resolve.
+    #[arg(long = "input-value", value_name = "NAME=V[,V...]", requires = "file")]
+    input_values: Vec<String>,
     /// ONNX: import nodes without a spec mapping as opaque operators
     /// (replicated or split along their batch dim only) instead of failing.
     #[arg(long, requires = "file")]
@@ -79,6 +84,7 @@ impl Args {
             batch: self.batch,
             dims: self.dims.clone(),
             input_shapes: self.input_shapes.clone(),
+            input_values: self.input_values.clone(),
             training: self.training,
             loss: self.loss.clone(),
             optimizer: self.optimizer.clone(),

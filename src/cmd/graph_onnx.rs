@@ -25,6 +25,8 @@ pub struct OnnxArgs {
     pub dims: Vec<String>,
     /// `--input-shape NAME=D0,D1,...`.
     pub input_shapes: Vec<String>,
+    /// `--input-value NAME=V[,V…]`.
+    pub input_values: Vec<String>,
     /// `--training`.
     pub training: bool,
     /// `--loss`.
@@ -67,6 +69,10 @@ pub fn options(args: &OnnxArgs) -> miette::Result<onnx::Options> {
         let (name, dims) = parse_input_shape(spec)?;
         opts.input_shapes.insert(name, dims);
     }
+    for spec in &args.input_values {
+        let (name, values) = parse_input_value(spec)?;
+        opts.fixed_inputs.insert(name, values);
+    }
     opts.optimizer = Some(Optimizer::from_name(&args.optimizer).ok_or_else(|| {
         miette::miette!(
             "unknown optimizer `{}`: expected sgd, momentum or adam",
@@ -99,6 +105,27 @@ pub fn parse_input_shape(spec: &str) -> miette::Result<(String, Vec<usize>)> {
             .ok_or_else(bad)?
     };
     Ok((name.to_string(), dims))
+}
+
+/// Parse `--input-value NAME=V[,V…]`: a graph input fixed to these values
+/// (row-major) at import (the name may itself hold `=`: the last one separates).
+pub fn parse_input_value(spec: &str) -> miette::Result<(String, Vec<f64>)> {
+    let bad = || {
+        miette::miette!(
+            "--input-value `{spec}`: expected NAME=V[,V…] with numbers, e.g. --input-value sample_rate=16000"
+        )
+    };
+    let (name, values) = spec.rsplit_once('=').ok_or_else(bad)?;
+    let name = name.trim();
+    if name.is_empty() {
+        return Err(bad());
+    }
+    let values: Vec<f64> = values
+        .split(',')
+        .map(|v| v.trim().parse::<f64>().ok().filter(|v| !v.is_nan()))
+        .collect::<Option<_>>()
+        .ok_or_else(bad)?;
+    Ok((name.to_string(), values))
 }
 
 /// Run `tofu graph FILE.onnx`.

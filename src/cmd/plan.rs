@@ -104,6 +104,10 @@ pub struct Args {
     /// (repeatable; gives every dynamic dim of that input, named or `?`).
     #[arg(long = "input-shape", value_name = "NAME=D0,D1,...")]
     input_shape: Vec<String>,
+    /// ONNX: fix a graph input to a value at import, e.g. `--input-value sample_rate=16000`
+    /// (repeatable; folded like a constant, so `If` conditions and `Range` limits resolve).
+    #[arg(long = "input-value", value_name = "NAME=V[,V...]")]
+    input_value: Vec<String>,
     /// ONNX: the output the loss is taken on (default: the first output).
     #[arg(long)]
     loss: Option<String>,
@@ -158,6 +162,7 @@ fn load_graph(args: &Args, lib: Library) -> miette::Result<(String, Graph, Libra
                     batch: args.batch,
                     dims: args.dim.clone(),
                     input_shapes: args.input_shape.clone(),
+                    input_values: args.input_value.clone(),
                     training: true,
                     loss: args.loss.clone(),
                     optimizer: args.optimizer.clone(),

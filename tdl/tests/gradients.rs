@@ -103,6 +103,17 @@ const CONV2D_ATTRS: &[(&str, &[f64])] = &[
     ("dilation_h", &[1.0, 2.0]),
     ("dilation_w", &[1.0, 2.0]),
 ];
+/// Begin and end pads drawn apart (`pads = [0, 0, 1, 1]`, SAME_UPPER/LOWER).
+const CONV2D_EXT_ATTRS: &[(&str, &[f64])] = &[
+    ("stride_h", &[1.0, 2.0]),
+    ("stride_w", &[1.0, 2.0]),
+    ("pad_t", &[0.0, 1.0]),
+    ("pad_l", &[0.0, 2.0]),
+    ("pad_b", &[0.0, 1.0, 2.0]),
+    ("pad_r", &[0.0, 1.0]),
+    ("dilation_h", &[1.0, 2.0]),
+    ("dilation_w", &[1.0, 2.0]),
+];
 const CONV2D_DIMS: &[(&str, usize, usize)] = &[
     ("B", 1, 2),
     ("CI", 1, 3),
@@ -301,6 +312,26 @@ const TABLE: &[OpCfg] = &[
         dims: CONV2D_DIMS,
         fixup: Some(group_fixup),
         ..cfg("conv2d_group")
+    },
+    // ONNX Conv with separate begin/end pads (specs/onnx_nn.tdl).
+    OpCfg {
+        attrs: CONV2D_EXT_ATTRS,
+        dims: CONV2D_DIMS,
+        ..cfg("conv2d_ext")
+    },
+    OpCfg {
+        attrs: &[
+            ("groups", &[1.0, 2.0]),
+            CONV2D_ATTRS[0],
+            CONV2D_EXT_ATTRS[2],
+            CONV2D_EXT_ATTRS[3],
+            CONV2D_EXT_ATTRS[4],
+            CONV2D_EXT_ATTRS[5],
+            CONV2D_ATTRS[5],
+        ],
+        dims: CONV2D_DIMS,
+        fixup: Some(group_fixup),
+        ..cfg("conv2d_group_ext")
     },
     // ONNX Conv with bias and group > 1 (specs/onnx_nn.tdl).
     OpCfg {

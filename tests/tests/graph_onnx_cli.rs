@@ -131,3 +131,56 @@ fn a_dim_name_the_model_lacks_is_an_error_listing_its_dims() {
         "`sequence` was given, not defaulted: {defaulted:?}"
     );
 }
+
+/// Issue 26 item 3: an `If` on a graph input's value (a sample rate) is an
+/// error naming the input and `--input-value`; with the flag the input
+/// folds, the branch is taken, and `tofu plan` plans it. The model:
+/// `onnx/tests/fixtures/if-sample-rate.onnx` (built by
+/// `onnx/tests/input_values.rs`).
+#[test]
+fn an_if_on_an_input_value_needs_input_value_and_takes_the_branch() {
+    let model = workspace_root().join("onnx/tests/fixtures/if-sample-rate.onnx");
+    let m = model.to_str().unwrap();
+    let bad = tofu(&["graph", m]);
+    assert!(!bad.status.success());
+    let err = String::from_utf8_lossy(&bad.stderr);
+    for part in [
+        "if-sample-rate.onnx",
+        "graph input `sample_rate`",
+        "--input-value sample_rate=V",
+    ] {
+        assert!(err.contains(part), "`{part}` missing from: {err}");
+    }
+    for (rate, taken) in [("16000", "Relu"), ("8000", "Neg")] {
+        let flag = format!("sample_rate={rate}");
+        let ok = tofu(&["graph", m, "--input-value", &flag, "--json"]);
+        assert!(
+            ok.status.success(),
+            "{}",
+            String::from_utf8_lossy(&ok.stderr)
+        );
+        let v: serde_json::Value = serde_json::from_slice(&ok.stdout).expect("one JSON object");
+        assert!(
+            v["mapped_op_types"].get(taken).is_some(),
+            "{rate}: {}",
+            v["mapped_op_types"]
+        );
+    }
+    let plan = tofu(&[
+        "plan",
+        m,
+        "--workers",
+        "2",
+        "--input-value",
+        "sample_rate=16000",
+    ]);
+    assert!(
+        plan.status.success(),
+        "{}",
+        String::from_utf8_lossy(&plan.stderr)
+    );
+    let bad_value = tofu(&["graph", m, "--input-value", "sample_rate=fast"]);
+    assert!(!bad_value.status.success());
+    let err = String::from_utf8_lossy(&bad_value.stderr);
+    assert!(err.contains("expected NAME=V[,V…]"), "{err}");
+}

@@ -82,3 +82,35 @@ pub fn models_dir() -> Option<PathBuf> {
     eprintln!("SKIPPED: {msg}");
     None
 }
+
+/// Run an imported graph with the reference interpreter, every leaf taking
+/// the value the import recorded for it; gives the graph outputs (shape,
+/// elements) in order. Panics (test helper) when a leaf has no value.
+pub fn run_imported(imp: &onnx::Imported) -> Vec<(Vec<usize>, Vec<f64>)> {
+    use planner::graph::execute::{execute, Values};
+    let mut values = Values::new(imp.graph.tensors().len());
+    for (t, k) in &imp.leaf_values {
+        let d = k.data().expect("leaf value readable");
+        values.set(
+            *t,
+            tdl::Tensor {
+                shape: d.shape,
+                data: d.values,
+            },
+        );
+    }
+    execute(&imp.graph, &imp.library, &mut values, |_, _| true)
+        .unwrap_or_else(|e| panic!("interpreter: {e}"));
+    imp.outputs
+        .iter()
+        .map(|(name, o)| match o {
+            onnx::Output::Tensor(t) => {
+                let v = values
+                    .get(*t)
+                    .unwrap_or_else(|| panic!("output `{name}` not computed"));
+                (v.shape.clone(), v.data.clone())
+            }
+            onnx::Output::Const(d) => (d.shape.clone(), d.values.clone()),
+        })
+        .collect()
+}

@@ -232,3 +232,12 @@ pub fn recurrent(
     g.node = vec![n];
     model(g)
 }
+
+/// An ints attribute (`pads`, `strides`, `kernel_shape`, …).
+pub fn ints_attr(name: &str, v: &[i64]) -> AttributeProto {
+    let mut a = AttributeProto::new();
+    a.name = name.into();
+    a.type_ = AttributeType::INTS.into();
+    a.ints = v.to_vec();
+    a
+}
