@@ -150,6 +150,10 @@ pub fn cache_dir() -> PathBuf {
 /// file (naming the script that fetches it) or a malformed line (naming
 /// file and line).
 pub fn load(name: &str) -> Result<DataSet, TrainError> {
+    if name == "digits" {
+        // In the file's order (a split would permute it).
+        return load_digits(&cache_dir().join("sklearn-digits/digits.csv"));
+    }
     match load_splits(name, &DataOptions::default())?.0 {
         Data::Classes(d) => Ok(d),
         _ => Err(TrainError::Data(format!(
