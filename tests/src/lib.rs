@@ -100,28 +100,35 @@ pub fn movielens_cache() -> Option<PathBuf> {
     None
 }
 
-/// Whether scikit-learn's digits are cached (`digits.csv` under
-/// `$TOFU_DATA_CACHE`, default `~/.cache/tofu`, `sklearn-digits/`);
-/// otherwise prints `SKIPPED` and gives `false`, or panics when `CI` is
-/// set (data must be fetched there by `scripts/fetch-digits.sh`).
-pub fn have_digits() -> bool {
-    let cache = std::env::var_os("TOFU_DATA_CACHE")
+/// The data cache the fetch scripts fill: `$TOFU_DATA_CACHE`, default
+/// `~/.cache/tofu`.
+pub fn data_cache() -> PathBuf {
+    std::env::var_os("TOFU_DATA_CACHE")
         .map(PathBuf::from)
         .unwrap_or_else(|| {
             PathBuf::from(std::env::var_os("HOME").unwrap_or_else(|| "/root".into()))
                 .join(".cache/tofu")
-        });
-    let file = cache.join("sklearn-digits/digits.csv");
-    if file.is_file() {
+        })
+}
+
+/// Whether `file` (relative to [`data_cache`]) is there; otherwise prints
+/// `SKIPPED` and gives `false`, or panics when `CI` is set (data must be
+/// fetched there by `script`).
+pub fn have_cached(file: &str, script: &str) -> bool {
+    let path = data_cache().join(file);
+    if path.is_file() {
         return true;
     }
-    let msg = format!(
-        "{} is missing: run `bash scripts/fetch-digits.sh`",
-        file.display()
-    );
+    let msg = format!("{} is missing: run `bash {script}`", path.display());
     assert!(std::env::var_os("CI").is_none(), "{msg}");
     eprintln!("SKIPPED: {msg}");
     false
+}
+
+/// Whether scikit-learn's digits are cached ([`have_cached`]:
+/// `sklearn-digits/digits.csv`, from `scripts/fetch-digits.sh`).
+pub fn have_digits() -> bool {
+    have_cached("sklearn-digits/digits.csv", "scripts/fetch-digits.sh")
 }
 
 /// A port nobody listens on now (bound to port 0, then released): a

@@ -11,7 +11,7 @@
 
 use std::process::Command;
 
-use tofu_tests::{free_port, have_digits, tofu_bin};
+use tofu_tests::{data_cache, free_port, have_cached, have_digits, tofu_bin};
 
 /// The JSON lines of `tofu train ARGS --json`.
 fn train(args: &[&str]) -> Vec<serde_json::Value> {
@@ -509,13 +509,7 @@ fn the_cnn_sized_to_digits_trains_and_two_ranks_follow_one() {
 #[test]
 #[ignore]
 fn a_cnn_on_fashion_mnist_reaches_85_percent() {
-    let cache = std::env::var_os("TOFU_DATA_CACHE")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| {
-            std::path::PathBuf::from(std::env::var_os("HOME").unwrap_or_default())
-                .join(".cache/tofu")
-        });
-    if !cache.join("fashion-mnist/.complete").is_file() {
+    if !data_cache().join("fashion-mnist/.complete").is_file() {
         eprintln!("SKIPPED: run `bash scripts/fetch-fashion-mnist.sh` first");
         return;
     }
@@ -538,19 +532,7 @@ fn a_cnn_on_fashion_mnist_reaches_85_percent() {
 /// Whether the King James Bible is cached (`scripts/fetch-kjv.sh`);
 /// otherwise SKIPPED locally, a failure under CI.
 fn have_kjv() -> bool {
-    let cache = std::env::var_os("TOFU_DATA_CACHE")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| {
-            std::path::PathBuf::from(std::env::var_os("HOME").unwrap_or_default())
-                .join(".cache/tofu")
-        });
-    if cache.join("kjv/.complete").is_file() {
-        return true;
-    }
-    let msg = "the KJV corpus is missing: run `bash scripts/fetch-kjv.sh`";
-    assert!(std::env::var_os("CI").is_none(), "{msg}");
-    eprintln!("SKIPPED: {msg}");
-    false
+    have_cached("kjv/.complete", "scripts/fetch-kjv.sh")
 }
 
 /// Issue 27: a small GPT on a byte-level corpus; the held-out loss falls
@@ -608,13 +590,7 @@ fn a_safetensors_data_set_trains_like_the_built_in_one() {
     if !have_digits() {
         return;
     }
-    let cache = std::env::var_os("TOFU_DATA_CACHE")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| {
-            std::path::PathBuf::from(std::env::var_os("HOME").unwrap_or_default())
-                .join(".cache/tofu")
-        });
-    let text = std::fs::read_to_string(cache.join("sklearn-digits/digits.csv")).unwrap();
+    let text = std::fs::read_to_string(data_cache().join("sklearn-digits/digits.csv")).unwrap();
     let (mut x, mut y) = (Vec::<u8>::new(), Vec::<u8>::new());
     let mut n = 0;
     for line in text.lines().filter(|l| !l.trim().is_empty()) {

@@ -50,6 +50,20 @@ impl Prepared {
     pub fn world(&self) -> usize {
         self.programs.programs.len()
     }
+
+    /// Held-out loss and accuracy of `weights` on the first `limit` samples
+    /// of `test` ([`crate::evaluate::evaluate`] on the unpartitioned programs).
+    ///
+    /// Errors: as [`crate::evaluate::evaluate`].
+    pub fn evaluate(
+        &self,
+        weights: &runner::Given,
+        test: &dyn Samples,
+        limit: Option<usize>,
+    ) -> Result<crate::Evaluation, TrainError> {
+        let (one, tensors) = (&self.unpartitioned, &self.tensors);
+        crate::evaluate::evaluate(one, tensors, self.logits, weights, test, self.batch, limit)
+    }
 }
 
 fn err(e: impl std::fmt::Display) -> TrainError {

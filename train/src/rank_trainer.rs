@@ -12,19 +12,16 @@
 //! from the programs) and assembled on rank 0. Checkpoints: each process
 //! writes its own shard, rank 0 commits after a barrier.
 
-use std::sync::Mutex;
-use std::time::Instant;
-
 use codegen::Region;
 use comm::Collectives;
 use runner::{run_rank_fed, CpuBackend, CpuBuffer, Given, RunOptions};
 
 use crate::checkpoint::{self, Capture, Tile};
-use crate::evaluate::{evaluate, Evaluation};
+use crate::evaluate::Evaluation;
 use crate::feed::BatchFeed;
 use crate::prepare::Prepared;
 use crate::samples::Samples;
-use crate::trainer::{batches, StepLog, TrainOptions};
+use crate::trainer::{batches, StepClock, StepLog, TrainOptions};
 use crate::TrainError;
 
 /// What one rank's run gave.
@@ -87,30 +84,15 @@ where
         (opts.start, run_steps),
         capture.as_ref(),
     );
-    let start = Instant::now();
-    let last = Mutex::new(start);
+    let clock = StepClock::new();
     let progress = |done: usize| {
-        let now = Instant::now();
-        let dt = {
-            let mut l = last.lock().expect("no poisoned clock");
-            let dt = now.duration_since(*l).as_secs_f64();
-            *l = now;
-            dt
-        };
         let step = opts.start + done - 1;
         if let Some(c) = capture.as_ref().filter(|c| c.checkpoint_due(step)) {
             if let Err(e) = checkpoint_rank(prep, c, (rank, world), opts.seed, step + 1, barrier) {
                 c.fail(format!("checkpoint after step {step}: {e}"));
             }
         }
-        on_step(&StepLog {
-            step,
-            epoch: step / per_epoch,
-            loss: feed.loss(done - 1).unwrap_or(f32::NAN),
-            samples_per_second: prep.batch as f64 / dt.max(1e-9),
-            elapsed: now.duration_since(start).as_secs_f64(),
-            test: None,
-        });
+        on_step(&clock.log(step, per_epoch, prep.batch, feed.loss(done - 1)));
     };
     let run_opts = RunOptions {
         steps: run_steps,
@@ -130,22 +112,14 @@ where
     if let Some(e) = capture.as_ref().and_then(Capture::failed) {
         return Err(TrainError::Data(e));
     }
-    let seconds = start.elapsed().as_secs_f64();
+    let seconds = clock.elapsed();
     let tiles = gather_kept(prep, &report.kept, &mut comm, rank)?;
     let (weights, test) = match (rank, tiles) {
         (0, Some(tiles)) => {
             let w = checkpoint::assemble(&prep.graph, &prep.programs, &tiles)
                 .map_err(TrainError::Data)?;
             let e = match test {
-                Some(t) if !t.is_empty() => Some(evaluate(
-                    &prep.unpartitioned,
-                    &prep.tensors,
-                    prep.logits,
-                    &w,
-                    t,
-                    prep.batch,
-                    opts.eval_samples,
-                )?),
+                Some(t) if !t.is_empty() => Some(prep.evaluate(&w, t, opts.eval_samples)?),
                 _ => None,
             };
             let weights = w

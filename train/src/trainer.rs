@@ -18,7 +18,7 @@ use runner::{run_programs_fed, Given, RunOptions};
 
 use crate::batches::Batches;
 use crate::checkpoint::{self, Capture};
-use crate::evaluate::{evaluate, Evaluation};
+use crate::evaluate::Evaluation;
 use crate::feed::BatchFeed;
 use crate::prepare::Prepared;
 use crate::samples::Samples;
@@ -61,6 +61,55 @@ pub struct StepLog {
     pub elapsed: f64,
     /// The held-out evaluation after this step, when one was due.
     pub test: Option<Evaluation>,
+}
+
+/// Wall time of a run's steps: seconds per step (since the last one) and
+/// since the start, for [`StepLog`]s.
+pub(crate) struct StepClock {
+    start: Instant,
+    last: Mutex<Instant>,
+}
+
+impl StepClock {
+    pub(crate) fn new() -> StepClock {
+        let start = Instant::now();
+        StepClock {
+            start,
+            last: Mutex::new(start),
+        }
+    }
+
+    /// The log of global step `step`, just completed: its time since the
+    /// previous step's, `batch` samples over it, `loss` (NaN when this
+    /// process does not hold it), no evaluation.
+    pub(crate) fn log(
+        &self,
+        step: usize,
+        per_epoch: usize,
+        batch: usize,
+        loss: Option<f32>,
+    ) -> StepLog {
+        let now = Instant::now();
+        let dt = {
+            let mut l = self.last.lock().expect("no poisoned clock");
+            let dt = now.duration_since(*l).as_secs_f64();
+            *l = now;
+            dt
+        };
+        StepLog {
+            step,
+            epoch: step / per_epoch.max(1),
+            loss: loss.unwrap_or(f32::NAN),
+            samples_per_second: batch as f64 / dt.max(1e-9),
+            elapsed: now.duration_since(self.start).as_secs_f64(),
+            test: None,
+        }
+    }
+
+    /// Seconds since the start.
+    pub(crate) fn elapsed(&self) -> f64 {
+        self.start.elapsed().as_secs_f64()
+    }
 }
 
 /// What a run gave.
@@ -143,17 +192,8 @@ pub fn train(
     );
     let written = Mutex::new(Vec::new());
     let evaluations = Mutex::new(Vec::new());
-    let start = Instant::now();
-    let last = Mutex::new(start);
-    let batch = prep.batch;
+    let clock = StepClock::new();
     let progress = |done: usize| {
-        let now = Instant::now();
-        let dt = {
-            let mut l = last.lock().expect("no poisoned clock");
-            let dt = now.duration_since(*l).as_secs_f64();
-            *l = now;
-            dt
-        };
         let local = done - 1;
         let step = opts.start + local;
         let mut eval = None;
@@ -170,17 +210,7 @@ pub fn train(
             if let Some(t) = test.filter(|_| c.eval_due(step)) {
                 let e = checkpoint::assemble(&prep.graph, &prep.programs, &tiles)
                     .map_err(TrainError::Data)
-                    .and_then(|w| {
-                        evaluate(
-                            &prep.unpartitioned,
-                            &prep.tensors,
-                            prep.logits,
-                            &w,
-                            t,
-                            batch,
-                            opts.eval_samples,
-                        )
-                    });
+                    .and_then(|w| prep.evaluate(&w, t, opts.eval_samples));
                 match e {
                     Ok(e) => {
                         evaluations
@@ -193,14 +223,9 @@ pub fn train(
                 }
             }
         }
-        on_step(&StepLog {
-            step,
-            epoch: step / per_epoch,
-            loss: feed.loss(local).unwrap_or(f32::NAN),
-            samples_per_second: batch as f64 / dt.max(1e-9),
-            elapsed: now.duration_since(start).as_secs_f64(),
-            test: eval,
-        });
+        let mut log = clock.log(step, per_epoch, prep.batch, feed.loss(local));
+        log.test = eval;
+        on_step(&log);
     };
     let ranks = runner::LocalCommunicator::create(prep.world())
         .into_iter()
@@ -222,7 +247,7 @@ pub fn train(
     if let Some(e) = capture.as_ref().and_then(Capture::failed) {
         return Err(TrainError::Data(e));
     }
-    let seconds = start.elapsed().as_secs_f64();
+    let seconds = clock.elapsed();
     let losses = feed
         .losses()
         .into_iter()
@@ -241,15 +266,7 @@ pub fn train(
         .map(|&(_, e)| e);
     let test = match test {
         _ if last_eval.is_some() => last_eval,
-        Some(t) if !t.is_empty() => Some(evaluate(
-            &prep.unpartitioned,
-            &prep.tensors,
-            prep.logits,
-            &weights,
-            t,
-            prep.batch,
-            opts.eval_samples,
-        )?),
+        Some(t) if !t.is_empty() => Some(prep.evaluate(&weights, t, opts.eval_samples)?),
         _ => None,
     };
     Ok(TrainReport {
