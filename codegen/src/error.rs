@@ -9,8 +9,9 @@ pub enum CodegenError {
     /// The plan's decisions do not fit the graph (counts, levels, dims).
     #[error("plan does not fit the graph: {0}")]
     Mismatch(String),
-    /// A tensor of a dtype the runner cannot hold (buffers are f32).
-    #[error("tensor `{tensor}` has dtype {dtype}; the runner holds 4-byte elements only")]
+    /// An operator output that is not f32: computation runs in f32, so only
+    /// leaves (inputs, constants) hold other element types.
+    #[error("tensor `{tensor}` is computed by an operator but has element type {dtype}; operator outputs are f32 (only inputs and constants may be {dtype}): change its dtype to f32 in the graph file")]
     DType {
         /// Tensor name.
         tensor: String,

@@ -32,7 +32,7 @@
 use std::collections::{BTreeSet, HashMap};
 
 use planner::graph::execute::fill_offsets;
-use planner::graph::{Graph, GraphError, OpId, TensorId};
+use planner::graph::{DType, Graph, GraphError, OpId, TensorId};
 use planner::plan::cost::CostModel;
 use planner::plan::model::Model;
 use planner::plan::tile::{digits, Region};
@@ -43,6 +43,7 @@ use crate::collectives::{recognise, recognise_input, Collective};
 use crate::emit::Shared;
 use crate::error::CodegenError;
 use crate::program::{BufId, Buffer, Carry, Instr, Program, TensorInfo, FORMAT, VERSION};
+use crate::wire;
 
 /// The programs of every rank, with the transfers they realise.
 #[derive(Clone, Debug)]
@@ -74,8 +75,8 @@ pub fn generate_unpartitioned(
 /// Build every rank's program (see the module doc).
 ///
 /// Errors: [`CodegenError::Mismatch`] when the decisions do not fit the
-/// graph; [`CodegenError::DType`] for a tensor that is not 4 bytes per
-/// element; [`CodegenError::Spec`] for an op whose spec is missing.
+/// graph; [`CodegenError::DType`] for an operator output that is not f32
+/// (only leaves hold other element types, see [`crate::wire`]); [`CodegenError::Spec`] for an op whose spec is missing.
 pub fn generate(
     graph: &Graph,
     lib: &Library,
@@ -88,7 +89,7 @@ pub fn generate(
     let all = transfers(graph, model, factors, d);
     let mut predicted = vec![0u64; world];
     for t in &all {
-        predicted[t.src] += t.region.volume() * graph.tensor(t.tensor).dtype.size_bytes();
+        predicted[t.src] += wire::message_bytes(t.region.volume(), graph.tensor(t.tensor).dtype);
     }
     let mut by_phase: HashMap<(OpId, Phase), Vec<&Transfer>> = HashMap::new();
     for t in &all {
@@ -105,7 +106,12 @@ pub fn generate(
                 .get(&(o, Phase::Output { slot }))
                 .map(|v| &v[..])
                 .unwrap_or(&[]);
-            if world < 2 || d.tensors[t.index()].iter().any(Option::is_some) {
+            // Packed words of another type cannot be reduced inside a
+            // collective ([`wire`]): such an output stays an exchange.
+            if world < 2
+                || d.tensors[t.index()].iter().any(Option::is_some)
+                || graph.tensor(t).dtype != DType::F32
+            {
                 continue;
             }
             let gathers = by_phase
@@ -204,7 +210,7 @@ pub fn generate(
 }
 
 /// Decisions that fit the graph: one entry per tensor/op and level, split
-/// dims within rank, strategy indices that exist, 4-byte dtypes.
+/// dims within rank, strategy indices that exist, f32 operator outputs.
 fn check_fit(
     graph: &Graph,
     model: &Model,
@@ -243,10 +249,10 @@ fn check_fit(
                 t.shape.len()
             ));
         }
-        if t.dtype.size_bytes() != 4 {
+        if t.dtype != DType::F32 && t.fill.is_none() {
             return Err(CodegenError::DType {
                 tensor: t.name.clone(),
-                dtype: format!("{:?}", t.dtype),
+                dtype: t.dtype.to_string(),
             });
         }
     }
@@ -372,6 +378,8 @@ impl RankGen<'_> {
                 id,
                 name: g.tensor(id).name.clone(),
                 shape: g.tensor(id).shape.clone(),
+                dtype: g.tensor(id).dtype,
+                value: g.tensor(id).value.clone(),
             })
             .collect();
         Program {

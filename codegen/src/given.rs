@@ -99,7 +99,7 @@ pub enum GivenError {
     },
     /// An element type with no f32 conversion.
     #[error(
-        "{file}: tensor `{name}` has element type {dtype}; use F32, F64, F16, BF16, I64, I32 or U8"
+        "{file}: tensor `{name}` has element type {dtype}; use F32, F64, F16, BF16, I64, I32, U8 or BOOL"
     )]
     DType {
         /// The file.
@@ -108,6 +108,19 @@ pub enum GivenError {
         name: String,
         /// Its element type.
         dtype: String,
+    },
+    /// An integer the runner's f32 arithmetic cannot hold exactly
+    /// (|v| > 2²⁴); token ids and indices are far below.
+    #[error(
+        "{file}: tensor `{name}` holds the integer {value}, beyond the ±2^24 that f32 arithmetic holds exactly"
+    )]
+    Inexact {
+        /// The file.
+        file: String,
+        /// The tensor.
+        name: String,
+        /// The first such value.
+        value: i64,
     },
 }
 
@@ -133,6 +146,19 @@ pub fn from_safetensors(
             file: file.to_string(),
             message: e.to_string(),
         })?;
+        if view.dtype() == Dtype::I64 {
+            let big = view
+                .data()
+                .chunks_exact(8)
+                .map(|c| i64::from_le_bytes(c.try_into().unwrap_or([0; 8])));
+            if let Some(value) = big.into_iter().find(|v| v.unsigned_abs() > 1 << 24) {
+                return Err(GivenError::Inexact {
+                    file: file.to_string(),
+                    name,
+                    value,
+                });
+            }
+        }
         let values = to_f32(view.dtype(), view.data()).ok_or_else(|| GivenError::DType {
             file: file.to_string(),
             name: name.clone(),
@@ -201,7 +227,7 @@ pub fn from_named(
     Ok(given)
 }
 
-/// Little-endian elements of `dtype` (F32, F64, F16, BF16, I64, I32, U8)
+/// Little-endian elements of `dtype` (F32, F64, F16, BF16, I64, I32, U8, BOOL)
 /// as f32, `None` for other types.
 pub fn to_f32(dtype: Dtype, b: &[u8]) -> Option<Vec<f32>> {
     let chunks = |n: usize| b.chunks_exact(n);
@@ -225,6 +251,7 @@ pub fn to_f32(dtype: Dtype, b: &[u8]) -> Option<Vec<f32>> {
             .map(|c| i32::from_le_bytes([c[0], c[1], c[2], c[3]]) as f32)
             .collect(),
         Dtype::U8 => b.iter().map(|&x| x as f32).collect(),
+        Dtype::BOOL => b.iter().map(|&x| (x != 0) as u8 as f32).collect(),
         _ => return None,
     })
 }

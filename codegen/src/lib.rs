@@ -18,6 +18,8 @@
 //! * [`local`]: when a share may run a kernel on local shapes.
 //! * [`given`]: real leaf values (safetensors) by graph tensor name, for a
 //!   run that should not use the synthetic fills.
+//! * [`wire`]: element types — values a tensor of each type holds, and its
+//!   messages at the type's own size.
 //! * [`validate`]: the checks run before anything executes (programs, and a
 //!   plan file's recorded costs against its decisions).
 //! * [`error`]: what goes wrong, named.
@@ -37,9 +39,11 @@ pub mod given;
 pub mod local;
 pub mod program;
 pub mod validate;
+pub mod wire;
 
 pub use error::CodegenError;
 pub use generate::{generate, generate_unpartitioned, Programs};
+pub use planner::graph::DType;
 pub use program::{
     BufId, Buffer, Fill, Init, Instr, KernelMode, Msg, OpId, Program, Region, Synthetic, TensorId,
     TensorInfo,

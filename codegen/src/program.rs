@@ -1,4 +1,4 @@
-//! The per-worker program: plain serde data (format `tofu-program`, version 3).
+//! The per-worker program: plain serde data (format `tofu-program`, version 5).
 //!
 //! A [`Program`] lists the buffers one rank holds during one training step
 //! (each a region of one tensor in global coordinates, f32 elements) and the
@@ -22,10 +22,13 @@
 //! versions 1 and 2 named the graph's operators and tensors without their
 //! specs, shapes or fills: [`Program::from_json`] rejects them with the
 //! command that writes a current file; version 3 files are read as they are
-//! (every version 3 program is a version 4 program).
+//! (every version 3 program is a version 4 program). Version 5 gave each
+//! tensor its element type and a constant leaf its values
+//! ([`TensorInfo::dtype`], [`TensorInfo::value`]); older files read as f32
+//! tensors with synthetic fills.
 
 use comm::traffic;
-pub use planner::graph::{OpId, TensorId};
+pub use planner::graph::{DType, OpId, TensorId};
 pub use planner::plan::tile::Region;
 pub use planner::plan::Phase;
 use serde::{Deserialize, Serialize};
@@ -33,6 +36,7 @@ pub use tdl::Fill;
 use tdl::{Attrs, OpSpec, Reducer};
 
 use crate::error::CodegenError;
+use crate::wire;
 
 /// Index into [`Program::buffers`].
 pub type BufId = u32;
@@ -40,7 +44,7 @@ pub type BufId = u32;
 /// The program file format name.
 pub const FORMAT: &str = "tofu-program";
 /// The program file format version.
-pub const VERSION: u32 = 4;
+pub const VERSION: u32 = 5;
 
 /// The oldest version [`Program::from_json`] reads (version 3 files use a
 /// subset of version 4's instructions).
@@ -56,7 +60,8 @@ pub struct Buffer {
     pub tensor: TensorId,
     /// The region it holds (`[lo, hi)` per dim, global coordinates).
     pub region: Region,
-    /// Elements (= `region.volume()`); the runner stores f32, 4 bytes each.
+    /// Elements (= `region.volume()`); the runner computes on one f32 per
+    /// element, whatever the tensor's element type ([`crate::wire`]).
     pub elems: u64,
     /// Whether it is the tensor's tile on this worker (else a work buffer:
     /// an assembled input, a computed share, or a staging copy).
@@ -65,7 +70,7 @@ pub struct Buffer {
 
 /// A tensor a program names: what the runner needs to fill, slice and
 /// assemble it without the graph.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TensorInfo {
     /// The tensor.
     pub id: TensorId,
@@ -73,6 +78,19 @@ pub struct TensorInfo {
     pub name: String,
     /// Its global shape (elements per dim).
     pub shape: Vec<usize>,
+    /// Its element type (values it holds and its size on the wire, see
+    /// [`crate::wire`]); f32 in files before version 5.
+    #[serde(default = "f32_dtype")]
+    pub dtype: DType,
+    /// A constant leaf's known values (the graph's
+    /// [`planner::graph::Tensor::value`], whole tensor, row-major), used
+    /// instead of its synthetic fill.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<Vec<f64>>,
+}
+
+fn f32_dtype() -> DType {
+    DType::F32
 }
 
 /// A leaf tile's synthetic values: the tensor's [`Fill`] and where the
@@ -330,41 +348,46 @@ impl Instr {
 
     /// Bytes `rank` of `world` sends in this instruction, as the
     /// communicator counts them ([`comm::traffic`]: message sizes for an
-    /// exchange, the ring formulas for collectives).
-    pub fn bytes_sent(&self, rank: usize, world: usize) -> u64 {
-        let counts = |blocks: &[Region]| -> Vec<usize> {
-            blocks.iter().map(|b| b.volume() as usize).collect()
+    /// exchange, the ring formulas for collectives), each message in the
+    /// 4-byte words of its buffer's element type (`dtype`, see
+    /// [`crate::wire::words`]).
+    pub fn bytes_sent(&self, rank: usize, world: usize, dtype: impl Fn(BufId) -> DType) -> u64 {
+        let words = |buf: BufId, r: &Region| wire::words(r.volume(), dtype(buf)) as usize;
+        let counts = |buf: BufId, blocks: &[Region]| -> Vec<usize> {
+            blocks.iter().map(|b| words(buf, b)).collect()
         };
         match self {
             Instr::Exchange { sends, .. } => {
                 let ops: Vec<(usize, usize, bool)> = sends
                     .iter()
-                    .map(|m| (m.peer, m.region.volume() as usize, true))
+                    .map(|m| (m.peer, words(m.buf, &m.region), true))
                     .collect();
                 traffic::group(&ops, rank).sent
             }
-            Instr::AllReduce { region, .. } => {
-                traffic::all_reduce(region.volume() as usize, world, rank).sent
+            Instr::AllReduce { dst, region, .. } => {
+                traffic::all_reduce(words(*dst, region), world, rank).sent
             }
-            Instr::ReduceScatter { blocks, .. } => {
-                traffic::reduce_scatter(&counts(blocks), rank).sent
+            Instr::ReduceScatter { src, blocks, .. } => {
+                traffic::reduce_scatter(&counts(*src, blocks), rank).sent
             }
-            Instr::AllGather { blocks, .. } => traffic::all_gather(&counts(blocks), rank).sent,
+            Instr::AllGather { buf, blocks, .. } => {
+                traffic::all_gather(&counts(*buf, blocks), rank).sent
+            }
             Instr::AllToAll { sends, recvs, .. } => {
                 let per_rank = |msgs: &[Msg]| {
                     let mut c = vec![0usize; world];
                     for m in msgs {
                         if let Some(x) = c.get_mut(m.peer) {
-                            *x += m.region.volume() as usize;
+                            *x += words(m.buf, &m.region);
                         }
                     }
                     c
                 };
                 traffic::all_to_all(&per_rank(sends), &per_rank(recvs), rank).sent
             }
-            Instr::Broadcast { root, region, .. } => {
-                traffic::flat_broadcast(region.volume() as usize, world, *root, rank).sent
-            }
+            Instr::Broadcast {
+                root, buf, region, ..
+            } => traffic::flat_broadcast(words(*buf, region), world, *root, rank).sent,
             _ => 0,
         }
     }
@@ -426,12 +449,13 @@ pub struct Program {
 }
 
 impl Program {
-    /// Bytes this program sends per step (f32 elements × 4), counted as the
-    /// communicator counts them ([`Instr::bytes_sent`]).
+    /// Bytes this program sends per step (each element at its type's size,
+    /// messages in whole 4-byte words), counted as the communicator counts
+    /// them ([`Instr::bytes_sent`]).
     pub fn bytes_sent(&self) -> u64 {
         self.instrs
             .iter()
-            .map(|i| i.bytes_sent(self.rank, self.world))
+            .map(|i| i.bytes_sent(self.rank, self.world, |b| self.buffer_dtype(b)))
             .sum()
     }
 
@@ -440,8 +464,17 @@ impl Program {
         self.instrs
             .iter()
             .filter(|i| i.is_collective())
-            .map(|i| i.bytes_sent(self.rank, self.world))
+            .map(|i| i.bytes_sent(self.rank, self.world, |b| self.buffer_dtype(b)))
             .sum()
+    }
+
+    /// The element type of buffer `b` (its tensor's; f32 for a buffer or
+    /// tensor the program does not name, which validation rejects).
+    pub fn buffer_dtype(&self, b: BufId) -> DType {
+        self.buffers
+            .get(b as usize)
+            .and_then(|d| self.tensor(d.tensor))
+            .map_or(DType::F32, |t| t.dtype)
     }
 
     /// The tensor `id`, if the program names it.
@@ -575,11 +608,11 @@ mod tests {
     }
 
     #[test]
-    fn versions_3_and_4_are_read_others_rejected_with_the_command() {
-        for v in [3, 4] {
+    fn versions_3_to_5_are_read_others_rejected_with_the_command() {
+        for v in [3, 4, 5] {
             assert_eq!(Program::from_json(&empty(v), "p.json").unwrap().version, v);
         }
-        for v in [2, 5] {
+        for v in [2, 6] {
             let e = Program::from_json(&empty(v), "p.json")
                 .unwrap_err()
                 .to_string();
@@ -589,5 +622,23 @@ mod tests {
             );
             assert!(e.contains(REGENERATE), "{e}");
         }
+    }
+
+    /// A tensor of a version 3 or 4 file (no element type, no value) reads
+    /// as f32 with its synthetic fill; version 5 writes the type by name.
+    #[test]
+    fn tensors_before_version_5_are_f32() {
+        let old: TensorInfo = serde_json::from_str(r#"{"id":3,"name":"x","shape":[2,4]}"#).unwrap();
+        assert_eq!((old.dtype, old.value.as_ref()), (DType::F32, None));
+        let ids = TensorInfo {
+            id: TensorId(1),
+            name: "ids".into(),
+            shape: vec![3],
+            dtype: DType::I64,
+            value: Some(vec![0.0, 1.0, 2.0]),
+        };
+        let text = serde_json::to_string(&ids).unwrap();
+        assert!(text.contains(r#""dtype":"i64""#), "{text}");
+        assert_eq!(serde_json::from_str::<TensorInfo>(&text).unwrap(), ids);
     }
 }

@@ -447,6 +447,8 @@ impl Pass<'_, '_> {
             .keys()
             .filter_map(|n| Some((n.clone(), l.shape_of(n)?)))
             .collect();
+        crate::index_fill::set_index_fills(&mut l.b, &l.graph_inputs)
+            .map_err(|e| graph_err(path, "<graph inputs>", e))?;
         let leaf_values = std::mem::take(&mut l.leaf_values);
         s.forward_ops = l.total_emitted;
         let graph_out = if self.opts.training {

@@ -30,6 +30,7 @@ pub mod external;
 pub mod fold;
 pub mod fold_eval;
 pub mod import;
+pub mod index_fill;
 pub mod loss;
 pub mod lower;
 pub mod map_einsum;

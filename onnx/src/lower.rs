@@ -282,6 +282,14 @@ impl<'l> Lower<'l> {
         };
         self.b.set_step(self.step);
         let t = t?;
+        // A small folded constant keeps its values (index tables, masks,
+        // position ids): a run reads them instead of the fill.
+        if let Src::Dense(d) = &k.src {
+            let leaf = matches!(k.kind, Kind::Constant | Kind::Input);
+            if leaf && !matches!(fill, Fill::Constant { .. }) && d.values.len() <= MAX_KEPT_VALUES {
+                self.b.set_value(t, d.values.clone())?;
+            }
+        }
         self.leaf_values.push((t, k.clone()));
         self.values.get_mut(name).expect("present").tensor = Some(t);
         Ok(t)
@@ -498,6 +506,10 @@ pub fn broadcast_shape(a: &[usize], b: &[usize]) -> Option<Vec<usize>> {
         })
         .collect()
 }
+
+/// Elements of the largest folded constant whose values the graph keeps
+/// ([`planner::graph::Tensor::value`]); a larger one keeps only its fill.
+pub const MAX_KEPT_VALUES: usize = 1 << 16;
 
 /// A fill describing dense values: constant if all equal, else normal with their std.
 pub fn fill_of(values: &[f64]) -> Fill {

@@ -62,6 +62,20 @@ pub fn binary(l: &mut Lower, n: &Node, m: &Mapping) -> LResult<Vec<Out>> {
     } else {
         m.specs[0]
     };
+    // A known scalar exponent (GELU's x³ whose 3 an exporter lifted into an
+    // initializer, a square): `pow_scalar`, the exponent an attribute and not
+    // trained — its gradient, ln of a possibly negative base, would be NaN.
+    let (sa, sb) = (shape(l, a)?, shape(l, b)?);
+    if m.op == "Pow" && broadcast_shape(&sa, &sb) == Some(sa) {
+        if let Some(d) = l.const_data(b).filter(|d| d.values.len() == 1) {
+            let ta = l.tensor(a)?;
+            return Ok(vec![Out::T(l.emit1(
+                "pow_scalar",
+                &[ta],
+                &[("exponent", float(d.values[0]))],
+            )?)]);
+        }
+    }
     Ok(vec![Out::T(broadcast_binary(l, spec, a, b)?)])
 }
 

@@ -253,14 +253,18 @@ impl Elem {
     }
 
     /// The graph dtype used for a tensor of this type (sizes in bytes matter
-    /// for memory accounting; 2..16-bit integers and bools count as i32,
-    /// 4- and 8-bit floats as f16).
+    /// for memory accounting and traffic): bool, u8, i64/u64, f16, bf16, f32
+    /// and f64 as themselves; the other integers (2- to 32-bit) widen to
+    /// i32, 4- and 8-bit floats to f16.
     pub fn dtype(self) -> DType {
         match self {
-            Elem::F32 | Elem::BF16 => DType::F32,
+            Elem::F32 => DType::F32,
+            Elem::BF16 => DType::Bf16,
             Elem::F16 | Elem::F8(_) | Elem::F4E2M1 => DType::F16,
             Elem::F64 => DType::F64,
             Elem::Int(64) | Elem::UInt(64) => DType::I64,
+            Elem::UInt(8) => DType::U8,
+            Elem::Bool => DType::Bool,
             _ => DType::I32,
         }
     }

@@ -124,3 +124,45 @@ fn fixtures_hold_no_weights() {
         );
     }
 }
+
+/// What a run of an export needs beyond its graph (issue 27 item 1): the
+/// integer inputs that carry token ids get ids inside the embedding tables
+/// they index (GPT-2's `input_ids` in its 50,257-row vocabulary), folded
+/// constants keep their values (GPT-2's position ids 0..127), and a `Pow`
+/// whose exponent is a known scalar (GELU's 3, which the exporter lifted
+/// into an initializer) becomes `pow_scalar`: the exponent is not trained
+/// (its gradient would be ln of a negative base).
+#[test]
+fn gpt2_leaves_carry_what_a_run_needs() {
+    use planner::graph::{DType, Fill};
+    let opts = onnx::Options {
+        input_shapes: shapes("gpt2"),
+        training: true,
+        ..Default::default()
+    };
+    let g = onnx::load_graph_with(&fixture("gpt2"), library(), &opts)
+        .unwrap()
+        .graph;
+    let named = |n: &str| {
+        g.tensors()
+            .iter()
+            .find(|t| t.name == n)
+            .unwrap_or_else(|| panic!("no tensor `{n}`"))
+    };
+    let ids = named("input_ids");
+    assert_eq!(ids.dtype, DType::I64);
+    assert_eq!(ids.fill, Some(Fill::Indices { bound: 50257 }));
+    let positions = g
+        .tensors()
+        .iter()
+        .find(|t| t.dtype == DType::I64 && t.value.is_some())
+        .expect("the folded position ids keep their values");
+    let want: Vec<f64> = (0..128).map(f64::from).collect();
+    assert_eq!(positions.value.as_deref(), Some(&want[..]));
+    assert_eq!(g.ops().iter().filter(|o| o.spec == "pow").count(), 0);
+    assert_eq!(
+        g.ops().iter().filter(|o| o.spec == "pow_scalar").count(),
+        12,
+        "one GELU x³ per layer"
+    );
+}

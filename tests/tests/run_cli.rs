@@ -3,7 +3,7 @@
 //! mismatched plan files (a graph that does not match its hash, another
 //! model's graph, an edited tile, a split beyond a tensor's rank, not a plan
 //! at all) exit non-zero with a message naming the file before anything runs;
-//! `--save-programs` writes each rank's self-contained program (format 4);
+//! `--save-programs` writes each rank's self-contained program (format 5);
 //! the verified run's programs contain all-to-all and broadcast instructions.
 
 use std::path::{Path, PathBuf};
@@ -118,7 +118,7 @@ fn saves_self_contained_programs() {
     for r in 0..2 {
         let v = read(&progs.join(format!("rank-{r}.json")));
         assert_eq!(v["format"], "tofu-program");
-        assert_eq!(v["version"], 4);
+        assert_eq!(v["version"], 5);
         assert_eq!(v["rank"], r);
         // Specs, tensor shapes and fills travel with the program.
         assert!(!v["specs"].as_array().unwrap().is_empty());

@@ -126,6 +126,7 @@ impl<'l> GraphBuilder<'l> {
             grad_of: None,
             updates: None,
             fill: Some(fill),
+            value: None,
             step: self.step,
         }))
     }
@@ -173,6 +174,27 @@ impl<'l> GraphBuilder<'l> {
         Ok(outs)
     }
 
+    /// Give the leaf `t` its known values ([`Tensor::value`]: row-major,
+    /// one per element), e.g. a constant folded at import.
+    ///
+    /// Errors: [`GraphError::Invalid`] when `t` is produced by an op or the
+    /// count is not its element count.
+    pub fn set_value(&mut self, t: TensorId, values: Vec<f64>) -> Result<(), GraphError> {
+        let tensor = self.ins.graph.tensor_mut(t);
+        if tensor.fill.is_none() || values.len() as u64 != tensor.numel() {
+            return Err(GraphError::Invalid {
+                at: tensor.name.clone(),
+                message: format!(
+                    "{} values for a tensor of {} elements (a value belongs to a leaf and has one number per element)",
+                    values.len(),
+                    tensor.numel()
+                ),
+            });
+        }
+        tensor.value = Some(values);
+        Ok(())
+    }
+
     /// Mark the forward ops, their outputs and the inputs added from now on
     /// as time step `step` of an unrolled recurrent network (`None`: outside
     /// the time steps). This is the graph metadata the coarsening rule
@@ -205,6 +227,27 @@ impl<'l> GraphBuilder<'l> {
     /// Shape of a tensor built so far.
     pub fn shape(&self, t: TensorId) -> &[usize] {
         &self.ins.graph.tensor(t).shape
+    }
+
+    /// The graph built so far (read-only: consumers, specs, shapes).
+    pub fn graph(&self) -> &Graph {
+        &self.ins.graph
+    }
+
+    /// Replace the fill of the leaf `t` (e.g. an importer that learns from
+    /// the graph's consumers that an integer input holds row ids).
+    ///
+    /// Errors: [`GraphError::Invalid`] when `t` is produced by an op.
+    pub fn set_fill(&mut self, t: TensorId, fill: Fill) -> Result<(), GraphError> {
+        let tensor = self.ins.graph.tensor_mut(t);
+        if tensor.fill.is_none() {
+            return Err(GraphError::Invalid {
+                at: tensor.name.clone(),
+                message: "an operator produces it, so it has no fill".into(),
+            });
+        }
+        tensor.fill = Some(fill);
+        Ok(())
     }
 
     /// The library the builder resolves specs in.
@@ -331,6 +374,7 @@ impl<'l> OpInserter<'l> {
                 grad_of: m.grad_of,
                 updates: None,
                 fill: None,
+                value: None,
                 step: None,
             }));
         }

@@ -15,7 +15,7 @@
 //!   "loss": 7,                       // tensor id of the scalar loss (optional)
 //!   "groups": [{"op": 0}, {"tensor": 3}],      // Tofu §4.2.1 groups, by anchor
 //!   "tensors": [{
-//!     "name": "fc0.w", "shape": [8, 8], "dtype": "f32",   // f32 f16 f64 i32 i64
+//!     "name": "fc0.w", "shape": [8, 8], "dtype": "f32",   // f32 f16 bf16 f64 i32 i64 u8 bool
 //!     "role": "weight",              // input activation weight gradient optimizer_state
 //!     "group": 1,                    // group id
 //!     "grad": 20,                    // (optional) id of its total gradient
@@ -23,6 +23,7 @@
 //!     "updates": 2,                  // (optional, optimizer outputs) id of the tensor replaced
 //!     "fill": {"normal": {"std": 0.35}}   // (tensors no op produces) normal{std},
 //!                                    // constant{value}, indices{bound}, "probabilities", "positions"
+//!     "value": [0, 1, 2]             // (optional, constant leaves) known values, row-major
 //!   }],
 //!   "ops": [{
 //!     "name": "fc0", "spec": "matmul",     // spec name in the operator library

@@ -27,30 +27,64 @@ use tdl::{Attrs, Binding, Library, OpSpec};
 use super::error::GraphError;
 use super::ids::{GroupId, OpId, TensorId};
 
-/// Element type of a tensor.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+/// Element type of a tensor (how it is stored and moved; arithmetic runs in
+/// f32, see `codegen::wire`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum DType {
     /// 32-bit float (4 bytes): every weight, activation and gradient of the zoo.
     F32,
-    /// 16-bit float (2 bytes).
+    /// 16-bit IEEE float (2 bytes).
     F16,
+    /// bfloat16 (2 bytes).
+    Bf16,
     /// 64-bit float (8 bytes).
     F64,
     /// 32-bit integer (4 bytes): token ids.
     I32,
-    /// 64-bit integer (8 bytes).
+    /// 64-bit integer (8 bytes): ONNX's indices, shapes and token ids.
     I64,
+    /// Unsigned byte (1 byte): quantised values, image bytes.
+    U8,
+    /// Boolean (1 byte, 0 or 1): masks.
+    Bool,
 }
 
 impl DType {
     /// Bytes per element.
     pub fn size_bytes(self) -> u64 {
         match self {
-            DType::F16 => 2,
+            DType::U8 | DType::Bool => 1,
+            DType::F16 | DType::Bf16 => 2,
             DType::F32 | DType::I32 => 4,
             DType::F64 | DType::I64 => 8,
         }
+    }
+
+    /// Whether its values are integers (compared exactly, rounded when
+    /// computed in f32).
+    pub fn is_integer(self) -> bool {
+        matches!(self, DType::I32 | DType::I64 | DType::U8 | DType::Bool)
+    }
+
+    /// Its name in graph files and messages (`f32`, `i64`, `bool`, …).
+    pub fn name(self) -> &'static str {
+        match self {
+            DType::F32 => "f32",
+            DType::F16 => "f16",
+            DType::Bf16 => "bf16",
+            DType::F64 => "f64",
+            DType::I32 => "i32",
+            DType::I64 => "i64",
+            DType::U8 => "u8",
+            DType::Bool => "bool",
+        }
+    }
+}
+
+impl std::fmt::Display for DType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
     }
 }
 
@@ -161,6 +195,13 @@ pub struct Tensor {
     /// For a tensor no operator produces: how to fill it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fill: Option<Fill>,
+    /// For a constant leaf whose values are known (folded at ONNX import:
+    /// index tables, masks, position ids): its values, row-major, as f64.
+    /// A run uses them instead of [`Tensor::fill`], which stays as the
+    /// description of their scale. Absent otherwise, and absent from the
+    /// graph file then.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<Vec<f64>>,
     /// For a forward tensor of an unrolled recurrent network (an input or
     /// activation of one time step): its time step, as [`Op::step`]. Absent
     /// otherwise, and absent from the graph file then.
@@ -337,6 +378,19 @@ impl Graph {
                     ))
                 }
                 _ => {}
+            }
+            if let Some(v) = &t.value {
+                if producer[i].is_some() || v.len() as u64 != t.numel() {
+                    return Err(invalid(
+                        format!("tensors[{i}].value"),
+                        format!(
+                            "`{}` has {} values; a value belongs to a leaf and has one number per element ({})",
+                            t.name,
+                            v.len(),
+                            t.numel()
+                        ),
+                    ));
+                }
             }
         }
         if let Some(l) = loss {

@@ -87,6 +87,7 @@ pub fn training_graph(
         grad_of: Some(loss),
         updates: None,
         fill: Some(Fill::Constant { value: 1.0 }),
+        value: None,
         step: None,
     })?;
     pass.contribs.insert(
@@ -329,6 +330,7 @@ impl Backward<'_> {
                 grad_of: None,
                 updates: None,
                 fill: Some(Fill::Constant { value: 0.0 }),
+                value: None,
                 step: None,
             })?);
         }

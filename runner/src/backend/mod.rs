@@ -137,6 +137,16 @@ pub trait Backend: Send {
     /// Errors: the device is out of memory.
     fn alloc_workspace(&self, elems: usize) -> Result<Self::Buffer, BackendError>;
 
+    /// A work buffer holding a copy of `host` that the memory accounting
+    /// does not count (a message in wire form, see `codegen::wire`). The
+    /// default uploads a counted buffer, for backends without uncounted
+    /// uploads.
+    ///
+    /// Errors: as [`Backend::alloc_workspace`].
+    fn upload_workspace(&self, host: &[f32]) -> Result<Self::Buffer, BackendError> {
+        self.upload(host)
+    }
+
     /// Copy (or, with `op`, combine: `dst = op(dst, src)`) the elements of
     /// `region` from `src`, which holds the region `src_r` of a row-major
     /// tensor, into `dst`, which holds `dst_r` (all in global coordinates,

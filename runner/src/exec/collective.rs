@@ -3,7 +3,7 @@
 //! order), the collective, and the result unpacked into the program's
 //! buffers.
 
-use codegen::Region;
+use codegen::{wire, DType, Region};
 use comm::Collectives;
 
 use super::rank::RankRunner;
@@ -22,6 +22,7 @@ impl<B: Backend, C: Collectives<B::Buffer>> RankRunner<'_, B, C> {
         op: comm::ReduceOp,
     ) -> Result<(), ExecError> {
         let p = self.p;
+        self.reducible(dst)?;
         if src != dst {
             self.be(self.backend.copy_region(
                 self.buf(src)?,
@@ -33,6 +34,59 @@ impl<B: Backend, C: Collectives<B::Buffer>> RankRunner<'_, B, C> {
             ))?;
         }
         self.comm.all_reduce(d, op).map_err(|e| self.comm_err(e))
+    }
+
+    /// Words the message `region` of buffer `b` takes on the wire (its
+    /// elements at their type's size, [`codegen::wire::words`]).
+    pub(super) fn wire_words(&self, b: u32, region: &Region) -> usize {
+        wire::words(region.volume(), self.p.buffer_dtype(b)) as usize
+    }
+
+    /// A work buffer holding `region` of `b` in wire form: packed on the
+    /// backend (row-major), and for a tensor that is not f32 encoded at its
+    /// element type's size ([`codegen::wire::encode`]).
+    pub(super) fn pack_wire(&self, b: u32, region: &Region) -> Result<B::Buffer, ExecError> {
+        let part = self.pack(b, region)?;
+        let dtype = self.p.buffer_dtype(b);
+        if dtype == DType::F32 {
+            return Ok(part);
+        }
+        let mut host = vec![0.0; region.volume() as usize];
+        self.be(self.backend.download(&part, &mut host))?;
+        self.be(self.backend.upload_workspace(&wire::encode(&host, dtype)))
+    }
+
+    /// Copy (or reduce) a wire-form message of `region` ([`Self::pack_wire`])
+    /// into `buf`.
+    pub(super) fn unpack_wire(
+        &mut self,
+        msg: &B::Buffer,
+        buf: u32,
+        region: &Region,
+        reduce: Option<comm::ReduceOp>,
+    ) -> Result<(), ExecError> {
+        let dtype = self.p.buffer_dtype(buf);
+        if dtype == DType::F32 {
+            return self.unpack(msg, buf, region, reduce);
+        }
+        let mut host = vec![0.0; self.wire_words(buf, region)];
+        self.be(self.backend.download(msg, &mut host))?;
+        let values = wire::decode(&host, region.volume() as usize, dtype);
+        let part = self.be(self.backend.upload_workspace(&values))?;
+        self.unpack(&part, buf, region, reduce)
+    }
+
+    /// An error unless buffer `b` holds f32 (a collective that reduces
+    /// cannot sum packed words; codegen lowers none of another type).
+    fn reducible(&self, b: u32) -> Result<(), ExecError> {
+        let dtype = self.p.buffer_dtype(b);
+        if dtype == DType::F32 {
+            return Ok(());
+        }
+        Err(ExecError::Invalid(format!(
+            "rank {}: a reducing collective on buffer {b} of element type {dtype} (only f32 is reduced in a collective)",
+            self.rank
+        )))
     }
 
     /// A work buffer holding `region` of `b` (row-major), packed on the backend.
@@ -58,6 +112,7 @@ impl<B: Backend, C: Collectives<B::Buffer>> RankRunner<'_, B, C> {
         blocks: &[Region],
         op: comm::ReduceOp,
     ) -> Result<(), ExecError> {
+        self.reducible(src)?;
         let counts: Vec<usize> = blocks.iter().map(|b| b.volume() as usize).collect();
         let n: usize = counts.iter().sum();
         let mut send = self.be(self.backend.alloc_workspace(n))?;
@@ -84,20 +139,17 @@ impl<B: Backend, C: Collectives<B::Buffer>> RankRunner<'_, B, C> {
         Ok(())
     }
 
-    /// [`Instr::AllGather`]: this rank's block of `buf` all-gathered, every
-    /// other block written into `buf`.
+    /// [`Instr::AllGather`]: this rank's block of `buf` all-gathered (in
+    /// wire form), every other block written into `buf`.
     pub(super) fn all_gather(&mut self, buf: u32, blocks: &[Region]) -> Result<(), ExecError> {
-        let counts: Vec<usize> = blocks.iter().map(|b| b.volume() as usize).collect();
+        let counts: Vec<usize> = blocks.iter().map(|b| self.wire_words(buf, b)).collect();
         let n: usize = counts.iter().sum();
-        let send = self.pack(buf, &blocks[self.rank])?;
+        let send = self.pack_wire(buf, &blocks[self.rank])?;
         let mut all = self.be(self.backend.alloc_workspace(n))?;
         self.comm
             .all_gather(&send, &mut all, &counts)
             .map_err(|e| self.comm_err(e))?;
-        let mut d = self.take_buf(buf)?;
-        let held = &self.p.buffers[buf as usize].region.0;
         let mut off = 0i64;
-        let mut r = Ok(());
         for (j, (b, &c)) in blocks.iter().zip(&counts).enumerate() {
             if c == 0 {
                 continue;
@@ -107,17 +159,12 @@ impl<B: Backend, C: Collectives<B::Buffer>> RankRunner<'_, B, C> {
             if j == self.rank {
                 continue;
             }
-            r = self.backend.alloc_workspace(c).and_then(|mut part| {
-                self.backend
-                    .copy_region(&all, &[(0, n as i64)], &mut part, &at, &at, None)?;
-                self.backend
-                    .copy_region(&part, &b.0, &mut d, held, &b.0, None)
-            });
-            if r.is_err() {
-                break;
-            }
+            let mut part = self.be(self.backend.alloc_workspace(c))?;
+            self.be(self
+                .backend
+                .copy_region(&all, &[(0, n as i64)], &mut part, &at, &at, None))?;
+            self.unpack_wire(&part, buf, b, None)?;
         }
-        self.bufs[buf as usize] = Some(d);
-        self.be(r)
+        Ok(())
     }
 }

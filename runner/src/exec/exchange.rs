@@ -13,8 +13,7 @@ use crate::backend::Backend;
 use crate::region::reduce_op;
 
 impl<B: Backend, C: Collectives<B::Buffer>> RankRunner<'_, B, C> {
-    /// Elements per rank of `msgs` (one message per peer; a peer outside
-    /// the world is an error).
+    /// Wire words per rank of `msgs` (a peer outside the world is an error).
     fn counts(&self, msgs: &[Msg]) -> Result<Vec<usize>, ExecError> {
         let mut c = vec![0; self.p.world];
         for m in msgs {
@@ -26,7 +25,7 @@ impl<B: Backend, C: Collectives<B::Buffer>> RankRunner<'_, B, C> {
                     world_size: self.p.world,
                 }));
             };
-            *x += m.region.volume() as usize;
+            *x += self.wire_words(m.buf, &m.region);
         }
         Ok(c)
     }
@@ -40,11 +39,11 @@ impl<B: Backend, C: Collectives<B::Buffer>> RankRunner<'_, B, C> {
         let mut send = self.be(self.backend.alloc_workspace(n))?;
         let mut off = 0i64;
         for m in sends {
-            let c = m.region.volume() as i64;
+            let c = self.wire_words(m.buf, &m.region) as i64;
             if c == 0 {
                 continue;
             }
-            let part = self.pack(m.buf, &m.region)?;
+            let part = self.pack_wire(m.buf, &m.region)?;
             let at = [(off, off + c)];
             self.be(self
                 .backend
@@ -58,7 +57,7 @@ impl<B: Backend, C: Collectives<B::Buffer>> RankRunner<'_, B, C> {
             .map_err(|e| self.comm_err(e))?;
         let mut off = 0i64;
         for m in recvs {
-            let c = m.region.volume() as i64;
+            let c = self.wire_words(m.buf, &m.region) as i64;
             if c == 0 {
                 continue;
             }
@@ -73,7 +72,7 @@ impl<B: Backend, C: Collectives<B::Buffer>> RankRunner<'_, B, C> {
                 &at,
                 None,
             ))?;
-            self.unpack(&part, m.buf, &m.region, m.reduce.map(reduce_op))?;
+            self.unpack_wire(&part, m.buf, &m.region, m.reduce.map(reduce_op))?;
         }
         Ok(())
     }
@@ -89,15 +88,15 @@ impl<B: Backend, C: Collectives<B::Buffer>> RankRunner<'_, B, C> {
         reduce: Option<ReduceOp>,
     ) -> Result<(), ExecError> {
         let mut w = if self.rank == root {
-            self.pack(buf, region)?
+            self.pack_wire(buf, region)?
         } else {
-            self.be(self.backend.alloc_workspace(region.volume() as usize))?
+            self.be(self.backend.alloc_workspace(self.wire_words(buf, region)))?
         };
         self.comm
             .flat_broadcast(&mut w, Rank(root))
             .map_err(|e| self.comm_err(e))?;
         if self.rank != root {
-            self.unpack(&w, buf, region, reduce)?;
+            self.unpack_wire(&w, buf, region, reduce)?;
         }
         Ok(())
     }

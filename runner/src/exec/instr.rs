@@ -61,23 +61,16 @@ impl<B: Backend, C: Collectives<B::Buffer>> RankRunner<'_, B, C> {
                 }
                 Instr::Exchange { sends, recvs, .. } => {
                     let t0 = Instant::now();
-                    let mut packed = Vec::with_capacity(sends.len());
-                    for m in sends {
-                        let mut v =
-                            self.be(self.backend.alloc_workspace(m.region.volume() as usize))?;
-                        self.be(self.backend.copy_region(
-                            self.buf(m.buf)?,
-                            &p.buffers[m.buf as usize].region.0,
-                            &mut v,
-                            &m.region.0,
-                            &m.region.0,
-                            None,
-                        ))?;
-                        packed.push(v);
-                    }
+                    let packed = sends
+                        .iter()
+                        .map(|m| self.pack_wire(m.buf, &m.region))
+                        .collect::<Result<Vec<_>, _>>()?;
                     let mut staged = recvs
                         .iter()
-                        .map(|m| self.be(self.backend.alloc_workspace(m.region.volume() as usize)))
+                        .map(|m| {
+                            let words = self.wire_words(m.buf, &m.region);
+                            self.be(self.backend.alloc_workspace(words))
+                        })
                         .collect::<Result<Vec<_>, _>>()?;
                     {
                         let mut ops: Vec<P2p<'_, B::Buffer>> = sends
@@ -97,17 +90,7 @@ impl<B: Backend, C: Collectives<B::Buffer>> RankRunner<'_, B, C> {
                         r.map_err(|e| self.comm_err(e))?;
                     }
                     for (m, v) in recvs.iter().zip(&staged) {
-                        let mut d = self.take_buf(m.buf)?;
-                        let r = self.backend.copy_region(
-                            v,
-                            &m.region.0,
-                            &mut d,
-                            &p.buffers[m.buf as usize].region.0,
-                            &m.region.0,
-                            m.reduce.map(reduce_op),
-                        );
-                        self.bufs[m.buf as usize] = Some(d);
-                        self.be(r)?;
+                        self.unpack_wire(v, m.buf, &m.region, m.reduce.map(reduce_op))?;
                     }
                     self.comm_seconds += t0.elapsed().as_secs_f64();
                 }
@@ -245,7 +228,7 @@ impl<B: Backend, C: Collectives<B::Buffer>> RankRunner<'_, B, C> {
         } else {
             let host = match self.prefilled.remove(&buf) {
                 Some(h) => h,
-                None => super::rank::fill_host(syn, &info.shape, self.seed, r),
+                None => super::rank::fill_host(syn, info, self.seed, r),
             };
             self.be(self.backend.upload_owned(host))?
         };

@@ -25,7 +25,7 @@ use comm::{Collectives, CommError};
 
 use super::ExecError;
 use crate::backend::{Backend, BackendError, Window};
-use crate::region::contains;
+use crate::region::{contains, copy_region, volume};
 
 /// What one step of one rank measured.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -199,7 +199,7 @@ impl<'p, B: Backend, C: Collectives<B::Buffer>> RankRunner<'p, B, C> {
             .filter_map(|(buf, syn)| {
                 let decl = &p.buffers[buf as usize];
                 let info = p.tensor(decl.tensor)?;
-                Some((buf, fill_host(&syn, &info.shape, seed, &decl.region.0)))
+                Some((buf, fill_host(&syn, info, seed, &decl.region.0)))
             })
             .collect();
         self.prefilled.extend(filled);
@@ -256,7 +256,7 @@ impl<'p, B: Backend, C: Collectives<B::Buffer>> RankRunner<'p, B, C> {
         &mut self,
         tensor: TensorId,
         region: &Region,
-        values: Vec<f32>,
+        mut values: Vec<f32>,
     ) -> Result<(), ExecError> {
         let rank = self.rank;
         let info = self.p.tensor(tensor).ok_or_else(|| {
@@ -280,6 +280,7 @@ impl<'p, B: Backend, C: Collectives<B::Buffer>> RankRunner<'p, B, C> {
                 region.volume()
             )));
         }
+        codegen::wire::round_to(info.dtype, &mut values);
         for (b, decl) in self.p.buffers.iter().enumerate() {
             if decl.tensor == tensor {
                 if let Some(x) = self.fills.remove(&(b as u32)) {
@@ -441,11 +442,38 @@ fn dead_buffer(rank: usize, b: u32) -> ExecError {
     ))
 }
 
-/// The f32 values of a synthetic fill over `region` of a tensor of `shape`
-/// (row-major over the region), computed in slabs of the first dim in
-/// parallel; the same values as `tdl::fill::fill_region` (each element is
-/// addressed by its global index, so slabs are independent).
+/// A leaf's first values over `region` (row-major over the region): the
+/// tensor's known value where it has one, else its synthetic fill computed
+/// in slabs of the first dim in parallel (the same values as
+/// `tdl::fill::fill_region`: each element is addressed by its global index,
+/// so slabs are independent); rounded to what its element type holds
+/// ([`codegen::wire::round_to`]).
 pub(super) fn fill_host(
+    syn: &codegen::Synthetic,
+    info: &codegen::TensorInfo,
+    seed: u64,
+    region: &[(i64, i64)],
+) -> Vec<f32> {
+    let mut v = match &info.value {
+        Some(value) => value_region(value, &info.shape, region),
+        None => synthetic(syn, &info.shape, seed, region),
+    };
+    codegen::wire::round_to(info.dtype, &mut v);
+    v
+}
+
+/// `region` of the row-major `value` of a tensor of `shape`, as f32.
+fn value_region(value: &[f64], shape: &[usize], region: &[(i64, i64)]) -> Vec<f32> {
+    let whole: Vec<f32> = value.iter().map(|&x| x as f32).collect();
+    let all = Region::whole(shape);
+    let mut out = vec![0.0; volume(region) as usize];
+    copy_region(&whole, &all.0, &mut out, region, region, None)
+        .expect("a leaf tile lies inside its tensor");
+    out
+}
+
+/// The synthetic fill of `region` (see [`fill_host`]).
+fn synthetic(
     syn: &codegen::Synthetic,
     shape: &[usize],
     seed: u64,

@@ -221,6 +221,15 @@ impl Backend for CpuBackend {
         })
     }
 
+    fn upload_workspace(&self, host: &[f32]) -> Result<CpuBuffer, BackendError> {
+        self.workspace.take(host.len() as u64 * 4)?;
+        Ok(CpuBuffer {
+            data: host.to_vec(),
+            counter: self.workspace.clone(),
+            counted: true,
+        })
+    }
+
     fn copy_region(
         &self,
         src: &CpuBuffer,
