@@ -16,6 +16,7 @@ pub mod ssp;
 pub mod ssp_bench;
 pub mod ssp_mlp;
 pub mod ssp_processes;
+pub mod ssp_processes_args;
 pub mod strategies;
 pub mod train;
 pub mod train_args;
