@@ -14,6 +14,7 @@ pub mod run;
 pub mod run_launched;
 pub mod ssp;
 pub mod ssp_bench;
+pub mod ssp_mf;
 pub mod ssp_mlp;
 pub mod ssp_processes;
 pub mod ssp_processes_args;

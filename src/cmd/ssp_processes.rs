@@ -24,7 +24,7 @@ use ssp::processes::{
 use ssp::tcp::TcpServer;
 use ssp::{CommConfig, ShardId};
 
-use super::ssp::{load_movielens, placement, print_report};
+use super::ssp_mf::{load_movielens, placement, print_report};
 use super::ssp_processes_args::App;
 pub use super::ssp_processes_args::{ServerArgs, WorkerArgs};
 
