@@ -23,6 +23,7 @@
 #![warn(missing_docs)]
 
 pub mod backend;
+pub mod choose;
 pub mod exec;
 pub mod launch;
 pub mod region;

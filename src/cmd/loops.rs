@@ -111,22 +111,6 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
     }
 }
 
-fn parse_schedule(s: &str) -> miette::Result<mf::MfSchedule> {
-    Ok(match s {
-        "auto" => mf::MfSchedule::Orion(Choice::Auto),
-        "1d" => mf::MfSchedule::Orion(Choice::OneD),
-        "2d" => mf::MfSchedule::Orion(Choice::TwoD),
-        "unordered-2d" => mf::MfSchedule::Orion(Choice::Unordered2D),
-        "unimodular" => mf::MfSchedule::Orion(Choice::Unimodular),
-        "data-parallel" => mf::MfSchedule::DataParallel { syncs: 1 },
-        other => {
-            return Err(miette::miette!(
-                "--schedule {other}: unknown; use auto, 1d, 2d, unordered-2d, unimodular or data-parallel"
-            ))
-        }
-    })
-}
-
 fn load(data: &Option<PathBuf>) -> miette::Result<movielens::Ratings> {
     let path = data.clone().unwrap_or_else(movielens::default_path);
     movielens::load(&path).map_err(|e| miette::miette!("{e}"))
@@ -136,7 +120,10 @@ fn run_mf(a: MfArgs) -> miette::Result<ExitCode> {
     if a.workers == 0 || a.epochs == 0 {
         return Err(miette::miette!("--workers and --epochs must be at least 1"));
     }
-    let schedule = parse_schedule(&a.schedule)?;
+    let schedule: mf::MfSchedule = a
+        .schedule
+        .parse()
+        .map_err(|e| miette::miette!("--schedule {e}"))?;
     let data = load(&a.data)?;
     let (train, test) = mf::split(&data.ratings, 0.1, a.seed);
     let cfg = mf::MfConfig {

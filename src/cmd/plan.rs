@@ -27,15 +27,13 @@ use std::process::ExitCode;
 use interval::cache::StrategyCache;
 use miette::IntoDiagnostic;
 use planner::graph::{format, Graph, Optimizer};
-use planner::plan::op_groups::group_ops;
-use planner::plan::pareto::pareto;
-use planner::plan::{
-    dot, model::Model, plan, plan_with_model, MemoryFit, PlanFile, PlanOptions, Planned, SearchKind,
-};
+use planner::plan::request::{PlanRequest, Plans};
+use planner::plan::{dot, PlanFile, PlanOptions, SearchKind};
 use planner::zoo;
 use tdl::Library;
 
 use super::plan_memory;
+use super::plan_print::Shown;
 
 /// Arguments of `tofu plan`.
 #[derive(clap::Args)]
@@ -135,22 +133,6 @@ fn parse_bytes(s: &str) -> Result<u64, String> {
     Ok((v * mul as f64) as u64)
 }
 
-/// Human-readable bytes (powers of 1024).
-pub fn human(b: u64) -> String {
-    let units = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut v = b as f64;
-    let mut u = 0;
-    while v >= 1024.0 && u + 1 < units.len() {
-        v /= 1024.0;
-        u += 1;
-    }
-    if u == 0 {
-        format!("{b} B")
-    } else {
-        format!("{v:.2} {}", units[u])
-    }
-}
-
 /// Build the graph the arguments name, with the operator library to plan it
 /// with (an ONNX import adds generated specs for opaque nodes).
 fn load_graph(args: &Args, lib: Library) -> miette::Result<(String, Graph, Library)> {
@@ -230,33 +212,25 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
     };
     // A plan that does not fit the device memory is the smallest found,
     // reported below (DOES NOT FIT, exit 2).
-    let mut model = None;
-    let (planned, front) = if args.pareto {
-        let mut front =
-            pareto(&graph, &lib, &cache, args.workers, search, opts).into_diagnostic()?;
-        if front.len() == 1 && front[0].plan.fit.does_not_fit() {
-            (front.remove(0).plan, None)
-        } else {
-            let (i, p) = plan_memory::pick(&front, args.pareto_point)?;
-            (p, Some((front, i)))
+    let request = PlanRequest {
+        workers: args.workers,
+        search,
+        opts,
+        pareto: args.pareto,
+    };
+    let results = request.run(&graph, &lib, &cache).into_diagnostic()?;
+    let (planned, front) = match results.plans {
+        Plans::One(p) => (*p, None),
+        Plans::Frontier(mut front) => {
+            if front.len() == 1 && front[0].plan.fit.does_not_fit() {
+                (front.remove(0).plan, None)
+            } else {
+                let (i, p) = plan_memory::pick(&front, args.pareto_point)?;
+                (p, Some((front, i)))
+            }
         }
-    } else {
-        let bound = Model::new(&graph, &lib, &cache).into_diagnostic()?;
-        let (p, bound) =
-            plan_with_model(&graph, bound, args.workers, search, opts).into_diagnostic()?;
-        model = Some(bound);
-        (p, None)
     };
-    let dp = if search == SearchKind::DataParallel {
-        None
-    } else {
-        plan(&graph, &lib, &cache, args.workers, SearchKind::DataParallel).ok()
-    };
-    let model = match model {
-        Some(m) => m,
-        None => Model::new(&graph, &lib, &cache).into_diagnostic()?,
-    };
-    let file = PlanFile::new(&graph, &model, &planned);
+    let file = PlanFile::new(&graph, &results.model, &planned);
     if let Some(path) = &args.output {
         file.save(path).into_diagnostic()?;
     }
@@ -265,54 +239,21 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
         planner::graph::format::write_atomic(path, dot::to_dot(&planned.coarse, &title).as_bytes())
             .into_diagnostic()?;
     }
-    let over = match planned.fit {
-        MemoryFit::DoesNotFit { device_memory, .. } => planned
-            .memory
-            .iter()
-            .enumerate()
-            .max_by_key(|(_, m)| m.total())
-            .map(|(w, m)| (w, m.clone(), device_memory)),
-        MemoryFit::Unlimited | MemoryFit::Fits { .. } => None,
+    let shown = Shown {
+        name: &name,
+        workers: args.workers,
+        search,
+        graph: &graph,
+        planned: &planned,
+        max_worker_memory_bytes: file.max_worker_memory_bytes,
+        data_parallel: results.data_parallel.as_ref(),
+        device_memory: args.device_memory,
+        front: front.as_ref().map(|(f, i)| (&f[..], *i)),
     };
     if args.json {
-        let top = top_ops(&graph, &planned, 10);
-        let obj = serde_json::json!({
-            "model": name,
-            "workers": args.workers,
-            "factors": planned.factors,
-            "search": search.name(),
-            "comm_bytes_per_step": planned.comm_bytes,
-            "max_worker_memory_bytes": file.max_worker_memory_bytes,
-            "plan_seconds": planned.plan_seconds,
-            "stop_reason": planned.stop_reason,
-            "choice": planned.choice,
-            "runner_up": planned.runner_up.as_ref().map(|(c, b, m)| serde_json::json!({"choice": c, "comm_bytes_per_step": b, "max_worker_memory_bytes": m})),
-            "ops": graph.ops().len(),
-            "tensors": graph.tensors().len(),
-            "coarsened_nodes": planned.levels.first().map_or(0, |l| l.nodes),
-            "fits_device_memory": over.is_none(),
-            "device_memory_bytes": args.device_memory,
-            "data_parallel_comm_bytes_per_step": dp.as_ref().map(|d| d.comm_bytes),
-            "data_parallel_max_worker_memory_bytes": dp.as_ref().map(|d| d.memory.iter().map(|m| m.total()).max().unwrap_or(0)),
-            "budget": plan_memory::budget_json(&planned),
-            "pareto": front.as_ref().map(|(f, _)| plan_memory::pareto_json(f)),
-            "topology": super::plan_topology::json(&planned),
-            "top_ops": top.iter().map(|(n, s, b)| serde_json::json!({"op": n, "spec": s, "comm_bytes": b})).collect::<Vec<_>>(),
-            "top_op_groups": group_ops(&graph, &planned.op_comm_bytes).iter().take(10).map(|g| serde_json::json!({"pattern": g.pattern, "spec": g.spec, "ops": g.members.len(), "comm_bytes": g.comm_bytes})).collect::<Vec<_>>(),
-        });
-        println!("{obj}");
+        println!("{}", shown.json());
     } else {
-        if let Some((f, i)) = &front {
-            plan_memory::print_pareto(f, *i);
-        }
-        print_summary(
-            &name,
-            &graph,
-            &planned,
-            dp.as_ref(),
-            args.device_memory,
-            &over,
-        );
+        shown.print();
         if let Some(p) = &args.output {
             println!("plan written to {}", p.display());
         }
@@ -323,113 +264,9 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
             );
         }
     }
-    Ok(if over.is_some() {
+    Ok(if shown.over().is_some() {
         ExitCode::from(2)
     } else {
         ExitCode::SUCCESS
     })
-}
-
-fn top_ops(graph: &Graph, planned: &Planned, n: usize) -> Vec<(String, String, u64)> {
-    let mut v: Vec<(String, String, u64)> = graph
-        .ops()
-        .iter()
-        .zip(&planned.op_comm_bytes)
-        .filter(|(_, b)| **b > 0)
-        .map(|(o, b)| (o.name.clone(), o.spec.clone(), *b))
-        .collect();
-    v.sort_by(|a, b| b.2.cmp(&a.2).then(a.0.cmp(&b.0)));
-    v.truncate(n);
-    v
-}
-
-fn print_summary(
-    name: &str,
-    graph: &Graph,
-    p: &Planned,
-    dp: Option<&Planned>,
-    cap: Option<u64>,
-    over: &Option<(usize, planner::plan::memory::WorkerMemory, u64)>,
-) {
-    let k: usize = p.factors.iter().product();
-    let max_mem = p.memory.iter().map(|m| m.total()).max().unwrap_or(0);
-    let min_mem = p.memory.iter().map(|m| m.total()).min().unwrap_or(0);
-    println!(
-        "model      {name}: {} ops, {} tensors, {} coarsened nodes",
-        graph.ops().len(),
-        graph.tensors().len(),
-        p.levels.first().map_or(0, |l| l.nodes)
-    );
-    println!(
-        "search     {} on {k} workers (levels {:?}), {:.3} s, stopped: {:?}, kept: {}",
-        p.search.name(),
-        p.factors,
-        p.plan_seconds,
-        p.stop_reason,
-        p.choice
-    );
-    println!(
-        "comm       {} per training step (all workers together)",
-        human(p.comm_bytes)
-    );
-    match cap {
-        Some(c) => println!(
-            "memory     {} … {} per worker (device: {})",
-            human(min_mem),
-            human(max_mem),
-            human(c)
-        ),
-        None => println!(
-            "memory     {} … {} per worker",
-            human(min_mem),
-            human(max_mem)
-        ),
-    }
-    for line in plan_memory::budget_lines(p) {
-        println!("{line}");
-    }
-    if let Some((choice, bytes, mem)) = &p.runner_up {
-        println!(
-            "not kept   {choice}: {} per step, {} per worker{}",
-            human(*bytes),
-            human(*mem),
-            if p.choice == "data parallelism" {
-                " (data parallelism replicates every weight; bound it with --device-memory)"
-            } else {
-                ""
-            }
-        );
-    }
-    for line in super::plan_topology::summary(p) {
-        println!("{line}");
-    }
-    if let Some(d) = dp {
-        let dmem = d.memory.iter().map(|m| m.total()).max().unwrap_or(0);
-        println!(
-            "data-par.  {} per step, {} per worker (for comparison)",
-            human(d.comm_bytes),
-            human(dmem)
-        );
-    }
-    let groups = group_ops(graph, &p.op_comm_bytes);
-    if !groups.is_empty() {
-        println!("top operators by communication (time steps and layers folded):");
-        for g in groups.iter().take(10) {
-            let count = match g.members.len() {
-                1 => String::new(),
-                n => format!(" ×{n}"),
-            };
-            let (label, bytes) = (g.label(graph), human(g.comm_bytes));
-            println!("  {bytes:>12}  {label}{count} ({})", g.spec);
-        }
-    }
-    if let Some((w, m, c)) = over {
-        println!(
-            "DOES NOT FIT: no plan the search found fits; the smallest peak found: worker {w} needs {} > device memory {} (largest tile: `{}`, {})",
-            human(m.total()),
-            human(*c),
-            m.largest_tile.0,
-            human(m.largest_tile.1)
-        );
-    }
 }

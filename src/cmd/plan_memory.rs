@@ -9,7 +9,7 @@
 use planner::plan::pareto::ParetoPoint;
 use planner::plan::{max_memory, Planned};
 
-use super::plan::human;
+use super::plan_print::human;
 
 /// The summary lines of the device memory limit: which limit bound (the
 /// device memory, on which worker, state + activations) and what the plan

@@ -9,7 +9,7 @@
 use planner::plan::topology::{Link, Topology};
 use planner::plan::Planned;
 
-use super::plan::human;
+use super::plan_print::human;
 
 /// The cluster of `--topology` with `--link-bandwidth`'s overrides, checked
 /// against `--workers`; `None` without `--topology`.

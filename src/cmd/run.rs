@@ -24,6 +24,7 @@ use codegen::Programs;
 use interval::cache::StrategyCache;
 use planner::graph::Graph;
 use planner::plan::PlanFile;
+use runner::choose::{BackendKind, CudaComm, ExecChoice};
 use runner::given::{from_named, from_safetensors, Kind};
 use runner::{max_rel_error, Given, RunOptions, RunReport};
 use tdl::Library;
@@ -239,6 +240,23 @@ fn read_given(graph: &Graph, path: &std::path::Path, kind: Kind) -> miette::Resu
     given.map_err(|e| miette::miette!("{e}"))
 }
 
+/// The backend × communicator of the flags.
+fn choice(args: &Args) -> ExecChoice {
+    ExecChoice {
+        backend: match args.backend.as_str() {
+            "cuda" => BackendKind::Cuda,
+            _ => BackendKind::Cpu,
+        },
+        devices: args.devices.clone(),
+        ranks_per_device: args.ranks_per_device,
+        comm: args.comm.as_deref().map(|c| match c {
+            "nccl" => CudaComm::Nccl,
+            _ => CudaComm::Host,
+        }),
+        tf32: args.tf32,
+    }
+}
+
 /// Run the programs on the chosen backend.
 fn execute(
     args: &Args,
@@ -247,173 +265,10 @@ fn execute(
     progress: Option<&(dyn Fn(usize) + Sync)>,
     given: &Given,
 ) -> miette::Result<RunReport> {
-    match args.backend.as_str() {
-        "cuda" => execute_cuda(args, progs, opts, progress, given),
-        _ => {
-            let ranks = runner::LocalCommunicator::create(progs.programs.len())
-                .into_iter()
-                .map(|c| (runner::CpuBackend::new(), c))
-                .collect();
-            runner::run_programs_given(&progs.programs, opts, progress, ranks, given)
-                .map_err(|e| miette::miette!("{e}"))
-        }
-    }
-}
-
-/// The device of each rank: `devices[r / ranks_per_device]`.
-///
-/// Errors: too few devices, with the flag that fixes it.
-#[cfg_attr(not(feature = "cuda"), allow(dead_code))]
-fn placement(world: usize, devices: &[usize], per_device: usize) -> miette::Result<Vec<usize>> {
-    if per_device == 0 {
-        return Err(miette::miette!("--ranks-per-device must be at least 1"));
-    }
-    if devices.is_empty() || world > devices.len() * per_device {
-        return Err(miette::miette!(
-            help = format!(
-                "ranks can share a GPU through host-staged communication: \
-                 pass --ranks-per-device {}",
-                world.div_ceil(devices.len().max(1))
-            ),
-            "the plan has {world} workers but only {} GPU(s) × {per_device} rank(s) per device",
-            devices.len()
-        ));
-    }
-    Ok((0..world).map(|r| devices[r / per_device]).collect())
-}
-
-/// Whether CUDA ranks communicate through NCCL: as `--comm` says, else when
-/// each rank has its own GPU and there is more than one rank, in this
-/// process (`world`) or under a launcher (`launched_world`); a 1-rank run
-/// communicates with no one, so it must not need NCCL installed.
-#[cfg_attr(not(feature = "cuda"), allow(dead_code))]
-fn use_nccl(
-    comm: Option<&str>,
-    ranks_per_device: usize,
-    world: usize,
-    launched_world: usize,
-) -> bool {
-    match comm {
-        Some(c) => c == "nccl",
-        None => ranks_per_device == 1 && world.max(launched_world) > 1,
-    }
-}
-
-#[cfg(feature = "cuda")]
-fn execute_cuda(
-    args: &Args,
-    progs: &Programs,
-    opts: RunOptions,
-    progress: Option<&(dyn Fn(usize) + Sync)>,
-    given: &Given,
-) -> miette::Result<RunReport> {
-    use runner::backend::cuda::{device_count, CudaBackend, HostStaged, NcclCommunicator};
-    use runner::LocalCommunicator;
-    let n = device_count().map_err(|e| miette::miette!("{e}"))?;
-    if n == 0 {
-        return Err(miette::miette!(
-            "--backend cuda: the driver sees no CUDA device (check nvidia-smi and \
-             CUDA_VISIBLE_DEVICES), or use --backend cpu"
-        ));
-    }
-    let devices = args.devices.clone().unwrap_or_else(|| (0..n).collect());
-    let world = progs.programs.len();
-    let place = placement(world, &devices, args.ranks_per_device)?;
-    let mut backends = Vec::with_capacity(world);
-    for d in place {
-        let b = CudaBackend::new(d).map_err(|e| miette::miette!("{e}"))?;
-        b.set_tf32(args.tf32).map_err(|e| miette::miette!("{e}"))?;
-        backends.push(b);
-    }
-    // Started by `tofu launch` (or torchrun): join its rendezvous, which
-    // hands rank 0's NCCL unique id to every process.
-    let launched = rendezvous::Env::from_env().map_err(|e| miette::miette!("{e}"))?;
-    let launched_world = launched.as_ref().map_or(1, |e| e.world_size);
-    let nccl = use_nccl(
-        args.comm.as_deref(),
-        args.ranks_per_device,
-        world,
-        launched_world,
-    );
-    if let Some(env) = launched.filter(|_| nccl) {
-        if env.world_size != 1 || world != 1 {
-            return Err(miette::miette!(
-                help = "run one `tofu run --backend cuda --devices …` process for all local GPUs instead",
-                "under a launcher (WORLD_SIZE={}) each process would run one rank of the {world}-worker plan; \
-                 one rank per process is not supported yet (only WORLD_SIZE=1 with a 1-worker plan)",
-                env.world_size
-            ));
-        }
-        let mut id_err = None;
-        let session = rendezvous::join(
-            &env,
-            || {
-                NcclCommunicator::unique_id().unwrap_or_else(|e| {
-                    id_err = Some(e);
-                    Vec::new()
-                })
-            },
-            std::time::Duration::from_secs(60),
-        )
-        .map_err(|e| miette::miette!("{e}"))?;
-        if let Some(e) = id_err {
-            return Err(miette::miette!("{e}"));
-        }
-        let comm = NcclCommunicator::from_unique_id(
-            &backends[0],
-            env.rank,
-            env.world_size,
-            session.payload(),
-        )
-        .map_err(|e| miette::miette!("{e}"))?;
-        let ranks = backends.into_iter().zip(std::iter::once(comm)).collect();
-        return runner::run_programs_given(&progs.programs, opts, progress, ranks, given)
-            .map_err(|e| miette::miette!("{e}"));
-    }
-    let report = if nccl {
-        let comms =
-            NcclCommunicator::for_backends(&backends).map_err(|e| miette::miette!("{e}"))?;
-        let ranks = backends.into_iter().zip(comms).collect();
-        runner::run_programs_given(&progs.programs, opts, progress, ranks, given)
-    } else {
-        let comms = LocalCommunicator::create(world)
-            .into_iter()
-            .map(HostStaged::new);
-        let ranks = backends.into_iter().zip(comms).collect();
-        runner::run_programs_given(&progs.programs, opts, progress, ranks, given)
-    };
-    report.map_err(|e| miette::miette!("{e}"))
-}
-
-#[cfg(not(feature = "cuda"))]
-fn execute_cuda(
-    _args: &Args,
-    _progs: &Programs,
-    _opts: RunOptions,
-    _progress: Option<&(dyn Fn(usize) + Sync)>,
-    _given: &Given,
-) -> miette::Result<RunReport> {
-    let why = match runner::backend::cuda::device_count() {
-        Err(e) => e.to_string(),
-        Ok(_) => "no CUDA backend in this build".into(),
-    };
-    Err(miette::miette!("--backend cuda: {why}"))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::use_nccl;
-
-    #[test]
-    fn a_one_rank_run_needs_no_nccl() {
-        assert!(!use_nccl(None, 1, 1, 1));
-        assert!(use_nccl(None, 1, 2, 1));
-        assert!(use_nccl(None, 1, 1, 4), "under a launcher of 4 processes");
-        assert!(
-            !use_nccl(None, 2, 4, 1),
-            "ranks sharing a GPU stage through the host"
-        );
-        assert!(use_nccl(Some("nccl"), 1, 1, 1), "asked for");
-        assert!(!use_nccl(Some("host"), 1, 8, 1));
-    }
+    choice(args)
+        .execute(&progs.programs, opts, progress, given)
+        .map_err(|e| match e.help() {
+            Some(help) => miette::miette!(help = help, "{e}"),
+            None => miette::miette!("{e}"),
+        })
 }

@@ -20,7 +20,8 @@ use serde::Serialize;
 use ssp::mf::{train, MfReport};
 use ssp::Priority;
 
-use super::ssp::{load_movielens, mf_config, parse_priority, CommArgs};
+use super::ssp::{parse_priority, CommArgs};
+use super::ssp_mf::{load_movielens, mf_config};
 
 /// Arguments of `tofu ssp bench`.
 #[derive(clap::Args, Debug)]

@@ -14,7 +14,8 @@
 //! * [`managed`]: bandwidth budget and priorities (thesis §3.2);
 //! * [`link`]: how messages leave (channels in one process, [`tcp`] across
 //!   processes);
-//! * [`cluster`]: a whole run in one process;
+//! * [`cluster`]: a whole run in one process; [`processes`]: a run as
+//!   server and worker processes over TCP;
 //! * [`mf`]: the matrix-factorisation application (SGD on MovieLens);
 //! * [`adarevision`]: AdaRevision rows (§3.2.3); [`topk`]: top-k
 //!   sparsification with residuals; [`placement`]: tables over servers
@@ -34,6 +35,7 @@ pub mod managed;
 pub mod message;
 pub mod mf;
 pub mod placement;
+pub mod processes;
 pub mod server;
 pub mod tcp;
 pub mod topk;

@@ -8,7 +8,9 @@
 //! per-rank programs) → [`trainer`] (the runner's ranks stepped with a
 //! [`feed`] over the [`batches`]) → [`evaluate`] (held-out loss and
 //! accuracy of the trained weights), with [`checkpoint`]s to resume from
-//! and [`weights`] in and out as safetensors. The binary's `tofu train` parses
+//! and [`weights`] in and out as safetensors. Beside that pipeline,
+//! [`ssp_mlp`] trains the zoo's MLP data-parallel through the SSP parameter
+//! server (`tofu ssp mlp`). The binary's `tofu train` parses
 //! arguments and prints; everything else is here.
 #![warn(missing_docs)]
 
@@ -22,6 +24,7 @@ pub mod launched;
 pub mod prepare;
 pub mod rank_trainer;
 pub mod samples;
+pub mod ssp_mlp;
 pub mod tensors;
 pub mod text;
 pub mod trainer;

@@ -41,6 +41,29 @@ pub enum MfSchedule {
     },
 }
 
+/// A schedule name [`MfSchedule`]'s `FromStr` does not know.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}: unknown; use auto, 1d, 2d, unordered-2d, unimodular or data-parallel")]
+pub struct UnknownSchedule(pub String);
+
+impl std::str::FromStr for MfSchedule {
+    type Err = UnknownSchedule;
+
+    /// `auto`, `1d`, `2d`, `unordered-2d`, `unimodular` (the loop API's
+    /// choices) or `data-parallel` (one synchronisation per epoch).
+    fn from_str(s: &str) -> Result<MfSchedule, UnknownSchedule> {
+        Ok(match s {
+            "auto" => MfSchedule::Orion(Choice::Auto),
+            "1d" => MfSchedule::Orion(Choice::OneD),
+            "2d" => MfSchedule::Orion(Choice::TwoD),
+            "unordered-2d" => MfSchedule::Orion(Choice::Unordered2D),
+            "unimodular" => MfSchedule::Orion(Choice::Unimodular),
+            "data-parallel" => MfSchedule::DataParallel { syncs: 1 },
+            other => return Err(UnknownSchedule(other.to_string())),
+        })
+    }
+}
+
 /// Hyper-parameters.
 #[derive(Debug, Clone, Copy)]
 pub struct MfConfig {

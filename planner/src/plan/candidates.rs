@@ -15,9 +15,6 @@ use std::sync::{Arc, Mutex};
 use rayon::prelude::*;
 use rustc_hash::FxHashMap as HashMap;
 
-use interval::cache::StrategyCache;
-use tdl::Library;
-
 use super::budget::MemoryPrice;
 use super::coarsen::{coarsen, Cluster};
 use super::cost::CostMemo;
@@ -74,22 +71,8 @@ impl<'a> Candidates<'a> {
         self.model
     }
 
-    /// Build the model and the coarsened graph, and ask `search` for its candidates.
-    ///
-    /// Errors: k = 0; an operator whose spec is missing or does not fit.
-    pub fn new(
-        graph: &'a Graph,
-        lib: &Library,
-        cache: &StrategyCache,
-        workers: usize,
-        search: SearchKind,
-        opts: &PlanOptions,
-    ) -> Result<Self, PlanError> {
-        let model = Model::new(graph, lib, cache)?;
-        Self::with_model(graph, model, workers, search, opts)
-    }
-
-    /// [`Candidates::new`] with the graph's bound model.
+    /// Coarsen the graph of its bound model `model`, and ask `search` for
+    /// its candidates.
     ///
     /// Errors: k = 0.
     pub fn with_model(

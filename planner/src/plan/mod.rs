@@ -14,6 +14,8 @@
 //! * [`driver`]: the recursive planner that runs them.
 //! * [`budget`]: the device memory limit inside the search (memory priced by bisection).
 //! * [`pareto`]: the frontier of bytes per step against memory per worker.
+//! * [`request`]: what `tofu plan` computes (the plan and the data-parallel
+//!   comparison) from one bound model.
 //! * [`file`]: the versioned plan file (`tofu-plan` JSON).
 //! * [`dot`]: a Graphviz picture of the coarsened graph.
 //! * [`op_groups`]: the operators that communicate most, time steps and layers folded.
@@ -32,6 +34,7 @@ pub mod memory;
 pub mod model;
 pub mod op_groups;
 pub mod pareto;
+pub mod request;
 pub mod searches;
 pub mod tile;
 pub mod topology;

@@ -21,6 +21,7 @@ use tdl::Library;
 use super::budget::{does_not_fit, MemoryPrice};
 use super::candidates::Candidates;
 use super::driver::{max_memory, MemoryFit, PlanError, PlanOptions, Planned, SearchKind};
+use super::model::Model;
 use crate::graph::Graph;
 
 /// The memory prices λ swept (bytes moved per step per byte of memory per
@@ -55,7 +56,29 @@ pub fn pareto(
     opts: PlanOptions,
 ) -> Result<Vec<ParetoPoint>, PlanError> {
     let start = Instant::now();
-    let ctx = Candidates::new(graph, lib, cache, workers, search, &opts)?;
+    let model = Model::new(graph, lib, cache)?;
+    let (mut front, _) = pareto_with_model(graph, model, workers, search, opts)?;
+    let secs = start.elapsed().as_secs_f64();
+    for p in &mut front {
+        p.plan.plan_seconds = secs;
+    }
+    Ok(front)
+}
+
+/// [`pareto`] with the graph's bound model (bound once by the caller);
+/// gives the model back. Each point's `plan_seconds` is the time of the
+/// sweep, binding excluded.
+///
+/// Errors: as [`pareto`].
+pub fn pareto_with_model(
+    graph: &Graph,
+    model: Model,
+    workers: usize,
+    search: SearchKind,
+    opts: PlanOptions,
+) -> Result<(Vec<ParetoPoint>, Model), PlanError> {
+    let start = Instant::now();
+    let ctx = Candidates::with_model(graph, model, workers, search, &opts)?;
     let base = MemoryPrice::new(graph, 0.0);
     let mut all: Vec<ParetoPoint> = Vec::new();
     for price in PRICES {
@@ -77,7 +100,7 @@ pub fn pareto(
             let (price, plan) = smallest;
             let mut plan = does_not_fit(plan, cap);
             plan.plan_seconds = start.elapsed().as_secs_f64();
-            return Ok(vec![ParetoPoint { price, plan }]);
+            return Ok((vec![ParetoPoint { price, plan }], ctx.into_model()));
         }
         for p in &mut all {
             p.plan.fit = MemoryFit::Fits { device_memory: cap };
@@ -89,7 +112,7 @@ pub fn pareto(
         p.plan.plan_seconds = secs;
         p.plan.runner_up = None;
     }
-    Ok(front)
+    Ok((front, ctx.into_model()))
 }
 
 /// A plan's communication as the frontier orders it: bytes per step, or

@@ -1,12 +1,13 @@
 //! MovieLens-style ratings: reading RecBole `.inter` files and the seeded
 //! train/held-out split.
 //!
-//! Takes a file path; gives [`Ratings`] with dense user and item indices
+//! Takes a file path (or [`default_path`], the cache
+//! `scripts/fetch-movielens.sh` fills); gives [`Ratings`] with dense user and item indices
 //! (in order of first appearance, so every process reading the same file
 //! agrees on them) and [`split`]'s two sets.
 
 use std::collections::HashMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
@@ -26,6 +27,18 @@ pub struct Ratings {
     pub users: u32,
     /// Distinct items.
     pub items: u32,
+}
+
+/// Where `scripts/fetch-movielens.sh` caches MovieLens-100K:
+/// `$TOFU_MOVIELENS_CACHE/ml-100k.inter`, by default
+/// `~/.cache/tofu/recbole-1.2.1/ml-100k.inter` (the file may be missing).
+pub fn default_path() -> PathBuf {
+    let cache = match std::env::var_os("TOFU_MOVIELENS_CACHE") {
+        Some(c) => PathBuf::from(c),
+        None => PathBuf::from(std::env::var_os("HOME").unwrap_or_default())
+            .join(".cache/tofu/recbole-1.2.1"),
+    };
+    cache.join("ml-100k.inter")
 }
 
 /// Reads a RecBole `.inter` file (tab-separated, a header line, columns

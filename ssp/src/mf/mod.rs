@@ -31,7 +31,7 @@ use crate::error::SspError;
 use crate::placement::TableSize;
 use crate::types::{TableConfig, TableId};
 
-pub use data::{load_inter, split, Rating, Ratings};
+pub use data::{default_path, load_inter, split, Rating, Ratings};
 pub use local::train;
 pub use worker::{read_metrics, run_worker};
 

@@ -1,0 +1,187 @@
+//! `tofu ssp mf`: SGD matrix factorisation on MovieLens-100K (the
+//! `ml-100k.inter` file that `scripts/fetch-movielens.sh` caches, or
+//! `--data FILE`), 90/10 split, with progress on stderr and a `--json`
+//! summary (`rmse_per_epoch`, `heldout_rmse`, `epochs`, `seconds`,
+//! `bytes_sent`, …), all in one process (`--clients` row caches, `--shards`
+//! server shards, on threads). Also the MF settings, data and report the
+//! other subcommands share (`ssp_bench`, `ssp_processes`).
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use ssp::mf::{default_path, load_inter, split, train, MfConfig, Rating, Ratings};
+use ssp::placement::{Placement, Policy};
+
+use super::ssp::{comm_config, CommArgs, MfDataArgs, MfModelArgs, PlacementArg};
+
+/// Arguments of `tofu ssp mf`.
+#[derive(clap::Args, Debug)]
+pub struct MfArgs {
+    #[command(flatten)]
+    pub comm: CommArgs,
+    #[command(flatten)]
+    pub model: MfModelArgs,
+    #[command(flatten)]
+    pub run: MfDataArgs,
+    /// Client row caches the `--workers` threads are split over (the
+    /// in-process stand-in for that many worker processes).
+    #[arg(long, default_value_t = 1)]
+    pub clients: usize,
+    /// Server shards.
+    #[arg(long, default_value_t = 2)]
+    pub shards: usize,
+}
+
+/// The cached MovieLens-100K file ([`ssp::mf::default_path`]).
+///
+/// # Errors
+/// It is missing (names the fetch script and `--data`).
+fn default_movielens() -> miette::Result<PathBuf> {
+    let file = default_path();
+    if file.is_file() {
+        Ok(file)
+    } else {
+        Err(miette::miette!(
+            "{} is missing: run scripts/fetch-movielens.sh (or pass --data FILE)",
+            file.display()
+        ))
+    }
+}
+
+/// MovieLens-100K (or `data`), split 90/10 with `seed`: the ratings and
+/// the train and held-out sets.
+///
+/// # Errors
+/// The file is missing (names the fetch script) or malformed.
+pub(crate) fn load_movielens(
+    data: Option<&Path>,
+    seed: u64,
+) -> miette::Result<(Ratings, Vec<Rating>, Vec<Rating>)> {
+    let file = match data {
+        Some(f) => f.to_path_buf(),
+        None => default_movielens()?,
+    };
+    let ratings = load_inter(&file).map_err(|e| miette::miette!("--data: {e}"))?;
+    let (tr, te) = split(&ratings, 0.9, seed);
+    Ok((ratings, tr, te))
+}
+
+/// The MF run settings of the communication flags, rank (latent factors),
+/// clocks per epoch and AdaRevision's base rate α (`None`: plain SGD).
+///
+/// # Errors
+/// `--workers`, `--epochs`, `rank` or `clocks_per_epoch` is zero.
+pub(crate) fn mf_config(
+    c: &CommArgs,
+    rank: u32,
+    clocks_per_epoch: u32,
+    adarevision: Option<f32>,
+) -> miette::Result<MfConfig> {
+    if c.workers == 0 || c.epochs == 0 || rank == 0 || clocks_per_epoch == 0 {
+        return Err(miette::miette!(
+            "--workers, --epochs, --rank and --clocks-per-epoch must be at least 1"
+        ));
+    }
+    Ok(MfConfig {
+        workers: c.workers,
+        staleness: c.staleness,
+        rank,
+        epochs: c.epochs,
+        clocks_per_epoch,
+        seed: c.seed,
+        comm: comm_config(c),
+        adarevision,
+        ..MfConfig::default()
+    })
+}
+
+/// The placement of `cfg`'s tables over `cfg.shards` shards for the
+/// ratings `data` (`None` for `--placement hash`).
+///
+/// # Errors
+/// Zero shards.
+pub(crate) fn placement(
+    arg: PlacementArg,
+    cfg: &MfConfig,
+    data: &Ratings,
+) -> miette::Result<Option<Arc<Placement>>> {
+    let policy = match arg {
+        PlacementArg::Hash => return Ok(None),
+        PlacementArg::Greedy => Policy::GreedyLargestFirst,
+        PlacementArg::Uniform => Policy::UniformSplit,
+        PlacementArg::RoundRobin => Policy::RoundRobin,
+    };
+    let sizes = cfg.table_sizes(data.users, data.items);
+    let p = Placement::new(&sizes, cfg.shards, policy)
+        .map_err(|e| miette::miette!("--placement: {e}"))?;
+    Ok(Some(Arc::new(p)))
+}
+
+/// Prints an MF report: one JSON object on stdout with `extra`'s fields
+/// added, or a line of text.
+pub(crate) fn print_report(
+    report: &ssp::mf::MfReport,
+    json: bool,
+    extra: serde_json::Value,
+) -> miette::Result<()> {
+    if json {
+        let mut v = serde_json::to_value(report).map_err(|e| miette::miette!("{e}"))?;
+        if let (Some(v), serde_json::Value::Object(extra)) = (v.as_object_mut(), extra) {
+            v.extend(extra);
+        }
+        println!("{v}");
+    } else {
+        println!(
+            "held-out RMSE {:.4} after {} epochs, {:.2} s, {} bytes of updates sent",
+            report.heldout_rmse, report.epochs, report.seconds, report.bytes_sent
+        );
+    }
+    Ok(())
+}
+
+/// Run `tofu ssp mf`.
+pub fn mf(a: MfArgs) -> miette::Result<ExitCode> {
+    let c = &a.comm;
+    let mut cfg = mf_config(
+        c,
+        a.model.rank,
+        a.run.clocks_per_epoch,
+        a.model.adarevision.then_some(a.model.ada_alpha),
+    )?;
+    cfg.clients = a.clients;
+    cfg.shards = a.shards;
+    cfg.check()
+        .map_err(|e| miette::miette!("--workers/--clients/--shards: {e}"))?;
+    let (data, tr, te) = load_movielens(a.run.data.as_deref(), c.seed)?;
+    cfg.comm.placement = placement(a.run.placement, &cfg, &data)?;
+    if !c.json {
+        eprintln!(
+            "ssp mf: {} ratings ({} users, {} items), {} train / {} held out, {} workers, s = {}",
+            data.ratings.len(),
+            data.users,
+            data.items,
+            tr.len(),
+            te.len(),
+            c.workers,
+            c.staleness
+        );
+    }
+    let report = train(&tr, &te, &cfg, &mut |e, trm, tem| {
+        eprintln!("epoch {e}: train RMSE {trm:.4}, held-out RMSE {tem:.4}");
+    })
+    .map_err(|e| miette::miette!("{e}"))?;
+    print_report(
+        &report,
+        c.json,
+        serde_json::json!({
+            "staleness": c.staleness,
+            "workers": c.workers,
+            "clients": a.clients,
+            "shards": a.shards,
+            "bandwidth": c.bandwidth,
+            "adarevision": a.model.adarevision,
+        }),
+    )?;
+    Ok(ExitCode::SUCCESS)
+}
