@@ -32,6 +32,7 @@ pub mod fold_eval;
 pub mod import;
 pub mod loss;
 pub mod lower;
+pub mod map_conv_transpose;
 pub mod map_einsum;
 pub mod map_elementwise;
 pub mod map_gather_elements;

@@ -171,7 +171,8 @@ fn pads(
     }
 }
 
-fn ints_or(n: &Node, name: &str, k: usize, default: usize) -> LResult<Vec<usize>> {
+/// The node's positive ints attribute `name` of `k` values, or `k` times `default`.
+pub fn ints_or(n: &Node, name: &str, k: usize, default: usize) -> LResult<Vec<usize>> {
     match n.attrs.ints(name) {
         None => Ok(vec![default; k]),
         Some(v) if v.len() == k && v.iter().all(|&x| x > 0) => {
@@ -181,16 +182,17 @@ fn ints_or(n: &Node, name: &str, k: usize, default: usize) -> LResult<Vec<usize>
     }
 }
 
-/// Conv (1-D and 2-D; groups; bias fused into `conv2d_bias` / `conv2d_group_bias`).
+/// Conv (1-D, 2-D and 3-D; groups; bias fused into `conv2d_bias` / `conv2d_group_bias`).
 /// Begin pads unlike end pads (explicit, or from auto_pad SAME_UPPER / SAME_LOWER)
-/// and grouped 1-D convolutions go to [`conv_ext`].
+/// and grouped 1-D convolutions go to [`conv_ext`], 3-D ones to
+/// [`crate::map_conv_transpose::conv3d`].
 pub fn conv(l: &mut Lower, n: &Node, _m: &Mapping) -> LResult<Vec<Out>> {
     let x = input(l, n, 0)?;
     let w = input(l, n, 1)?;
     let (sx, sw) = (l.shape(x), l.shape(w));
     let k = sx.len().saturating_sub(2);
-    if !(1..=2).contains(&k) || sw.len() != sx.len() {
-        return unsupported(format!("{k}-D convolution (1-D and 2-D are mapped)"));
+    if !(1..=3).contains(&k) || sw.len() != sx.len() {
+        return unsupported(format!("{k}-D convolution (1-D, 2-D and 3-D are mapped)"));
     }
     let kernel = sw[2..].to_vec();
     let strides = ints_or(n, "strides", k, 1)?;
@@ -204,6 +206,10 @@ pub fn conv(l: &mut Lower, n: &Node, _m: &Mapping) -> LResult<Vec<Out>> {
         Some(b) => Some(l.tensor(b)?),
         None => None,
     };
+    if k == 3 {
+        let y = crate::map_conv_transpose::conv3d(l, x, w, bias, group, (&strides, &dil, &p))?;
+        return Ok(vec![Out::T(y)]);
+    }
     if p[..k] != p[k..] || (k == 1 && group != 1) {
         let win = Window {
             strides,

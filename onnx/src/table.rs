@@ -13,6 +13,7 @@
 //! one) and add a row here; nothing else changes.
 
 use crate::lower::{LResult, Lower, Out};
+use crate::map_conv_transpose as ct;
 use crate::map_grid_sample as gs;
 use crate::mapping::{LowerFn, Mapping};
 use crate::node::Node;
@@ -122,9 +123,20 @@ pub const TABLE: &[Mapping] = &[
             "conv1d",
             "conv2d_ext",
             "conv2d_group_ext",
+            "conv3d_group_ext",
             "channel_bias_add",
         ],
         nn::conv,
+    ),
+    row(
+        "ConvTranspose",
+        &[
+            "conv_transpose2d_ext",
+            "conv_transpose2d_group_ext",
+            "conv_transpose3d_ext",
+            "channel_bias_add",
+        ],
+        ct::conv_transpose,
     ),
     un("Cos", &["cos"]),
     un("Cosh", &["cosh"]),

@@ -17,24 +17,9 @@ mod common;
 use std::path::Path;
 
 use common::models::{attr, floats, ints, ints_attr, model, node, vi, A};
-use common::run_imported;
+use common::{library, run_imported, values};
 use onnx::{Data, Elem, Options};
 use onnx_protobuf::{AttributeProto, GraphProto};
-
-fn library() -> &'static tdl::Library {
-    static LIB: std::sync::OnceLock<tdl::Library> = std::sync::OnceLock::new();
-    LIB.get_or_init(|| tdl::Library::shipped().expect("shipped specs load"))
-}
-
-/// Deterministic values, distinct and of both signs.
-fn values(n: usize, seed: u64) -> Vec<f32> {
-    (0..n)
-        .map(|i| {
-            let v = (i as u64 * 2654435761 + seed * 97) % 1000;
-            (v as f32 - 500.0) / 250.0
-        })
-        .collect()
-}
 
 /// One convolution case: input dims, weight dims, group, bias, attributes.
 struct Case {

@@ -188,6 +188,74 @@ fn group_fixup(d: &mut BTreeMap<String, usize>, a: &mut Attrs) {
     }
 }
 
+/// ConvTranspose (specs/onnx_conv_transpose.tdl): strides, dilations and
+/// begin pads (negative too: a larger `output_shape` split by SAME_UPPER)
+/// per axis; the drawn `out_*` is the end pad e, made the output size
+/// natural − begin − e (e = −1: output_padding 1, e = 2: cropped).
+const CONV_T_ATTRS: &[(&str, &[f64])] = &[
+    ("stride_h", &[1.0, 2.0, 3.0]),
+    ("stride_w", &[1.0, 2.0]),
+    ("dilation_h", &[1.0, 2.0]),
+    ("dilation_w", &[1.0, 2.0]),
+    ("pad_t", &[0.0, 1.0, 2.0]),
+    ("pad_l", &[-1.0, 0.0, 1.0]),
+    ("out_h", &[-1.0, 0.0, 1.0, 2.0]),
+    ("out_w", &[-1.0, 0.0, 1.0]),
+];
+const CONV_T_3D_ATTRS: &[(&str, &[f64])] = &[
+    ("groups", &[1.0, 2.0]),
+    ("stride_d", &[1.0, 2.0]),
+    ("stride_h", &[1.0, 2.0]),
+    ("stride_w", &[1.0, 3.0]),
+    ("dilation_d", &[1.0, 2.0]),
+    ("dilation_w", &[1.0, 2.0]),
+    ("pad_f", &[0.0, 1.0]),
+    ("pad_t", &[-1.0, 0.0, 1.0]),
+    ("pad_l", &[0.0, 2.0]),
+    ("out_d", &[-1.0, 0.0, 1.0]),
+    ("out_h", &[0.0, 1.0]),
+    ("out_w", &[-1.0, 0.0]),
+];
+const CONV_3D_DIMS: &[(&str, usize, usize)] = &[
+    ("B", 1, 1),
+    ("CI", 1, 2),
+    ("CO", 1, 2),
+    ("CIG", 1, 1),
+    ("COG", 1, 2),
+    ("D", 1, 3),
+    ("H", 1, 3),
+    ("W", 1, 3),
+    ("KD", 1, 2),
+    ("KH", 1, 2),
+    ("KW", 1, 2),
+];
+/// The attribute `name`, or `default` when the case does not draw it.
+fn int_or(attrs: &Attrs, name: &str, default: i64) -> i64 {
+    attrs.get(name).map_or(default, |v| v.as_f64() as i64)
+}
+/// Groups divide the channels; each `out_*` drawn as an end pad becomes the
+/// output size (see [`CONV_T_ATTRS`]), at least 1.
+fn conv_t_fixup(d: &mut BTreeMap<String, usize>, a: &mut Attrs) {
+    if a.contains_key("groups") {
+        group_fixup(d, a);
+    }
+    for (ax, dim, kernel, pad) in [
+        ("d", "D", "KD", "pad_f"),
+        ("h", "H", "KH", "pad_t"),
+        ("w", "W", "KW", "pad_l"),
+    ] {
+        let (Some(&x), Some(&k)) = (d.get(dim), d.get(kernel)) else {
+            continue;
+        };
+        let s = int_or(a, &format!("stride_{ax}"), 1);
+        let dil = int_or(a, &format!("dilation_{ax}"), 1);
+        let natural = s * (x as i64 - 1) + dil * (k as i64 - 1) + 1;
+        let end = int_or(a, &format!("out_{ax}"), 0);
+        let out = (natural - int_or(a, pad, 0) - end).max(1);
+        set(a, &format!("out_{ax}"), out);
+    }
+}
+
 /// Per-op generators; everything else is `OffGrid` inputs, default attributes, dims 1..=4.
 const TABLE: &[OpCfg] = &[
     OpCfg {
@@ -361,6 +429,55 @@ const TABLE: &[OpCfg] = &[
             set(a, "output_pad_h", p);
         }),
         ..cfg("conv_transpose2d")
+    },
+    OpCfg {
+        attrs: CONV_T_ATTRS,
+        dims: CONV2D_DIMS,
+        fixup: Some(conv_t_fixup),
+        ..cfg("conv_transpose2d_ext")
+    },
+    OpCfg {
+        attrs: &[
+            ("groups", &[1.0, 2.0, 3.0]),
+            CONV_T_ATTRS[0],
+            CONV_T_ATTRS[3],
+            CONV_T_ATTRS[4],
+            CONV_T_ATTRS[5],
+            CONV_T_ATTRS[6],
+            CONV_T_ATTRS[7],
+        ],
+        dims: &[
+            ("B", 1, 2),
+            ("CI", 1, 3),
+            ("COG", 1, 2),
+            ("KH", 1, 3),
+            ("KW", 1, 3),
+        ],
+        fixup: Some(conv_t_fixup),
+        ..cfg("conv_transpose2d_group_ext")
+    },
+    OpCfg {
+        attrs: CONV_T_3D_ATTRS,
+        dims: CONV_3D_DIMS,
+        fixup: Some(conv_t_fixup),
+        ..cfg("conv_transpose3d_ext")
+    },
+    OpCfg {
+        attrs: &[
+            ("groups", &[1.0, 2.0]),
+            ("stride_d", &[1.0, 2.0]),
+            ("stride_w", &[1.0, 2.0]),
+            ("dilation_h", &[1.0, 2.0]),
+            ("pad_f", &[0.0, 1.0]),
+            ("pad_t", &[0.0, 1.0]),
+            ("pad_l", &[0.0, 1.0]),
+            ("pad_k", &[0.0, 1.0]),
+            ("pad_b", &[0.0, 2.0]),
+            ("pad_r", &[0.0, 1.0]),
+        ],
+        dims: CONV_3D_DIMS,
+        fixup: Some(group_fixup),
+        ..cfg("conv3d_group_ext")
     },
     OpCfg {
         inputs: &[("x", Gen::Distinct)],

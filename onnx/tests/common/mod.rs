@@ -114,3 +114,20 @@ pub fn run_imported(imp: &onnx::Imported) -> Vec<(Vec<usize>, Vec<f64>)> {
         })
         .collect()
 }
+
+/// The shipped operator library, loaded once per test binary.
+pub fn library() -> &'static tdl::Library {
+    static LIB: std::sync::OnceLock<tdl::Library> = std::sync::OnceLock::new();
+    LIB.get_or_init(|| tdl::Library::shipped().expect("shipped specs load"))
+}
+
+/// `n` deterministic values in [-2, 2), distinct (for n ≤ 1000) and of both
+/// signs; `seed` shifts the sequence.
+pub fn values(n: usize, seed: u64) -> Vec<f32> {
+    (0..n)
+        .map(|i| {
+            let v = (i as u64 * 2654435761 + seed * 97) % 1000;
+            (v as f32 - 500.0) / 250.0
+        })
+        .collect()
+}
