@@ -528,10 +528,16 @@ pub fn groupnorm(l: &mut Lower, n: &Node, _m: &Mapping) -> LResult<Vec<Out>> {
     Ok(vec![Out::T(l.reshape(y, &s)?)])
 }
 
-/// LayerNormalization over the dims from `axis` on → `layernorm` on a view
-/// whose last dim merges them.
-pub fn layernorm(l: &mut Lower, n: &Node, _m: &Mapping) -> LResult<Vec<Out>> {
-    let eps = n.attrs.float("epsilon", 1e-5);
+/// A normalisation's input x (of shape `s`) viewed as [s[..axis]…, nn]: the
+/// dims from the node's `axis` (default -1) on merged into one of `nn`.
+struct Normalised {
+    s: Vec<usize>,
+    axis: usize,
+    nn: usize,
+    v: TensorId,
+}
+
+fn normalised_view(l: &mut Lower, n: &Node) -> LResult<Normalised> {
     let x = input(l, n, 0)?;
     let s = l.shape(x);
     let axis = norm_axis(n.attrs.int("axis", -1), s.len())?;
@@ -539,6 +545,14 @@ pub fn layernorm(l: &mut Lower, n: &Node, _m: &Mapping) -> LResult<Vec<Out>> {
     let mut view = s[..axis].to_vec();
     view.push(nn);
     let v = l.reshape(x, &view)?;
+    Ok(Normalised { s, axis, nn, v })
+}
+
+/// LayerNormalization over the dims from `axis` on → `layernorm` on a view
+/// whose last dim merges them.
+pub fn layernorm(l: &mut Lower, n: &Node, _m: &Mapping) -> LResult<Vec<Out>> {
+    let eps = n.attrs.float("epsilon", 1e-5);
+    let Normalised { s, axis, nn, v } = normalised_view(l, n)?;
     let g = input(l, n, 1)?;
     if l.shape(g) != s[axis..] {
         return unsupported("scale that broadcasts (must have the normalised shape)");
@@ -566,6 +580,67 @@ pub fn layernorm(l: &mut Lower, n: &Node, _m: &Mapping) -> LResult<Vec<Out>> {
         }
     }
     Ok(outs)
+}
+
+/// RMSNormalization → `rmsnorm` over the axes from `axis` on (default -1),
+/// viewed as one axis; a scale that broadcasts to the normalised shape is
+/// broadcast first. `stash_type` (the precision of the statistics) does not
+/// change the f64 interpreter's results.
+pub fn rmsnorm(l: &mut Lower, n: &Node, _m: &Mapping) -> LResult<Vec<Out>> {
+    let eps = n.attrs.float("epsilon", 1e-5);
+    let Normalised { s, axis, nn, v } = normalised_view(l, n)?;
+    let g = input(l, n, 1)?;
+    let g = l.broadcast_to(g, &s[axis..])?;
+    let g = l.reshape(g, &[nn])?;
+    let y = l.emit1("rmsnorm", &[v, g], &[("eps", float(eps))])?;
+    Ok(vec![Out::T(l.reshape(y, &s)?)])
+}
+
+/// MeanVarianceNormalization → `layernorm` (scale 1, shift 0) over the
+/// `axes` (default [0, 2, 3]) moved last and viewed as one axis. ONNX
+/// divides by √var + 1e-9, `layernorm` by √(var + eps): eps = 1e-18.
+pub fn mvn(l: &mut Lower, n: &Node, _m: &Mapping) -> LResult<Vec<Out>> {
+    let x = input(l, n, 0)?;
+    let s = l.shape(x);
+    let mut axes = Vec::new();
+    for a in n.attrs.ints("axes").unwrap_or_else(|| vec![0, 2, 3]) {
+        let a = norm_axis(a, s.len())?;
+        if axes.contains(&a) {
+            return unsupported(format!("axis {a} repeated in axes"));
+        }
+        axes.push(a);
+    }
+    axes.sort_unstable();
+    let perm: Vec<usize> = (0..s.len())
+        .filter(|d| !axes.contains(d))
+        .chain(axes.iter().copied())
+        .collect();
+    let xp = l.permute(x, &perm)?;
+    let sp = l.shape(xp);
+    let keep = s.len() - axes.len();
+    let inner: usize = sp[keep..].iter().product();
+    let mut view = sp[..keep].to_vec();
+    view.push(inner);
+    let v = l.reshape(xp, &view)?;
+    let one = splat_const(l, &format!("{}.one", n.name), &[inner], 1.0)?;
+    let zero = splat_const(l, &format!("{}.zero", n.name), &[inner], 0.0)?;
+    let y = l.emit1("layernorm", &[v, one, zero], &[("eps", float(1e-18))])?;
+    let y = l.reshape(y, &sp)?;
+    let mut inv = vec![0; perm.len()];
+    for (i, &p) in perm.iter().enumerate() {
+        inv[p] = i;
+    }
+    Ok(vec![Out::T(l.permute(y, &inv)?)])
+}
+
+/// IsInf → `is_inf` (detect_positive, detect_negative).
+pub fn is_inf(l: &mut Lower, n: &Node, _m: &Mapping) -> LResult<Vec<Out>> {
+    let x = input(l, n, 0)?;
+    let attrs = [
+        ("detect_positive", int(n.attrs.int("detect_positive", 1))),
+        ("detect_negative", int(n.attrs.int("detect_negative", 1))),
+    ];
+    Ok(vec![Out::T(l.emit1("is_inf", &[x], &attrs)?)])
 }
 
 /// LRN → `lrn` (across channels, axis 1).

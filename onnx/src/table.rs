@@ -210,8 +210,10 @@ pub const TABLE: &[Mapping] = &[
         &[("alpha", "alpha", 0.2), ("beta", "beta", 0.5)],
     ),
     un("HardSwish", &["hard_swish"]),
+    row("Hardmax", &["hardmax"], nn::softmax),
     un("Identity", &["identity"]),
     row("InstanceNormalization", &["instancenorm"], nn::instancenorm),
+    row("IsInf", &["is_inf"], nn::is_inf),
     un("IsNaN", &["is_nan"]),
     row("LRN", &["lrn"], nn::lrn),
     row(
@@ -238,8 +240,10 @@ pub const TABLE: &[Mapping] = &[
         nn::pool,
     ),
     row("Mean", &["add", "scale"], ew::variadic),
+    row("MeanVarianceNormalization", &["layernorm"], nn::mvn),
     row("Min", &["minimum"], ew::variadic),
     un("Mish", &["mish"]),
+    row("Mod", &["mod_floor", "mod_trunc"], ew::modulo),
     row(
         "Mul",
         &["mul", "bias_mul", "channel_mul", "scale"],
@@ -280,6 +284,7 @@ pub const TABLE: &[Mapping] = &[
         &["resample_last", "resample_mid", "upsample_nearest2d"],
         rs::resize,
     ),
+    row("RMSNormalization", &["rmsnorm"], nn::rmsnorm),
     row("RNN", RNN_SPECS, rnn::rnn),
     un("Round", &["round"]),
     una(
@@ -311,6 +316,7 @@ pub const TABLE: &[Mapping] = &[
     row("Squeeze", &["reshape_2_1"], sh::view),
     row("Sub", &["sub"], ew::binary),
     row("Sum", &["add"], ew::variadic),
+    una("Swish", &["swish"], &[("alpha", "alpha", 1.0)]),
     un("Tan", &["tan"]),
     un("Tanh", &["tanh"]),
     una(
@@ -319,6 +325,7 @@ pub const TABLE: &[Mapping] = &[
         &[("alpha", "alpha", 1.0)],
     ),
     row("Tile", &["tile_last"], sh::tile),
+    row("TopK", &["topk"], red::topk),
     row("Transpose", &["swap_blocks", "transpose"], sh::transpose),
     row("Trilu", &["trilu"], sh::trilu),
     row("Unsqueeze", &["reshape_1_2"], sh::view),

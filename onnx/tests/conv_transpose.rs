@@ -18,7 +18,7 @@ mod common;
 use std::path::Path;
 
 use common::models::{attr, floats, ints_attr, model, node, vi, A};
-use common::{library, run_imported, values};
+use common::{assert_close, library, run_imported, values};
 use interval::cache::StrategyCache;
 use onnx::{Data, Elem, Options};
 use onnx_protobuf::{AttributeProto, GraphProto};
@@ -387,13 +387,7 @@ fn imported_values_equal_the_scatter_definition() {
         let (shape, got) = run_imported(&import(graph(&c, false), &opts)).remove(0);
         let (eshape, expected) = oracle(&c, &xv);
         assert_eq!(shape, eshape, "{}: output shape", c.name);
-        for (k, (a, e)) in got.iter().zip(&expected).enumerate() {
-            assert!(
-                (a - e).abs() <= 1e-9 * (1.0 + e.abs()),
-                "{} element {k}: {a} vs {e}",
-                c.name
-            );
-        }
+        assert_close(c.name, &got, &expected);
     }
 }
 

@@ -17,7 +17,7 @@ mod common;
 use std::path::Path;
 
 use common::models::{attr, floats, ints, ints_attr, model, node, vi, A};
-use common::{library, run_imported, values};
+use common::{assert_close, library, run_imported, values};
 use onnx::{Data, Elem, Options};
 use onnx_protobuf::{AttributeProto, GraphProto};
 
@@ -219,13 +219,7 @@ fn conv_pads_equal_zero_padding_then_an_unpadded_conv() {
         let (shape, got) = run(conv_graph(&c, false), &c.x, &xv);
         let (eshape, expected) = run(conv_graph(&c, true), &c.x, &xv);
         assert_eq!(shape, eshape, "{}: output shape", c.name);
-        for (k, (a, e)) in got.iter().zip(&expected).enumerate() {
-            assert!(
-                (a - e).abs() <= 1e-9 * (1.0 + e.abs()),
-                "{} element {k}: {a} vs {e}",
-                c.name
-            );
-        }
+        assert_close(c.name, &got, &expected);
     }
 }
 

@@ -70,18 +70,10 @@ fn backward_specs(case: &str) -> Option<Vec<String>> {
     )
 }
 
-#[test]
-fn pooling_3d_and_dilated_average_pooling_train() {
-    for (case, grad) in [
-        ("test_maxpool_3d_default", "maxpool3d_ext_grad"),
-        ("test_maxpool_3d_dilations", "maxpool3d_ext_grad"),
-        ("test_averagepool_3d_default", "avgpool3d_ext_grad"),
-        (
-            "test_averagepool_3d_dilations_large_count_include_pad_is_1_ceil_mode_is_True",
-            "avgpool3d_ext_grad",
-        ),
-        ("test_averagepool_2d_dilations", "avgpool3d_ext_grad"),
-    ] {
+/// For each (case, spec): the case's training graph has a backward `spec`
+/// operator (nothing is checked when the ONNX data is missing).
+fn each_backward_has(cases: &[(&str, &str)]) {
+    for &(case, grad) in cases {
         let Some(specs) = backward_specs(case) else {
             return;
         };
@@ -90,4 +82,31 @@ fn pooling_3d_and_dilated_average_pooling_train() {
             "{case}: backward ops {specs:?}"
         );
     }
+}
+
+#[test]
+fn pooling_3d_and_dilated_average_pooling_train() {
+    each_backward_has(&[
+        ("test_maxpool_3d_default", "maxpool3d_ext_grad"),
+        ("test_maxpool_3d_dilations", "maxpool3d_ext_grad"),
+        ("test_averagepool_3d_default", "avgpool3d_ext_grad"),
+        (
+            "test_averagepool_3d_dilations_large_count_include_pad_is_1_ceil_mode_is_True",
+            "avgpool3d_ext_grad",
+        ),
+        ("test_averagepool_2d_dilations", "avgpool3d_ext_grad"),
+    ]);
+}
+
+#[test]
+fn rms_normalization_mvn_swish_and_hardmax_train() {
+    each_backward_has(&[
+        ("test_rms_normalization_3d_axis1_epsilon", "rmsnorm_grad"),
+        ("test_rms_normalization_default_axis", "rmsnorm_grad"),
+        ("test_swish", "swish_grad"),
+        // MeanVarianceNormalization through `layernorm`.
+        ("test_mvn", "layernorm_grad"),
+        // Piecewise constant: a zero gradient (`scale` by 0).
+        ("test_hardmax_axis_1", "scale"),
+    ]);
 }

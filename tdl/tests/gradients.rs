@@ -304,6 +304,14 @@ const TABLE: &[OpCfg] = &[
         ..cfg("div")
     },
     OpCfg {
+        inputs: &[("b", Gen::AwayZero(0.5, 2.0))],
+        ..cfg("mod_floor")
+    },
+    OpCfg {
+        inputs: &[("b", Gen::AwayZero(0.5, 2.0))],
+        ..cfg("mod_trunc")
+    },
+    OpCfg {
         inputs: VS_GRID,
         ..cfg("maximum")
     },
@@ -335,6 +343,20 @@ const TABLE: &[OpCfg] = &[
     OpCfg {
         attrs: &[("alpha", &[0.01, 0.2])],
         ..cfg("leaky_relu")
+    },
+    OpCfg {
+        attrs: &[("alpha", &[-0.5, 1.0, 1.702])],
+        ..cfg("swish")
+    },
+    OpCfg {
+        inputs: &[("x", Gen::Distinct)],
+        ..cfg("hardmax")
+    },
+    OpCfg {
+        inputs: &[("x", Gen::Distinct)],
+        attrs: &[("k", &[1.0, 2.0, 3.0]), ("largest", &[0.0, 1.0])],
+        dims: &[("N", 3, 4)],
+        ..cfg("topk")
     },
     OpCfg {
         attrs: &[("alpha", &[0.5, 1.0])],

@@ -131,3 +131,15 @@ pub fn values(n: usize, seed: u64) -> Vec<f32> {
         })
         .collect()
 }
+
+/// `got` equals `expected` element by element within 1e-9 relative (both
+/// sides computed in f64 from the same f32 data); the panic names `what`.
+pub fn assert_close(what: &str, got: &[f64], expected: &[f64]) {
+    assert_eq!(got.len(), expected.len(), "{what}: element count");
+    for (k, (a, e)) in got.iter().zip(expected).enumerate() {
+        assert!(
+            (a - e).abs() <= 1e-9 * (1.0 + e.abs()),
+            "{what} element {k}: {a} vs {e}"
+        );
+    }
+}
