@@ -38,6 +38,7 @@ pub mod map_elementwise;
 pub mod map_gather_elements;
 pub mod map_gather_nd;
 pub mod map_grid_sample;
+pub mod map_nll;
 pub mod map_nn;
 pub mod map_quant;
 pub mod map_reduce;

@@ -15,6 +15,7 @@
 use crate::lower::{LResult, Lower, Out};
 use crate::map_conv_transpose as ct;
 use crate::map_grid_sample as gs;
+use crate::map_nll as nll;
 use crate::mapping::{LowerFn, Mapping};
 use crate::node::Node;
 use crate::{map_einsum as es, map_gather_elements as ge, map_gather_nd as gnd};
@@ -250,6 +251,11 @@ pub const TABLE: &[Mapping] = &[
         ew::binary,
     ),
     un("Neg", &["neg"]),
+    row(
+        "NegativeLogLikelihoodLoss",
+        &["nll_elements", "nll_reduced"],
+        nll::nll,
+    ),
     un("Not", &["logical_not"]),
     row("OneHot", &["one_hot", "one_hot_values"], sh::one_hot),
     row("Or", &["logical_or"], ew::binary),
@@ -308,6 +314,11 @@ pub const TABLE: &[Mapping] = &[
     row("Size", &[], folded),
     row("Slice", &["slice", "reverse_last"], sh::slice),
     row("Softmax", &["softmax"], nn::softmax),
+    row(
+        "SoftmaxCrossEntropyLoss",
+        &["log_softmax", "nll_elements", "nll_reduced"],
+        nll::nll,
+    ),
     un("Softplus", &["softplus"]),
     un("Softsign", &["softsign"]),
     row("SpaceToDepth", &["swap_blocks"], sh::depth_space),

@@ -110,3 +110,23 @@ fn rms_normalization_mvn_swish_and_hardmax_train() {
         ("test_hardmax_axis_1", "scale"),
     ]);
 }
+
+#[test]
+fn nll_and_softmax_cross_entropy_losses_train() {
+    each_backward_has(&[
+        (
+            "test_nllloss_NCd1d2_with_weight_reduction_mean",
+            "nll_reduced_grad",
+        ),
+        (
+            "test_nllloss_NCd1d2d3_none_no_weight_negative_ii",
+            "nll_elements_grad",
+        ),
+        ("test_sce_mean_weight_ii", "nll_reduced_grad"),
+        ("test_sce_mean_weight_ii", "log_softmax_grad"),
+        (
+            "test_sce_NCd1d2d3_none_no_weight_negative_ii",
+            "nll_elements_grad",
+        ),
+    ]);
+}

@@ -707,6 +707,19 @@ const TABLE: &[OpCfg] = &[
         attrs: &[("n", &[0.0, 1.0, 2.0, 3.0])],
         ..cfg("split_channels")
     },
+    // ONNX NegativeLogLikelihoodLoss (specs/onnx_loss.tdl): targets are class
+    // ids, some ignored; the mean over no counted target (all ignored) is
+    // undefined, so the reduced op draws no ignore_index that occurs.
+    OpCfg {
+        inputs: &[("t", Gen::Ids("C")), ("w", Gen::Range(0.5, 2.0))],
+        attrs: &[("ignore_index", &[-1e9, 0.0, 1.0])],
+        ..cfg("nll_elements")
+    },
+    OpCfg {
+        inputs: &[("t", Gen::Ids("C")), ("w", Gen::Range(0.5, 2.0))],
+        attrs: &[("ignore_index", &[-1e9, -1.0]), ("mean", &[0.0, 1.0])],
+        ..cfg("nll_reduced")
+    },
     OpCfg {
         inputs: &[("ids", Gen::Ids("N"))],
         ..cfg("gather")
