@@ -6,7 +6,8 @@
 //! takes `log_softmax` of that view first (its optional second output, the
 //! log-probabilities, is that result moved back). `reduction` = "none"
 //! gives `nll_elements` viewed as the target's shape, "sum" / "mean"
-//! `nll_reduced`. No `ignore_index` is passed as -1000000000 (no class id);
+//! `nll_reduced` divided by 1 / by the counted targets' summed weight
+//! (`nll_weight_sum`). No `ignore_index` is passed as -1000000000 (no class id);
 //! no weight as ones.
 
 use planner::graph::{int, TensorId};
@@ -53,20 +54,24 @@ pub fn nll(l: &mut Lower, n: &Node, m: &Mapping) -> LResult<Vec<Out>> {
     } else {
         xv
     };
-    let ii = int(n.attrs.int("ignore_index", NO_IGNORE));
+    let ii = n.attrs.int("ignore_index", NO_IGNORE);
     let reduction = n.attrs.string("reduction", "mean");
     let loss = match reduction.as_str() {
         "none" => {
-            let y = l.emit1("nll_elements", &[logp, tv, w], &[("ignore_index", ii)])?;
+            let y = l.emit1("nll_elements", &[logp, tv, w], &[("ignore_index", int(ii))])?;
             let y = l.reshape(y, &nd)?;
             l.reshape(y, &st)?
         }
         "sum" | "mean" => {
-            let mean = int(i64::from(reduction == "mean"));
+            let den = if reduction == "mean" {
+                l.emit1("nll_weight_sum", &[tv, w], &[("ignore_index", int(ii))])?
+            } else {
+                splat_const(l, &format!("{}.one", n.name), &[], 1.0)?
+            };
             l.emit1(
                 "nll_reduced",
-                &[logp, tv, w],
-                &[("ignore_index", ii), ("mean", mean)],
+                &[logp, tv, w, den],
+                &[("ignore_index", int(ii))],
             )?
         }
         other => return unsupported(format!("reduction = \"{other}\"")),

@@ -253,7 +253,7 @@ pub const TABLE: &[Mapping] = &[
     un("Neg", &["neg"]),
     row(
         "NegativeLogLikelihoodLoss",
-        &["nll_elements", "nll_reduced"],
+        &["nll_elements", "nll_weight_sum", "nll_reduced"],
         nll::nll,
     ),
     un("Not", &["logical_not"]),
@@ -316,7 +316,12 @@ pub const TABLE: &[Mapping] = &[
     row("Softmax", &["softmax"], nn::softmax),
     row(
         "SoftmaxCrossEntropyLoss",
-        &["log_softmax", "nll_elements", "nll_reduced"],
+        &[
+            "log_softmax",
+            "nll_elements",
+            "nll_weight_sum",
+            "nll_reduced",
+        ],
         nll::nll,
     ),
     un("Softplus", &["softplus"]),

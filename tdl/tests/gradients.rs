@@ -708,16 +708,19 @@ const TABLE: &[OpCfg] = &[
         ..cfg("split_channels")
     },
     // ONNX NegativeLogLikelihoodLoss (specs/onnx_loss.tdl): targets are class
-    // ids, some ignored; the mean over no counted target (all ignored) is
-    // undefined, so the reduced op draws no ignore_index that occurs.
+    // ids, some ignored; the divisor of the reduced loss is an input.
     OpCfg {
         inputs: &[("t", Gen::Ids("C")), ("w", Gen::Range(0.5, 2.0))],
         attrs: &[("ignore_index", &[-1e9, 0.0, 1.0])],
         ..cfg("nll_elements")
     },
     OpCfg {
-        inputs: &[("t", Gen::Ids("C")), ("w", Gen::Range(0.5, 2.0))],
-        attrs: &[("ignore_index", &[-1e9, -1.0]), ("mean", &[0.0, 1.0])],
+        inputs: &[
+            ("t", Gen::Ids("C")),
+            ("w", Gen::Range(0.5, 2.0)),
+            ("den", Gen::Range(0.5, 3.0)),
+        ],
+        attrs: &[("ignore_index", &[-1e9, 0.0, 1.0])],
         ..cfg("nll_reduced")
     },
     OpCfg {
