@@ -317,7 +317,8 @@ fn conv_ext(
 /// MaxPool / AveragePool → `maxpool2d_ext` / `avgpool2d_ext` (1-D via a
 /// [B, C, 1, X] view, 2-D), `maxpool3d_ext` / `avgpool3d_ext` (3-D, and dilated
 /// average pooling of lower rank as a volume with unit leading dims); MaxPool's
-/// Indices output (1-D, 2-D) → `maxpool2d_ext_indices`.
+/// Indices output (1-D, 2-D) → `maxpool2d_ext_indices`; LpPool (every rank, as a
+/// volume) → `lppool3d_ext`.
 pub fn pool(l: &mut Lower, n: &Node, m: &Mapping) -> LResult<Vec<Out>> {
     let x = input(l, n, 0)?;
     let sx = l.shape(x);
@@ -326,6 +327,7 @@ pub fn pool(l: &mut Lower, n: &Node, m: &Mapping) -> LResult<Vec<Out>> {
         return unsupported(format!("{k}-D pooling (1-D, 2-D and 3-D are mapped)"));
     }
     let max = m.op == "MaxPool";
+    let lp = m.op == "LpPool";
     // storage_order only changes the Indices output (row- or column-major).
     let storage_order = n.attrs.int("storage_order", 0);
     let kernel: Vec<usize> = match n.attrs.ints("kernel_shape") {
@@ -339,7 +341,11 @@ pub fn pool(l: &mut Lower, n: &Node, m: &Mapping) -> LResult<Vec<Out>> {
     let p = pads(n, &sx[2..], &kernel, &strides, &dil)?;
     let dilated = dil.iter().any(|&d| d != 1);
     // Rank of the spec's spatial block: lift by unit leading spatial dims.
-    let rank = if k == 3 || (!max && dilated) { 3 } else { 2 };
+    let rank = if k == 3 || lp || (!max && dilated) {
+        3
+    } else {
+        2
+    };
     if max && rank == 3 && n.wants_output(1) {
         return unsupported("the Indices output of 3-D MaxPool");
     }
@@ -384,7 +390,17 @@ pub fn pool(l: &mut Lower, n: &Node, m: &Mapping) -> LResult<Vec<Out>> {
         .enumerate()
         .map(|(i, a)| (format!("dilation_{a}"), dil[i] as i64))
         .collect();
-    let spec = if max {
+    let spec = if lp {
+        // `p` is a float before opset 2, an int since.
+        let p = if n.opset < 2 {
+            n.attrs.float("p", 2.0)
+        } else {
+            n.attrs.int("p", 2) as f64
+        };
+        attrs.extend(dil_keys.iter().map(|(k, v)| (k.as_str(), int(*v))));
+        attrs.push(("p", float(p)));
+        "lppool3d_ext"
+    } else if max {
         attrs.extend(dil_keys.iter().map(|(k, v)| (k.as_str(), int(*v))));
         if rank == 3 {
             "maxpool3d_ext"

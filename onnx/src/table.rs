@@ -141,6 +141,7 @@ pub const TABLE: &[Mapping] = &[
     ),
     un("Cos", &["cos"]),
     un("Cosh", &["cosh"]),
+    row("CumProd", &["cumprod"], sh::cumsum),
     row("CumSum", &["cumsum"], sh::cumsum),
     row("DepthToSpace", &["swap_blocks"], sh::depth_space),
     row(
@@ -232,6 +233,7 @@ pub const TABLE: &[Mapping] = &[
         &["l1_normalize", "l2_normalize"],
         nn::lp_normalization,
     ),
+    row("LpPool", &["lppool3d_ext"], nn::pool),
     row("LSTM", RNN_SPECS, rnn::lstm),
     row("MatMul", &["matmul", "dense", "batch_matmul"], nn::matmul),
     row("Max", &["maximum"], ew::variadic),

@@ -130,3 +130,11 @@ fn nll_and_softmax_cross_entropy_losses_train() {
         ),
     ]);
 }
+
+#[test]
+fn lp_pooling_trains() {
+    each_backward_has(&[
+        ("test_lppool_2d_pads", "lppool3d_ext_grad"),
+        ("test_lppool_1d_default", "lppool3d_ext_grad"),
+    ]);
+}

@@ -710,6 +710,34 @@ const TABLE: &[OpCfg] = &[
     // ONNX NegativeLogLikelihoodLoss (specs/onnx_loss.tdl): targets are class
     // ids, some ignored; the divisor of the reduced loss is an input.
     OpCfg {
+        attrs: &[("reverse", &[0.0, 1.0]), ("exclusive", &[0.0, 1.0])],
+        ..cfg("cumprod")
+    },
+    // ONNX LpPool: inputs away from 0 (|x|^(p-1) has a kink there for p = 1).
+    OpCfg {
+        inputs: &[("x", Gen::AwayZero(0.3, 2.0))],
+        attrs: &[
+            ("kernel_d", &[1.0, 2.0]),
+            ("kernel_h", &[1.0, 2.0]),
+            ("kernel_w", &[1.0, 3.0]),
+            ("stride_h", &[1.0, 2.0]),
+            ("stride_w", &[1.0, 2.0]),
+            ("pad_t", &[0.0, 1.0]),
+            ("pad_r", &[0.0, 1.0]),
+            ("dilation_w", &[1.0, 2.0]),
+            ("ceil_mode", &[0.0, 1.0]),
+            ("p", &[1.0, 2.0, 3.0]),
+        ],
+        dims: &[
+            ("B", 1, 1),
+            ("C", 1, 2),
+            ("D", 1, 2),
+            ("H", 1, 3),
+            ("W", 1, 4),
+        ],
+        ..cfg("lppool3d_ext")
+    },
+    OpCfg {
         inputs: &[("t", Gen::Ids("C")), ("w", Gen::Range(0.5, 2.0))],
         attrs: &[("ignore_index", &[-1e9, 0.0, 1.0])],
         ..cfg("nll_elements")

@@ -314,8 +314,9 @@ pub fn tile(l: &mut Lower, n: &Node, _m: &Mapping) -> LResult<Vec<Out>> {
     Ok(vec![Out::T(cur)])
 }
 
-/// CumSum along a known axis → `cumsum<reverse, exclusive>`.
-pub fn cumsum(l: &mut Lower, n: &Node, _m: &Mapping) -> LResult<Vec<Out>> {
+/// CumSum / CumProd along a known axis → `cumsum` / `cumprod` (the row's
+/// spec) with `reverse` and `exclusive`.
+pub fn cumsum(l: &mut Lower, n: &Node, m: &Mapping) -> LResult<Vec<Out>> {
     let x = input(l, n, 0)?;
     let r = l.shape(x).len();
     let axis = ints_input(l, n, 1)?
@@ -324,7 +325,7 @@ pub fn cumsum(l: &mut Lower, n: &Node, _m: &Mapping) -> LResult<Vec<Out>> {
     let axis = axis_of(axis, r)?;
     let t = l.axis_to_last(x, axis)?;
     let t = l.emit1(
-        "cumsum",
+        m.specs[0],
         &[t],
         &[
             ("reverse", int(n.attrs.int("reverse", 0))),
