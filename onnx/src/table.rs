@@ -85,6 +85,11 @@ pub const TABLE: &[Mapping] = &[
     un("Acos", &["acos"]),
     un("Acosh", &["acosh"]),
     row("Add", &["add", "bias_add", "channel_bias_add"], ew::binary),
+    row(
+        "AffineGrid",
+        &["affine_grid_2d", "affine_grid_3d"],
+        gs::affine_grid,
+    ),
     row("And", &["logical_and"], ew::binary),
     row("ArgMax", &["argmax", "argmax_last"], red::arg),
     row("ArgMin", &["argmin", "argmin_last"], red::arg),
@@ -291,6 +296,11 @@ pub const TABLE: &[Mapping] = &[
         "Resize",
         &["resample_last", "resample_mid", "upsample_nearest2d"],
         rs::resize,
+    ),
+    row(
+        "ReverseSequence",
+        &["reverse_sequence"],
+        sh::reverse_sequence,
     ),
     row("RMSNormalization", &["rmsnorm"], nn::rmsnorm),
     row("RNN", RNN_SPECS, rnn::rnn),

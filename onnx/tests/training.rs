@@ -132,9 +132,11 @@ fn nll_and_softmax_cross_entropy_losses_train() {
 }
 
 #[test]
-fn lp_pooling_trains() {
+fn lp_pooling_and_reverse_sequence_train() {
     each_backward_has(&[
         ("test_lppool_2d_pads", "lppool3d_ext_grad"),
         ("test_lppool_1d_default", "lppool3d_ext_grad"),
+        ("test_reversesequence_batch", "reverse_sequence"),
+        ("test_reversesequence_time", "reverse_sequence"),
     ]);
 }

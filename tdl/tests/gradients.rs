@@ -713,6 +713,27 @@ const TABLE: &[OpCfg] = &[
         attrs: &[("reverse", &[0.0, 1.0]), ("exclusive", &[0.0, 1.0])],
         ..cfg("cumprod")
     },
+    OpCfg {
+        inputs: &[("lens", Gen::Ids("T"))],
+        ..cfg("reverse_sequence")
+    },
+    OpCfg {
+        attrs: &[
+            ("out_h", &[1.0, 2.0, 3.0]),
+            ("out_w", &[1.0, 4.0]),
+            ("align", &[0.0, 1.0]),
+        ],
+        ..cfg("affine_grid_2d")
+    },
+    OpCfg {
+        attrs: &[
+            ("out_d", &[1.0, 2.0]),
+            ("out_h", &[1.0, 3.0]),
+            ("out_w", &[2.0, 3.0]),
+            ("align", &[0.0, 1.0]),
+        ],
+        ..cfg("affine_grid_3d")
+    },
     // ONNX LpPool: inputs away from 0 (|x|^(p-1) has a kink there for p = 1).
     OpCfg {
         inputs: &[("x", Gen::AwayZero(0.3, 2.0))],
