@@ -43,6 +43,7 @@ pub mod map_nn;
 pub mod map_quant;
 pub mod map_reduce;
 pub mod map_resize;
+pub mod map_rotary;
 pub mod map_shape;
 pub mod mapping;
 pub mod node;

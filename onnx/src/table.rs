@@ -20,7 +20,7 @@ use crate::mapping::{LowerFn, Mapping};
 use crate::node::Node;
 use crate::{map_einsum as es, map_gather_elements as ge, map_gather_nd as gnd};
 use crate::{map_elementwise as ew, map_nn as nn, map_reduce as red, map_shape as sh};
-use crate::{map_quant as quant, map_resize as rs, rnn};
+use crate::{map_quant as quant, map_resize as rs, map_rotary as rot, rnn};
 
 const fn row(op: &'static str, specs: &'static [&'static str], lower: LowerFn) -> Mapping {
     Mapping {
@@ -304,6 +304,11 @@ pub const TABLE: &[Mapping] = &[
     ),
     row("RMSNormalization", &["rmsnorm"], nn::rmsnorm),
     row("RNN", RNN_SPECS, rnn::rnn),
+    row(
+        "RotaryEmbedding",
+        &["rotary", "embedding"],
+        rot::rotary_embedding,
+    ),
     un("Round", &["round"]),
     una(
         "Selu",

@@ -132,11 +132,14 @@ fn nll_and_softmax_cross_entropy_losses_train() {
 }
 
 #[test]
-fn lp_pooling_and_reverse_sequence_train() {
+fn lp_pooling_reverse_sequence_and_rotary_embedding_train() {
     each_backward_has(&[
         ("test_lppool_2d_pads", "lppool3d_ext_grad"),
         ("test_lppool_1d_default", "lppool3d_ext_grad"),
         ("test_reversesequence_batch", "reverse_sequence"),
         ("test_reversesequence_time", "reverse_sequence"),
+        // The input gradient of a rotation is the rotation back.
+        ("test_rotary_embedding", "rotary"),
+        ("test_rotary_embedding_3d_input", "rotary"),
     ]);
 }

@@ -717,6 +717,30 @@ const TABLE: &[OpCfg] = &[
         inputs: &[("lens", Gen::Ids("T"))],
         ..cfg("reverse_sequence")
     },
+    // ONNX RotaryEmbedding: an even rotary dim within the head, caches at
+    // least half as wide.
+    OpCfg {
+        attrs: &[
+            ("rot", &[2.0, 4.0]),
+            ("interleaved", &[0.0, 1.0]),
+            ("sign", &[1.0, -1.0]),
+        ],
+        dims: &[
+            ("B", 1, 2),
+            ("S", 1, 2),
+            ("H", 1, 2),
+            ("D", 2, 6),
+            ("R2", 1, 3),
+        ],
+        fixup: Some(|d, a| {
+            let rot = int(a, "rot") as usize;
+            let dd = d["D"].max(rot);
+            d.insert("D".into(), dd);
+            let r2 = d["R2"].max(rot / 2);
+            d.insert("R2".into(), r2);
+        }),
+        ..cfg("rotary")
+    },
     OpCfg {
         attrs: &[
             ("out_h", &[1.0, 2.0, 3.0]),
