@@ -114,6 +114,7 @@ pub const TABLE: &[Mapping] = &[
         ew::cast,
     ),
     un("Ceil", &["ceil"]),
+    row("CenterCropPad", &["slice", "pad"], sh::center_crop_pad),
     una("Celu", &["celu"], &[("alpha", "alpha", 1.0)]),
     row("Clip", &["clip"], ew::clip),
     row("Concat", &["concat", "concat_channels"], sh::concat),

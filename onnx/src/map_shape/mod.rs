@@ -15,7 +15,9 @@ pub mod last_axis;
 pub mod view;
 
 pub use index::{gather, one_hot, reverse_sequence, trilu};
-pub use last_axis::{concat, cumsum, pad, slice, slice_args, slice_indices, split, tile};
+pub use last_axis::{
+    center_crop_pad, concat, cumsum, pad, slice, slice_args, slice_indices, split, tile,
+};
 pub use view::{depth_space, expand, transpose, view, view_shape};
 
 use crate::lower::{unsupported, LResult, Lower};
