@@ -598,6 +598,69 @@ pub fn layernorm(l: &mut Lower, n: &Node, _m: &Mapping) -> LResult<Vec<Out>> {
     Ok(outs)
 }
 
+/// MaxUnpool → `maxunpool` on [N, C, spatial product] views: the indices
+/// are positions in the natural output, (in − 1)·stride + kernel −
+/// pad_begin − pad_end per spatial dim; a larger `output_shape` (input 2,
+/// known at import) zero-pads that at the end of each dim (`pad`).
+pub fn max_unpool(l: &mut Lower, n: &Node, _m: &Mapping) -> LResult<Vec<Out>> {
+    let x = input(l, n, 0)?;
+    let idx = input(l, n, 1)?;
+    let sx = l.shape(x);
+    let k = sx.len().saturating_sub(2);
+    if k == 0 || l.shape(idx) != sx {
+        return unsupported(format!(
+            "input of shape {sx:?} with indices {:?}",
+            l.shape(idx)
+        ));
+    }
+    let kernel = match n.attrs.ints("kernel_shape") {
+        Some(v) if v.len() == k && v.iter().all(|&d| d > 0) => v,
+        _ => return unsupported("kernel_shape is missing or malformed"),
+    };
+    let strides = ints_or(n, "strides", k, 1)?;
+    let pads = n.attrs.ints("pads").unwrap_or_else(|| vec![0; 2 * k]);
+    if pads.len() != 2 * k {
+        return unsupported(format!("pads {pads:?}"));
+    }
+    let natural: Vec<i64> = (0..k)
+        .map(|i| (sx[2 + i] as i64 - 1) * strides[i] as i64 + kernel[i] - pads[i] - pads[k + i])
+        .collect();
+    let wanted: Vec<i64> = match crate::map_shape::ints_input(l, n, 2)? {
+        Some(v) if v.len() == k + 2 => v[2..].to_vec(),
+        Some(v) => return unsupported(format!("output_shape {v:?} for a rank-{} input", sx.len())),
+        None => natural.clone(),
+    };
+    if natural.iter().zip(&wanted).any(|(&a, &w)| a < 1 || w < a) {
+        return unsupported(format!(
+            "output {wanted:?} smaller than the unpooled {natural:?}"
+        ));
+    }
+    let p: usize = sx[2..].iter().product();
+    let out: i64 = natural.iter().product();
+    let xv = l.reshape(x, &[sx[0], sx[1], p])?;
+    let iv = l.reshape(idx, &[sx[0], sx[1], p])?;
+    let y = l.emit1("maxunpool", &[xv, iv], &[("out", int(out))])?;
+    let shape: Vec<usize> = sx[..2]
+        .iter()
+        .copied()
+        .chain(natural.iter().map(|&d| d as usize))
+        .collect();
+    let mut y = l.reshape(y, &shape)?;
+    for (i, (&a, &w)) in natural.iter().zip(&wanted).enumerate() {
+        if w > a {
+            let t = l.axis_to_last(y, 2 + i)?;
+            let attrs = [
+                ("before", int(0)),
+                ("after", int(w - a)),
+                ("value", float(0.0)),
+            ];
+            let t = l.emit1("pad", &[t], &attrs)?;
+            y = l.last_to_axis(t, 2 + i)?;
+        }
+    }
+    Ok(vec![Out::T(y)])
+}
+
 /// RMSNormalization → `rmsnorm` over the axes from `axis` on (default -1),
 /// viewed as one axis; a scale that broadcasts to the normalised shape is
 /// broadcast first. `stash_type` (the precision of the statistics) does not

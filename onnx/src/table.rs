@@ -248,6 +248,7 @@ pub const TABLE: &[Mapping] = &[
         &["maxpool2d_ext", "maxpool3d_ext", "maxpool2d_ext_indices"],
         nn::pool,
     ),
+    row("MaxUnpool", &["maxunpool", "pad"], nn::max_unpool),
     row("Mean", &["add", "scale"], ew::variadic),
     row("MeanVarianceNormalization", &["layernorm"], nn::mvn),
     row("Min", &["minimum"], ew::variadic),

@@ -18,11 +18,10 @@ mod common;
 use std::path::Path;
 
 use common::models::{attr, floats, ints_attr, model, node, vi, A};
-use common::{assert_close, library, run_imported, values};
+use common::{assert_close, backward_specs, library, run_imported, values};
 use interval::cache::StrategyCache;
 use onnx::{Data, Elem, Options};
 use onnx_protobuf::{AttributeProto, GraphProto};
-use planner::graph::OpRole;
 use planner::plan::{plan, SearchKind};
 
 /// One case: the node (`ConvTranspose` or `Conv`), input and weight dims,
@@ -402,13 +401,7 @@ fn every_case_trains_through_the_gradient_specs() {
             ..Options::default()
         };
         let imp = import(graph(&c, true), &opts);
-        let backward: Vec<&str> = imp
-            .graph
-            .ops()
-            .iter()
-            .filter(|o| o.role == OpRole::Backward)
-            .map(|o| o.spec.as_str())
-            .collect();
+        let backward = backward_specs(&imp);
         let k = c.x.len() - 2;
         let want: &[&str] = match (c.op, k, c.group) {
             ("Conv", _, _) => &["conv_transpose3d_ext", "conv3d_group_grad_w"],

@@ -717,6 +717,18 @@ const TABLE: &[OpCfg] = &[
         inputs: &[("lens", Gen::Ids("T"))],
         ..cfg("reverse_sequence")
     },
+    // ONNX MaxUnpool: one (b, c) row, so the indices are positions of the
+    // output row (duplicates sum).
+    OpCfg {
+        inputs: &[("idx", Gen::Ids("P"))],
+        attrs: &[("out", &[0.0, 1.0, 2.0])],
+        dims: &[("B", 1, 1), ("C", 1, 1)],
+        fixup: Some(|d, a| {
+            let extra = int(a, "out");
+            set(a, "out", d["P"] as i64 + extra);
+        }),
+        ..cfg("maxunpool")
+    },
     // ONNX RotaryEmbedding: an even rotary dim within the head, caches at
     // least half as wide.
     OpCfg {

@@ -143,3 +143,13 @@ pub fn assert_close(what: &str, got: &[f64], expected: &[f64]) {
         );
     }
 }
+
+/// The specs of an imported training graph's backward operators, in order.
+pub fn backward_specs(imp: &onnx::Imported) -> Vec<&str> {
+    imp.graph
+        .ops()
+        .iter()
+        .filter(|o| o.role == planner::graph::OpRole::Backward)
+        .map(|o| o.spec.as_str())
+        .collect()
+}
