@@ -11,7 +11,7 @@
 //! end). 1-D goes through a [B, C, 1, X] view; group = 1 in 2-D to
 //! `conv_transpose2d_ext` (whose channels the planner can split), group > 1
 //! to `conv_transpose2d_group_ext`, 3-D to `conv_transpose3d_ext`; a bias is
-//! a `channel_bias_add`.
+//! a `channel_bias_add`. Col2Im (1-D to 3-D, as a volume) goes to `col2im3d`.
 
 use planner::graph::{int, Attr, TensorId};
 
@@ -220,4 +220,67 @@ pub fn conv3d(
         Some(b) => l.emit1("channel_bias_add", &[y, b], &[]),
         None => Ok(y),
     }
+}
+
+/// Col2Im: input [N, C·Πblock, L] viewed as [N, C, Πblock, L] → `col2im3d`
+/// (image_shape and block_shape known at import; 1-D and 2-D images as
+/// volumes with unit leading dims), checking that L is the number of blocks.
+pub fn col2im(l: &mut Lower, n: &Node, _m: &Mapping) -> LResult<Vec<Out>> {
+    let x = input(l, n, 0)?;
+    let sx = l.shape(x);
+    let (Some(image), Some(block)) = (
+        crate::map_shape::ints_input(l, n, 1)?,
+        crate::map_shape::ints_input(l, n, 2)?,
+    ) else {
+        return unsupported("image_shape or block_shape is missing");
+    };
+    let k = image.len();
+    let kernel: usize = block.iter().product::<i64>().max(0) as usize;
+    if !(1..=3).contains(&k)
+        || block.len() != k
+        || sx.len() != 3
+        || block.iter().chain(&image).any(|&d| d < 1)
+        || !sx[1].is_multiple_of(kernel)
+    {
+        return unsupported(format!(
+            "input of shape {sx:?} with image_shape {image:?} and block_shape {block:?}"
+        ));
+    }
+    let strides = ints_or(n, "strides", k, 1)?;
+    let dil = ints_or(n, "dilations", k, 1)?;
+    let pads = n.attrs.ints("pads").unwrap_or_else(|| vec![0; 2 * k]);
+    if pads.len() != 2 * k || pads.iter().any(|&p| p < 0) {
+        return unsupported(format!("pads {pads:?}"));
+    }
+    let cols: Vec<i64> = (0..k)
+        .map(|i| {
+            (image[i] + pads[i] + pads[k + i] - (dil[i] as i64 * (block[i] - 1) + 1))
+                .div_euclid(strides[i] as i64)
+                + 1
+        })
+        .collect();
+    if cols.iter().any(|&c| c < 1) || cols.iter().product::<i64>() != sx[2] as i64 {
+        return unsupported(format!("{} blocks where the image holds {cols:?}", sx[2]));
+    }
+    let c = sx[1] / kernel;
+    let xv = l.reshape(x, &[sx[0], c, kernel, sx[2]])?;
+    let (strides, dil) = (lift(&strides, 3, 1), lift(&dil, 3, 1));
+    let (block, cols) = (lift(&block, 3, 1), lift(&cols, 3, 1));
+    let (begin, image3) = (lift(&pads[..k], 3, 0), lift(&image, 3, 1));
+    let mut keys: Vec<(String, i64)> = Vec::new();
+    for (i, a) in axes(3).iter().enumerate() {
+        keys.push((format!("kernel_{a}"), block[i]));
+        keys.push((format!("cols_{a}"), cols[i]));
+        keys.push((format!("stride_{a}"), strides[i] as i64));
+        keys.push((format!("dilation_{a}"), dil[i] as i64));
+        keys.push((begin_pads(3)[i].to_string(), begin[i]));
+        keys.push((format!("out_{a}"), image3[i]));
+    }
+    let attrs: Vec<Attr> = keys.iter().map(|(k, v)| (k.as_str(), int(*v))).collect();
+    let y = l.emit1("col2im3d", &[xv], &attrs)?;
+    let shape: Vec<usize> = [sx[0], c]
+        .into_iter()
+        .chain(image.iter().map(|&d| d as usize))
+        .collect();
+    Ok(vec![Out::T(l.reshape(y, &shape)?)])
 }

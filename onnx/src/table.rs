@@ -117,6 +117,7 @@ pub const TABLE: &[Mapping] = &[
     row("CenterCropPad", &["slice", "pad"], sh::center_crop_pad),
     una("Celu", &["celu"], &[("alpha", "alpha", 1.0)]),
     row("Clip", &["clip"], ew::clip),
+    row("Col2Im", &["col2im3d"], ct::col2im),
     row("Concat", &["concat", "concat_channels"], sh::concat),
     row("Constant", &[], folded),
     row("ConstantOfShape", &[], folded),

@@ -717,6 +717,33 @@ const TABLE: &[OpCfg] = &[
         inputs: &[("lens", Gen::Ids("T"))],
         ..cfg("reverse_sequence")
     },
+    // ONNX Col2Im: the columns' dims are the kernel's and the blocks' products.
+    OpCfg {
+        attrs: &[
+            ("kernel_d", &[1.0, 2.0]),
+            ("kernel_h", &[1.0, 2.0]),
+            ("kernel_w", &[2.0, 3.0]),
+            ("cols_d", &[1.0, 2.0]),
+            ("cols_h", &[1.0, 3.0]),
+            ("cols_w", &[2.0, 3.0]),
+            ("stride_h", &[1.0, 2.0]),
+            ("stride_w", &[1.0, 2.0]),
+            ("pad_t", &[0.0, 1.0]),
+            ("pad_l", &[0.0, 2.0]),
+            ("dilation_w", &[1.0, 2.0]),
+            ("out_d", &[1.0, 2.0]),
+            ("out_h", &[2.0, 4.0]),
+            ("out_w", &[3.0, 5.0]),
+        ],
+        dims: &[("N", 1, 1), ("C", 1, 2)],
+        fixup: Some(|d, a| {
+            let k = ["kernel_d", "kernel_h", "kernel_w"].map(|n| int(a, n) as usize);
+            let m = ["cols_d", "cols_h", "cols_w"].map(|n| int(a, n) as usize);
+            d.insert("K".into(), k.iter().product());
+            d.insert("M".into(), m.iter().product());
+        }),
+        ..cfg("col2im3d")
+    },
     // ONNX MaxUnpool: one (b, c) row, so the indices are positions of the
     // output row (duplicates sum).
     OpCfg {
