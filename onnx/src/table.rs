@@ -313,6 +313,12 @@ pub const TABLE: &[Mapping] = &[
         rot::rotary_embedding,
     ),
     un("Round", &["round"]),
+    row("Scatter", &["scatter_elements_last"], ge::scatter_elements),
+    row(
+        "ScatterElements",
+        &["scatter_elements_last", "scatter_elements_add_last"],
+        ge::scatter_elements,
+    ),
     una(
         "Selu",
         &["selu"],

@@ -143,3 +143,15 @@ fn lp_pooling_reverse_sequence_and_rotary_embedding_train() {
         ("test_rotary_embedding_3d_input", "rotary"),
     ]);
 }
+
+#[test]
+fn scatter_elements_trains() {
+    each_backward_has(&[
+        (
+            "test_scatter_elements_with_axis",
+            "scatter_elements_last_grad_data",
+        ),
+        ("test_scatter_elements_with_duplicate_indices", "identity"),
+        ("test_scatter_with_axis", "scatter_elements_last_grad_data"),
+    ]);
+}

@@ -864,6 +864,16 @@ const TABLE: &[OpCfg] = &[
         inputs: &[("idx", Gen::Ids("D"))],
         ..cfg("gather_elements_last")
     },
+    // ONNX ScatterElements: indices into the last axis, repeats included
+    // (the last update wins, resp. updates add up).
+    OpCfg {
+        inputs: &[("idx", Gen::Ids("D"))],
+        ..cfg("scatter_elements_last")
+    },
+    OpCfg {
+        inputs: &[("idx", Gen::Ids("D"))],
+        ..cfg("scatter_elements_add_last")
+    },
     OpCfg {
         inputs: GRID,
         attrs: GRID_ATTRS,
