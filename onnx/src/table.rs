@@ -319,6 +319,11 @@ pub const TABLE: &[Mapping] = &[
         &["scatter_elements_last", "scatter_elements_add_last"],
         ge::scatter_elements,
     ),
+    row(
+        "ScatterND",
+        &["scatter_nd_1", "scatter_nd_add_1"],
+        gnd::scatter_nd,
+    ),
     una(
         "Selu",
         &["selu"],

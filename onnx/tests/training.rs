@@ -145,7 +145,7 @@ fn lp_pooling_reverse_sequence_and_rotary_embedding_train() {
 }
 
 #[test]
-fn scatter_elements_trains() {
+fn scatter_elements_and_scatter_nd_train() {
     each_backward_has(&[
         (
             "test_scatter_elements_with_axis",
@@ -153,5 +153,6 @@ fn scatter_elements_trains() {
         ),
         ("test_scatter_elements_with_duplicate_indices", "identity"),
         ("test_scatter_with_axis", "scatter_elements_last_grad_data"),
+        ("test_scatternd", "scatter_nd_1_grad_x"),
     ]);
 }

@@ -848,6 +848,17 @@ const TABLE: &[OpCfg] = &[
         dims: &[("K", 1, 1)],
         ..cfg("gather_nd_1")
     },
+    // ONNX ScatterND (tuples of length 1): repeats included.
+    OpCfg {
+        inputs: &[("idx", Gen::Ids("D0"))],
+        dims: &[("K", 1, 1)],
+        ..cfg("scatter_nd_1")
+    },
+    OpCfg {
+        inputs: &[("idx", Gen::Ids("D0"))],
+        dims: &[("K", 1, 1)],
+        ..cfg("scatter_nd_add_1")
+    },
     OpCfg {
         inputs: &[("idx", Gen::Ids("D0"))],
         dims: &[("K", 2, 2)],
