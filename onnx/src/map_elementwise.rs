@@ -79,6 +79,18 @@ pub fn binary(l: &mut Lower, n: &Node, m: &Mapping) -> LResult<Vec<Out>> {
     Ok(vec![Out::T(broadcast_binary(l, spec, a, b)?)])
 }
 
+/// Mod with broadcasting: `mod_trunc` (C's fmod) when `fmod = 1`, else
+/// `mod_floor` (the divisor's sign, ONNX's integer default).
+pub fn modulo(l: &mut Lower, n: &Node, _m: &Mapping) -> LResult<Vec<Out>> {
+    let (a, b) = (required(n, 0)?, required(n, 1)?);
+    let spec = match n.attrs.int("fmod", 0) {
+        0 => "mod_floor",
+        1 => "mod_trunc",
+        other => return unsupported(format!("fmod = {other}")),
+    };
+    Ok(vec![Out::T(broadcast_binary(l, spec, a, b)?)])
+}
+
 fn required<'a>(n: &Node<'a>, i: usize) -> LResult<&'a str> {
     n.input(i)
         .map_or_else(|| unsupported(format!("input {i} is missing")), Ok)

@@ -6,6 +6,9 @@
 //! data-dependent read `gather_nd_K` and views its `[B, N, R]` result as
 //! `[b.., n.., r..]`. Indices known at import become a constant input;
 //! negative indices are resolved by the spec. K = 1..=2.
+//!
+//! ScatterND (reduction none or add, tuples of length 1) the same way, onto
+//! `scatter_nd_1` / `scatter_nd_add_1` with the updates viewed as [1, N, R].
 
 use planner::graph::TensorId;
 
@@ -59,4 +62,38 @@ pub fn gather_nd(l: &mut Lower, n: &Node, _m: &Mapping) -> LResult<Vec<Out>> {
     let mut out: Vec<usize> = si[..q - 1].to_vec();
     out.extend(&sd[bd + k..]);
     Ok(vec![Out::T(l.reshape(y, &out)?)])
+}
+
+/// Lower a ScatterND node (see the module doc).
+///
+/// Errors (unsupported uses): tuple length other than 1, updates not shaped
+/// [indices' leading dims…, data's trailing dims…], a reduction other than
+/// none and add.
+pub fn scatter_nd(l: &mut Lower, n: &Node, _m: &Mapping) -> LResult<Vec<Out>> {
+    let data = input(l, n, 0)?;
+    let idx = input(l, n, 1)?;
+    let upd = input(l, n, 2)?;
+    let (sd, si, su) = (l.shape(data), l.shape(idx), l.shape(upd));
+    let q = si.len();
+    if q == 0 || sd.is_empty() || si[q - 1] != 1 {
+        return unsupported(format!(
+            "data of shape {sd:?} with indices {si:?} (index tuples of length 1 are mapped)"
+        ));
+    }
+    let want: Vec<usize> = si[..q - 1].iter().chain(&sd[1..]).copied().collect();
+    if su != want {
+        return unsupported(format!("updates of shape {su:?}, expected {want:?}"));
+    }
+    let spec = match n.attrs.string("reduction", "none").as_str() {
+        "none" => "scatter_nd_1",
+        "add" => "scatter_nd_add_1",
+        other => return unsupported(format!("reduction = \"{other}\"")),
+    };
+    let nn: usize = si[..q - 1].iter().product();
+    let r: usize = sd[1..].iter().product();
+    let d3 = l.reshape(data, &[1, sd[0], r])?;
+    let i3 = l.reshape(idx, &[1, nn, 1])?;
+    let u3 = l.reshape(upd, &[1, nn, r])?;
+    let y = l.emit1(spec, &[d3, i3, u3], &[])?;
+    Ok(vec![Out::T(l.reshape(y, &sd)?)])
 }

@@ -7,6 +7,10 @@
 //! (`zeros`, `border`, `reflection`) and `align_corners` become its int
 //! attributes `padding` (0, 1, 2) and `align`. The input is differentiable,
 //! the grid is not (no spec computes the weights' derivative).
+//!
+//! AffineGrid (opset 20), the grid's usual source, → `affine_grid_2d` /
+//! `affine_grid_3d` (`specs/onnx_affine_grid.tdl`): theta [N, 2, 3] or
+//! [N, 3, 4] and a size [N, C, H, W] or [N, C, D, H, W] known at import.
 
 use planner::graph::Attr;
 use tdl::AttrValue;
@@ -56,4 +60,31 @@ pub fn grid_sample(l: &mut Lower, n: &Node, _m: &Mapping) -> LResult<Vec<Out>> {
     ];
     let spec = format!("grid_sample_{mode}_{spatial}d");
     Ok(vec![Out::T(l.emit1(&spec, &[x, grid], &attrs)?)])
+}
+
+/// Lower an AffineGrid node (see the module doc).
+pub fn affine_grid(l: &mut Lower, n: &Node, _m: &Mapping) -> LResult<Vec<Out>> {
+    let theta = input(l, n, 0)?;
+    let st = l.shape(theta);
+    let Some(size) = crate::map_shape::ints_input(l, n, 1)? else {
+        return unsupported("input 1 (size) is missing");
+    };
+    let k = size.len().saturating_sub(2);
+    if !(2..=3).contains(&k) || st != [size[0] as usize, k, k + 1] || size.iter().any(|&d| d < 1) {
+        return unsupported(format!("theta of shape {st:?} with size {size:?}"));
+    }
+    let align = AttrValue::Int(n.attrs.int("align_corners", 0));
+    let names = ["out_d", "out_h", "out_w"];
+    let mut attrs: Vec<Attr> = names[3 - k..]
+        .iter()
+        .zip(&size[2..])
+        .map(|(&a, &d)| (a, AttrValue::Int(d)))
+        .collect();
+    attrs.push(("align", align));
+    let spec = if k == 2 {
+        "affine_grid_2d"
+    } else {
+        "affine_grid_3d"
+    };
+    Ok(vec![Out::T(l.emit1(spec, &[theta], &attrs)?)])
 }

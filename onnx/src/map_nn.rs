@@ -171,7 +171,8 @@ fn pads(
     }
 }
 
-fn ints_or(n: &Node, name: &str, k: usize, default: usize) -> LResult<Vec<usize>> {
+/// The node's positive ints attribute `name` of `k` values, or `k` times `default`.
+pub fn ints_or(n: &Node, name: &str, k: usize, default: usize) -> LResult<Vec<usize>> {
     match n.attrs.ints(name) {
         None => Ok(vec![default; k]),
         Some(v) if v.len() == k && v.iter().all(|&x| x > 0) => {
@@ -181,16 +182,17 @@ fn ints_or(n: &Node, name: &str, k: usize, default: usize) -> LResult<Vec<usize>
     }
 }
 
-/// Conv (1-D and 2-D; groups; bias fused into `conv2d_bias` / `conv2d_group_bias`).
+/// Conv (1-D, 2-D and 3-D; groups; bias fused into `conv2d_bias` / `conv2d_group_bias`).
 /// Begin pads unlike end pads (explicit, or from auto_pad SAME_UPPER / SAME_LOWER)
-/// and grouped 1-D convolutions go to [`conv_ext`].
+/// and grouped 1-D convolutions go to [`conv_ext`], 3-D ones to
+/// [`crate::map_conv_transpose::conv3d`].
 pub fn conv(l: &mut Lower, n: &Node, _m: &Mapping) -> LResult<Vec<Out>> {
     let x = input(l, n, 0)?;
     let w = input(l, n, 1)?;
     let (sx, sw) = (l.shape(x), l.shape(w));
     let k = sx.len().saturating_sub(2);
-    if !(1..=2).contains(&k) || sw.len() != sx.len() {
-        return unsupported(format!("{k}-D convolution (1-D and 2-D are mapped)"));
+    if !(1..=3).contains(&k) || sw.len() != sx.len() {
+        return unsupported(format!("{k}-D convolution (1-D, 2-D and 3-D are mapped)"));
     }
     let kernel = sw[2..].to_vec();
     let strides = ints_or(n, "strides", k, 1)?;
@@ -204,6 +206,10 @@ pub fn conv(l: &mut Lower, n: &Node, _m: &Mapping) -> LResult<Vec<Out>> {
         Some(b) => Some(l.tensor(b)?),
         None => None,
     };
+    if k == 3 {
+        let y = crate::map_conv_transpose::conv3d(l, x, w, bias, group, (&strides, &dil, &p))?;
+        return Ok(vec![Out::T(y)]);
+    }
     if p[..k] != p[k..] || (k == 1 && group != 1) {
         let win = Window {
             strides,
@@ -311,7 +317,8 @@ fn conv_ext(
 /// MaxPool / AveragePool → `maxpool2d_ext` / `avgpool2d_ext` (1-D via a
 /// [B, C, 1, X] view, 2-D), `maxpool3d_ext` / `avgpool3d_ext` (3-D, and dilated
 /// average pooling of lower rank as a volume with unit leading dims); MaxPool's
-/// Indices output (1-D, 2-D) → `maxpool2d_ext_indices`.
+/// Indices output (1-D, 2-D) → `maxpool2d_ext_indices`; LpPool (every rank, as a
+/// volume) → `lppool3d_ext`.
 pub fn pool(l: &mut Lower, n: &Node, m: &Mapping) -> LResult<Vec<Out>> {
     let x = input(l, n, 0)?;
     let sx = l.shape(x);
@@ -320,6 +327,7 @@ pub fn pool(l: &mut Lower, n: &Node, m: &Mapping) -> LResult<Vec<Out>> {
         return unsupported(format!("{k}-D pooling (1-D, 2-D and 3-D are mapped)"));
     }
     let max = m.op == "MaxPool";
+    let lp = m.op == "LpPool";
     // storage_order only changes the Indices output (row- or column-major).
     let storage_order = n.attrs.int("storage_order", 0);
     let kernel: Vec<usize> = match n.attrs.ints("kernel_shape") {
@@ -333,7 +341,11 @@ pub fn pool(l: &mut Lower, n: &Node, m: &Mapping) -> LResult<Vec<Out>> {
     let p = pads(n, &sx[2..], &kernel, &strides, &dil)?;
     let dilated = dil.iter().any(|&d| d != 1);
     // Rank of the spec's spatial block: lift by unit leading spatial dims.
-    let rank = if k == 3 || (!max && dilated) { 3 } else { 2 };
+    let rank = if k == 3 || lp || (!max && dilated) {
+        3
+    } else {
+        2
+    };
     if max && rank == 3 && n.wants_output(1) {
         return unsupported("the Indices output of 3-D MaxPool");
     }
@@ -378,7 +390,17 @@ pub fn pool(l: &mut Lower, n: &Node, m: &Mapping) -> LResult<Vec<Out>> {
         .enumerate()
         .map(|(i, a)| (format!("dilation_{a}"), dil[i] as i64))
         .collect();
-    let spec = if max {
+    let spec = if lp {
+        // `p` is a float before opset 2, an int since.
+        let p = if n.opset < 2 {
+            n.attrs.float("p", 2.0)
+        } else {
+            n.attrs.int("p", 2) as f64
+        };
+        attrs.extend(dil_keys.iter().map(|(k, v)| (k.as_str(), int(*v))));
+        attrs.push(("p", float(p)));
+        "lppool3d_ext"
+    } else if max {
         attrs.extend(dil_keys.iter().map(|(k, v)| (k.as_str(), int(*v))));
         if rank == 3 {
             "maxpool3d_ext"
@@ -522,10 +544,16 @@ pub fn groupnorm(l: &mut Lower, n: &Node, _m: &Mapping) -> LResult<Vec<Out>> {
     Ok(vec![Out::T(l.reshape(y, &s)?)])
 }
 
-/// LayerNormalization over the dims from `axis` on → `layernorm` on a view
-/// whose last dim merges them.
-pub fn layernorm(l: &mut Lower, n: &Node, _m: &Mapping) -> LResult<Vec<Out>> {
-    let eps = n.attrs.float("epsilon", 1e-5);
+/// A normalisation's input x (of shape `s`) viewed as [s[..axis]…, nn]: the
+/// dims from the node's `axis` (default -1) on merged into one of `nn`.
+struct Normalised {
+    s: Vec<usize>,
+    axis: usize,
+    nn: usize,
+    v: TensorId,
+}
+
+fn normalised_view(l: &mut Lower, n: &Node) -> LResult<Normalised> {
     let x = input(l, n, 0)?;
     let s = l.shape(x);
     let axis = norm_axis(n.attrs.int("axis", -1), s.len())?;
@@ -533,6 +561,14 @@ pub fn layernorm(l: &mut Lower, n: &Node, _m: &Mapping) -> LResult<Vec<Out>> {
     let mut view = s[..axis].to_vec();
     view.push(nn);
     let v = l.reshape(x, &view)?;
+    Ok(Normalised { s, axis, nn, v })
+}
+
+/// LayerNormalization over the dims from `axis` on → `layernorm` on a view
+/// whose last dim merges them.
+pub fn layernorm(l: &mut Lower, n: &Node, _m: &Mapping) -> LResult<Vec<Out>> {
+    let eps = n.attrs.float("epsilon", 1e-5);
+    let Normalised { s, axis, nn, v } = normalised_view(l, n)?;
     let g = input(l, n, 1)?;
     if l.shape(g) != s[axis..] {
         return unsupported("scale that broadcasts (must have the normalised shape)");
@@ -560,6 +596,130 @@ pub fn layernorm(l: &mut Lower, n: &Node, _m: &Mapping) -> LResult<Vec<Out>> {
         }
     }
     Ok(outs)
+}
+
+/// MaxUnpool → `maxunpool` on [N, C, spatial product] views: the indices
+/// are positions in the natural output, (in − 1)·stride + kernel −
+/// pad_begin − pad_end per spatial dim; a larger `output_shape` (input 2,
+/// known at import) zero-pads that at the end of each dim (`pad`).
+pub fn max_unpool(l: &mut Lower, n: &Node, _m: &Mapping) -> LResult<Vec<Out>> {
+    let x = input(l, n, 0)?;
+    let idx = input(l, n, 1)?;
+    let sx = l.shape(x);
+    let k = sx.len().saturating_sub(2);
+    if k == 0 || l.shape(idx) != sx {
+        return unsupported(format!(
+            "input of shape {sx:?} with indices {:?}",
+            l.shape(idx)
+        ));
+    }
+    let kernel = match n.attrs.ints("kernel_shape") {
+        Some(v) if v.len() == k && v.iter().all(|&d| d > 0) => v,
+        _ => return unsupported("kernel_shape is missing or malformed"),
+    };
+    let strides = ints_or(n, "strides", k, 1)?;
+    let pads = n.attrs.ints("pads").unwrap_or_else(|| vec![0; 2 * k]);
+    if pads.len() != 2 * k {
+        return unsupported(format!("pads {pads:?}"));
+    }
+    let natural: Vec<i64> = (0..k)
+        .map(|i| (sx[2 + i] as i64 - 1) * strides[i] as i64 + kernel[i] - pads[i] - pads[k + i])
+        .collect();
+    let wanted: Vec<i64> = match crate::map_shape::ints_input(l, n, 2)? {
+        Some(v) if v.len() == k + 2 => v[2..].to_vec(),
+        Some(v) => return unsupported(format!("output_shape {v:?} for a rank-{} input", sx.len())),
+        None => natural.clone(),
+    };
+    if natural.iter().zip(&wanted).any(|(&a, &w)| a < 1 || w < a) {
+        return unsupported(format!(
+            "output {wanted:?} smaller than the unpooled {natural:?}"
+        ));
+    }
+    let p: usize = sx[2..].iter().product();
+    let out: i64 = natural.iter().product();
+    let xv = l.reshape(x, &[sx[0], sx[1], p])?;
+    let iv = l.reshape(idx, &[sx[0], sx[1], p])?;
+    let y = l.emit1("maxunpool", &[xv, iv], &[("out", int(out))])?;
+    let shape: Vec<usize> = sx[..2]
+        .iter()
+        .copied()
+        .chain(natural.iter().map(|&d| d as usize))
+        .collect();
+    let mut y = l.reshape(y, &shape)?;
+    for (i, (&a, &w)) in natural.iter().zip(&wanted).enumerate() {
+        if w > a {
+            let t = l.axis_to_last(y, 2 + i)?;
+            let attrs = [
+                ("before", int(0)),
+                ("after", int(w - a)),
+                ("value", float(0.0)),
+            ];
+            let t = l.emit1("pad", &[t], &attrs)?;
+            y = l.last_to_axis(t, 2 + i)?;
+        }
+    }
+    Ok(vec![Out::T(y)])
+}
+
+/// RMSNormalization → `rmsnorm` over the axes from `axis` on (default -1),
+/// viewed as one axis; a scale that broadcasts to the normalised shape is
+/// broadcast first. `stash_type` (the precision of the statistics) does not
+/// change the f64 interpreter's results.
+pub fn rmsnorm(l: &mut Lower, n: &Node, _m: &Mapping) -> LResult<Vec<Out>> {
+    let eps = n.attrs.float("epsilon", 1e-5);
+    let Normalised { s, axis, nn, v } = normalised_view(l, n)?;
+    let g = input(l, n, 1)?;
+    let g = l.broadcast_to(g, &s[axis..])?;
+    let g = l.reshape(g, &[nn])?;
+    let y = l.emit1("rmsnorm", &[v, g], &[("eps", float(eps))])?;
+    Ok(vec![Out::T(l.reshape(y, &s)?)])
+}
+
+/// MeanVarianceNormalization → `layernorm` (scale 1, shift 0) over the
+/// `axes` (default [0, 2, 3]) moved last and viewed as one axis. ONNX
+/// divides by √var + 1e-9, `layernorm` by √(var + eps): eps = 1e-18.
+pub fn mvn(l: &mut Lower, n: &Node, _m: &Mapping) -> LResult<Vec<Out>> {
+    let x = input(l, n, 0)?;
+    let s = l.shape(x);
+    let mut axes = Vec::new();
+    for a in n.attrs.ints("axes").unwrap_or_else(|| vec![0, 2, 3]) {
+        let a = norm_axis(a, s.len())?;
+        if axes.contains(&a) {
+            return unsupported(format!("axis {a} repeated in axes"));
+        }
+        axes.push(a);
+    }
+    axes.sort_unstable();
+    let perm: Vec<usize> = (0..s.len())
+        .filter(|d| !axes.contains(d))
+        .chain(axes.iter().copied())
+        .collect();
+    let xp = l.permute(x, &perm)?;
+    let sp = l.shape(xp);
+    let keep = s.len() - axes.len();
+    let inner: usize = sp[keep..].iter().product();
+    let mut view = sp[..keep].to_vec();
+    view.push(inner);
+    let v = l.reshape(xp, &view)?;
+    let one = splat_const(l, &format!("{}.one", n.name), &[inner], 1.0)?;
+    let zero = splat_const(l, &format!("{}.zero", n.name), &[inner], 0.0)?;
+    let y = l.emit1("layernorm", &[v, one, zero], &[("eps", float(1e-18))])?;
+    let y = l.reshape(y, &sp)?;
+    let mut inv = vec![0; perm.len()];
+    for (i, &p) in perm.iter().enumerate() {
+        inv[p] = i;
+    }
+    Ok(vec![Out::T(l.permute(y, &inv)?)])
+}
+
+/// IsInf → `is_inf` (detect_positive, detect_negative).
+pub fn is_inf(l: &mut Lower, n: &Node, _m: &Mapping) -> LResult<Vec<Out>> {
+    let x = input(l, n, 0)?;
+    let attrs = [
+        ("detect_positive", int(n.attrs.int("detect_positive", 1))),
+        ("detect_negative", int(n.attrs.int("detect_negative", 1))),
+    ];
+    Ok(vec![Out::T(l.emit1("is_inf", &[x], &attrs)?)])
 }
 
 /// LRN → `lrn` (across channels, axis 1).

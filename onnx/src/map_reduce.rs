@@ -1,11 +1,13 @@
 //! Lowering of ONNX reductions (ReduceSum/Mean/Max/Min/Prod/L1/L2/SumSquare/
-//! LogSum/LogSumExp, ArgMax/ArgMin) to the last-axis reduce specs.
+//! LogSum/LogSumExp, ArgMax/ArgMin, TopK) to the last-axis reduce specs.
 //!
 //! The reduced axes are permuted to the end and merged into one (a reshape),
 //! the spec reduces the last axis, and a reshape restores `keepdims`. Axes
 //! come from the attribute or (ReduceSum from opset 13, the others from 18)
 //! the optional input; no axes reduces everything unless
 //! `noop_with_empty_axes`.
+
+use planner::graph::int;
 
 use crate::lower::{unsupported, LResult, Lower, NodeError, Out};
 use crate::map_elementwise::{input, shape};
@@ -118,4 +120,35 @@ pub fn arg(l: &mut Lower, n: &Node, m: &Mapping) -> LResult<Vec<Out>> {
             .collect()
     };
     Ok(vec![Out::T(l.reshape(y, &out)?)])
+}
+
+/// TopK → `topk` along the axis moved last (`axis`, default -1; `largest`;
+/// `sorted` = 0 lets any order do, so the sorted one does). K is the `k`
+/// attribute before opset 10, then input 1, known at import time.
+pub fn topk(l: &mut Lower, n: &Node, _m: &Mapping) -> LResult<Vec<Out>> {
+    let x = input(l, n, 0)?;
+    let s = l.shape(x);
+    if s.is_empty() {
+        return unsupported("scalar input");
+    }
+    let axis = axis_of(n.attrs.int("axis", -1), s.len())?;
+    let k = if n.opset < 10 {
+        n.attrs.int("k", -1)
+    } else {
+        match ints_input(l, n, 1)?.as_deref() {
+            Some(&[k]) => k,
+            other => return unsupported(format!("K = {other:?} (one integer)")),
+        }
+    };
+    if k < 1 || k as usize > s[axis] {
+        return unsupported(format!("k = {k} for an axis of {}", s[axis]));
+    }
+    let attrs = [("k", int(k)), ("largest", int(n.attrs.int("largest", 1)))];
+    let t = l.axis_to_last(x, axis)?;
+    let outs = l.emit("topk", &[t], &attrs)?;
+    let mut res = Vec::new();
+    for o in outs {
+        res.push(Out::T(l.last_to_axis(o, axis)?));
+    }
+    Ok(res)
 }

@@ -13,12 +13,14 @@
 //! one) and add a row here; nothing else changes.
 
 use crate::lower::{LResult, Lower, Out};
+use crate::map_conv_transpose as ct;
 use crate::map_grid_sample as gs;
+use crate::map_nll as nll;
 use crate::mapping::{LowerFn, Mapping};
 use crate::node::Node;
 use crate::{map_einsum as es, map_gather_elements as ge, map_gather_nd as gnd};
 use crate::{map_elementwise as ew, map_nn as nn, map_reduce as red, map_shape as sh};
-use crate::{map_quant as quant, map_resize as rs, rnn};
+use crate::{map_quant as quant, map_resize as rs, map_rotary as rot, rnn};
 
 const fn row(op: &'static str, specs: &'static [&'static str], lower: LowerFn) -> Mapping {
     Mapping {
@@ -83,6 +85,11 @@ pub const TABLE: &[Mapping] = &[
     un("Acos", &["acos"]),
     un("Acosh", &["acosh"]),
     row("Add", &["add", "bias_add", "channel_bias_add"], ew::binary),
+    row(
+        "AffineGrid",
+        &["affine_grid_2d", "affine_grid_3d"],
+        gs::affine_grid,
+    ),
     row("And", &["logical_and"], ew::binary),
     row("ArgMax", &["argmax", "argmax_last"], red::arg),
     row("ArgMin", &["argmin", "argmin_last"], red::arg),
@@ -107,8 +114,10 @@ pub const TABLE: &[Mapping] = &[
         ew::cast,
     ),
     un("Ceil", &["ceil"]),
+    row("CenterCropPad", &["slice", "pad"], sh::center_crop_pad),
     una("Celu", &["celu"], &[("alpha", "alpha", 1.0)]),
     row("Clip", &["clip"], ew::clip),
+    row("Col2Im", &["col2im3d"], ct::col2im),
     row("Concat", &["concat", "concat_channels"], sh::concat),
     row("Constant", &[], folded),
     row("ConstantOfShape", &[], folded),
@@ -122,12 +131,24 @@ pub const TABLE: &[Mapping] = &[
             "conv1d",
             "conv2d_ext",
             "conv2d_group_ext",
+            "conv3d_group_ext",
             "channel_bias_add",
         ],
         nn::conv,
     ),
+    row(
+        "ConvTranspose",
+        &[
+            "conv_transpose2d_ext",
+            "conv_transpose2d_group_ext",
+            "conv_transpose3d_ext",
+            "channel_bias_add",
+        ],
+        ct::conv_transpose,
+    ),
     un("Cos", &["cos"]),
     un("Cosh", &["cosh"]),
+    row("CumProd", &["cumprod"], sh::cumsum),
     row("CumSum", &["cumsum"], sh::cumsum),
     row("DepthToSpace", &["swap_blocks"], sh::depth_space),
     row(
@@ -198,8 +219,10 @@ pub const TABLE: &[Mapping] = &[
         &[("alpha", "alpha", 0.2), ("beta", "beta", 0.5)],
     ),
     un("HardSwish", &["hard_swish"]),
+    row("Hardmax", &["hardmax"], nn::softmax),
     un("Identity", &["identity"]),
     row("InstanceNormalization", &["instancenorm"], nn::instancenorm),
+    row("IsInf", &["is_inf"], nn::is_inf),
     un("IsNaN", &["is_nan"]),
     row("LRN", &["lrn"], nn::lrn),
     row(
@@ -217,6 +240,7 @@ pub const TABLE: &[Mapping] = &[
         &["l1_normalize", "l2_normalize"],
         nn::lp_normalization,
     ),
+    row("LpPool", &["lppool3d_ext"], nn::pool),
     row("LSTM", RNN_SPECS, rnn::lstm),
     row("MatMul", &["matmul", "dense", "batch_matmul"], nn::matmul),
     row("Max", &["maximum"], ew::variadic),
@@ -225,15 +249,23 @@ pub const TABLE: &[Mapping] = &[
         &["maxpool2d_ext", "maxpool3d_ext", "maxpool2d_ext_indices"],
         nn::pool,
     ),
+    row("MaxUnpool", &["maxunpool", "pad"], nn::max_unpool),
     row("Mean", &["add", "scale"], ew::variadic),
+    row("MeanVarianceNormalization", &["layernorm"], nn::mvn),
     row("Min", &["minimum"], ew::variadic),
     un("Mish", &["mish"]),
+    row("Mod", &["mod_floor", "mod_trunc"], ew::modulo),
     row(
         "Mul",
         &["mul", "bias_mul", "channel_mul", "scale"],
         ew::binary,
     ),
     un("Neg", &["neg"]),
+    row(
+        "NegativeLogLikelihoodLoss",
+        &["nll_elements", "nll_weight_sum", "nll_reduced"],
+        nll::nll,
+    ),
     un("Not", &["logical_not"]),
     row("OneHot", &["one_hot", "one_hot_values"], sh::one_hot),
     row("Or", &["logical_or"], ew::binary),
@@ -268,8 +300,30 @@ pub const TABLE: &[Mapping] = &[
         &["resample_last", "resample_mid", "upsample_nearest2d"],
         rs::resize,
     ),
+    row(
+        "ReverseSequence",
+        &["reverse_sequence"],
+        sh::reverse_sequence,
+    ),
+    row("RMSNormalization", &["rmsnorm"], nn::rmsnorm),
     row("RNN", RNN_SPECS, rnn::rnn),
+    row(
+        "RotaryEmbedding",
+        &["rotary", "embedding"],
+        rot::rotary_embedding,
+    ),
     un("Round", &["round"]),
+    row("Scatter", &["scatter_elements_last"], ge::scatter_elements),
+    row(
+        "ScatterElements",
+        &["scatter_elements_last", "scatter_elements_add_last"],
+        ge::scatter_elements,
+    ),
+    row(
+        "ScatterND",
+        &["scatter_nd_1", "scatter_nd_add_1"],
+        gnd::scatter_nd,
+    ),
     una(
         "Selu",
         &["selu"],
@@ -291,6 +345,16 @@ pub const TABLE: &[Mapping] = &[
     row("Size", &[], folded),
     row("Slice", &["slice", "reverse_last"], sh::slice),
     row("Softmax", &["softmax"], nn::softmax),
+    row(
+        "SoftmaxCrossEntropyLoss",
+        &[
+            "log_softmax",
+            "nll_elements",
+            "nll_weight_sum",
+            "nll_reduced",
+        ],
+        nll::nll,
+    ),
     un("Softplus", &["softplus"]),
     un("Softsign", &["softsign"]),
     row("SpaceToDepth", &["swap_blocks"], sh::depth_space),
@@ -299,6 +363,7 @@ pub const TABLE: &[Mapping] = &[
     row("Squeeze", &["reshape_2_1"], sh::view),
     row("Sub", &["sub"], ew::binary),
     row("Sum", &["add"], ew::variadic),
+    una("Swish", &["swish"], &[("alpha", "alpha", 1.0)]),
     un("Tan", &["tan"]),
     un("Tanh", &["tanh"]),
     una(
@@ -307,6 +372,7 @@ pub const TABLE: &[Mapping] = &[
         &[("alpha", "alpha", 1.0)],
     ),
     row("Tile", &["tile_last"], sh::tile),
+    row("TopK", &["topk"], red::topk),
     row("Transpose", &["swap_blocks", "transpose"], sh::transpose),
     row("Trilu", &["trilu"], sh::trilu),
     row("Unsqueeze", &["reshape_1_2"], sh::view),

@@ -17,24 +17,9 @@ mod common;
 use std::path::Path;
 
 use common::models::{attr, floats, ints, ints_attr, model, node, vi, A};
-use common::run_imported;
+use common::{assert_close, library, run_imported, values};
 use onnx::{Data, Elem, Options};
 use onnx_protobuf::{AttributeProto, GraphProto};
-
-fn library() -> &'static tdl::Library {
-    static LIB: std::sync::OnceLock<tdl::Library> = std::sync::OnceLock::new();
-    LIB.get_or_init(|| tdl::Library::shipped().expect("shipped specs load"))
-}
-
-/// Deterministic values, distinct and of both signs.
-fn values(n: usize, seed: u64) -> Vec<f32> {
-    (0..n)
-        .map(|i| {
-            let v = (i as u64 * 2654435761 + seed * 97) % 1000;
-            (v as f32 - 500.0) / 250.0
-        })
-        .collect()
-}
 
 /// One convolution case: input dims, weight dims, group, bias, attributes.
 struct Case {
@@ -234,13 +219,7 @@ fn conv_pads_equal_zero_padding_then_an_unpadded_conv() {
         let (shape, got) = run(conv_graph(&c, false), &c.x, &xv);
         let (eshape, expected) = run(conv_graph(&c, true), &c.x, &xv);
         assert_eq!(shape, eshape, "{}: output shape", c.name);
-        for (k, (a, e)) in got.iter().zip(&expected).enumerate() {
-            assert!(
-                (a - e).abs() <= 1e-9 * (1.0 + e.abs()),
-                "{} element {k}: {a} vs {e}",
-                c.name
-            );
-        }
+        assert_close(c.name, &got, &expected);
     }
 }
 

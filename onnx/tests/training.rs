@@ -70,18 +70,10 @@ fn backward_specs(case: &str) -> Option<Vec<String>> {
     )
 }
 
-#[test]
-fn pooling_3d_and_dilated_average_pooling_train() {
-    for (case, grad) in [
-        ("test_maxpool_3d_default", "maxpool3d_ext_grad"),
-        ("test_maxpool_3d_dilations", "maxpool3d_ext_grad"),
-        ("test_averagepool_3d_default", "avgpool3d_ext_grad"),
-        (
-            "test_averagepool_3d_dilations_large_count_include_pad_is_1_ceil_mode_is_True",
-            "avgpool3d_ext_grad",
-        ),
-        ("test_averagepool_2d_dilations", "avgpool3d_ext_grad"),
-    ] {
+/// For each (case, spec): the case's training graph has a backward `spec`
+/// operator (nothing is checked when the ONNX data is missing).
+fn each_backward_has(cases: &[(&str, &str)]) {
+    for &(case, grad) in cases {
         let Some(specs) = backward_specs(case) else {
             return;
         };
@@ -90,4 +82,77 @@ fn pooling_3d_and_dilated_average_pooling_train() {
             "{case}: backward ops {specs:?}"
         );
     }
+}
+
+#[test]
+fn pooling_3d_and_dilated_average_pooling_train() {
+    each_backward_has(&[
+        ("test_maxpool_3d_default", "maxpool3d_ext_grad"),
+        ("test_maxpool_3d_dilations", "maxpool3d_ext_grad"),
+        ("test_averagepool_3d_default", "avgpool3d_ext_grad"),
+        (
+            "test_averagepool_3d_dilations_large_count_include_pad_is_1_ceil_mode_is_True",
+            "avgpool3d_ext_grad",
+        ),
+        ("test_averagepool_2d_dilations", "avgpool3d_ext_grad"),
+    ]);
+}
+
+#[test]
+fn rms_normalization_mvn_swish_and_hardmax_train() {
+    each_backward_has(&[
+        ("test_rms_normalization_3d_axis1_epsilon", "rmsnorm_grad"),
+        ("test_rms_normalization_default_axis", "rmsnorm_grad"),
+        ("test_swish", "swish_grad"),
+        // MeanVarianceNormalization through `layernorm`.
+        ("test_mvn", "layernorm_grad"),
+        // Piecewise constant: a zero gradient (`scale` by 0).
+        ("test_hardmax_axis_1", "scale"),
+    ]);
+}
+
+#[test]
+fn nll_and_softmax_cross_entropy_losses_train() {
+    each_backward_has(&[
+        (
+            "test_nllloss_NCd1d2_with_weight_reduction_mean",
+            "nll_reduced_grad",
+        ),
+        (
+            "test_nllloss_NCd1d2d3_none_no_weight_negative_ii",
+            "nll_elements_grad",
+        ),
+        ("test_sce_mean_weight_ii", "nll_reduced_grad"),
+        ("test_sce_mean_weight_ii", "log_softmax_grad"),
+        (
+            "test_sce_NCd1d2d3_none_no_weight_negative_ii",
+            "nll_elements_grad",
+        ),
+    ]);
+}
+
+#[test]
+fn lp_pooling_reverse_sequence_and_rotary_embedding_train() {
+    each_backward_has(&[
+        ("test_lppool_2d_pads", "lppool3d_ext_grad"),
+        ("test_lppool_1d_default", "lppool3d_ext_grad"),
+        ("test_reversesequence_batch", "reverse_sequence"),
+        ("test_reversesequence_time", "reverse_sequence"),
+        // The input gradient of a rotation is the rotation back.
+        ("test_rotary_embedding", "rotary"),
+        ("test_rotary_embedding_3d_input", "rotary"),
+    ]);
+}
+
+#[test]
+fn scatter_elements_and_scatter_nd_train() {
+    each_backward_has(&[
+        (
+            "test_scatter_elements_with_axis",
+            "scatter_elements_last_grad_data",
+        ),
+        ("test_scatter_elements_with_duplicate_indices", "identity"),
+        ("test_scatter_with_axis", "scatter_elements_last_grad_data"),
+        ("test_scatternd", "scatter_nd_1_grad_x"),
+    ]);
 }

@@ -188,6 +188,74 @@ fn group_fixup(d: &mut BTreeMap<String, usize>, a: &mut Attrs) {
     }
 }
 
+/// ConvTranspose (specs/onnx_conv_transpose.tdl): strides, dilations and
+/// begin pads (negative too: a larger `output_shape` split by SAME_UPPER)
+/// per axis; the drawn `out_*` is the end pad e, made the output size
+/// natural − begin − e (e = −1: output_padding 1, e = 2: cropped).
+const CONV_T_ATTRS: &[(&str, &[f64])] = &[
+    ("stride_h", &[1.0, 2.0, 3.0]),
+    ("stride_w", &[1.0, 2.0]),
+    ("dilation_h", &[1.0, 2.0]),
+    ("dilation_w", &[1.0, 2.0]),
+    ("pad_t", &[0.0, 1.0, 2.0]),
+    ("pad_l", &[-1.0, 0.0, 1.0]),
+    ("out_h", &[-1.0, 0.0, 1.0, 2.0]),
+    ("out_w", &[-1.0, 0.0, 1.0]),
+];
+const CONV_T_3D_ATTRS: &[(&str, &[f64])] = &[
+    ("groups", &[1.0, 2.0]),
+    ("stride_d", &[1.0, 2.0]),
+    ("stride_h", &[1.0, 2.0]),
+    ("stride_w", &[1.0, 3.0]),
+    ("dilation_d", &[1.0, 2.0]),
+    ("dilation_w", &[1.0, 2.0]),
+    ("pad_f", &[0.0, 1.0]),
+    ("pad_t", &[-1.0, 0.0, 1.0]),
+    ("pad_l", &[0.0, 2.0]),
+    ("out_d", &[-1.0, 0.0, 1.0]),
+    ("out_h", &[0.0, 1.0]),
+    ("out_w", &[-1.0, 0.0]),
+];
+const CONV_3D_DIMS: &[(&str, usize, usize)] = &[
+    ("B", 1, 1),
+    ("CI", 1, 2),
+    ("CO", 1, 2),
+    ("CIG", 1, 1),
+    ("COG", 1, 2),
+    ("D", 1, 3),
+    ("H", 1, 3),
+    ("W", 1, 3),
+    ("KD", 1, 2),
+    ("KH", 1, 2),
+    ("KW", 1, 2),
+];
+/// The attribute `name`, or `default` when the case does not draw it.
+fn int_or(attrs: &Attrs, name: &str, default: i64) -> i64 {
+    attrs.get(name).map_or(default, |v| v.as_f64() as i64)
+}
+/// Groups divide the channels; each `out_*` drawn as an end pad becomes the
+/// output size (see [`CONV_T_ATTRS`]), at least 1.
+fn conv_t_fixup(d: &mut BTreeMap<String, usize>, a: &mut Attrs) {
+    if a.contains_key("groups") {
+        group_fixup(d, a);
+    }
+    for (ax, dim, kernel, pad) in [
+        ("d", "D", "KD", "pad_f"),
+        ("h", "H", "KH", "pad_t"),
+        ("w", "W", "KW", "pad_l"),
+    ] {
+        let (Some(&x), Some(&k)) = (d.get(dim), d.get(kernel)) else {
+            continue;
+        };
+        let s = int_or(a, &format!("stride_{ax}"), 1);
+        let dil = int_or(a, &format!("dilation_{ax}"), 1);
+        let natural = s * (x as i64 - 1) + dil * (k as i64 - 1) + 1;
+        let end = int_or(a, &format!("out_{ax}"), 0);
+        let out = (natural - int_or(a, pad, 0) - end).max(1);
+        set(a, &format!("out_{ax}"), out);
+    }
+}
+
 /// Per-op generators; everything else is `OffGrid` inputs, default attributes, dims 1..=4.
 const TABLE: &[OpCfg] = &[
     OpCfg {
@@ -236,6 +304,14 @@ const TABLE: &[OpCfg] = &[
         ..cfg("div")
     },
     OpCfg {
+        inputs: &[("b", Gen::AwayZero(0.5, 2.0))],
+        ..cfg("mod_floor")
+    },
+    OpCfg {
+        inputs: &[("b", Gen::AwayZero(0.5, 2.0))],
+        ..cfg("mod_trunc")
+    },
+    OpCfg {
         inputs: VS_GRID,
         ..cfg("maximum")
     },
@@ -267,6 +343,20 @@ const TABLE: &[OpCfg] = &[
     OpCfg {
         attrs: &[("alpha", &[0.01, 0.2])],
         ..cfg("leaky_relu")
+    },
+    OpCfg {
+        attrs: &[("alpha", &[-0.5, 1.0, 1.702])],
+        ..cfg("swish")
+    },
+    OpCfg {
+        inputs: &[("x", Gen::Distinct)],
+        ..cfg("hardmax")
+    },
+    OpCfg {
+        inputs: &[("x", Gen::Distinct)],
+        attrs: &[("k", &[1.0, 2.0, 3.0]), ("largest", &[0.0, 1.0])],
+        dims: &[("N", 3, 4)],
+        ..cfg("topk")
     },
     OpCfg {
         attrs: &[("alpha", &[0.5, 1.0])],
@@ -361,6 +451,55 @@ const TABLE: &[OpCfg] = &[
             set(a, "output_pad_h", p);
         }),
         ..cfg("conv_transpose2d")
+    },
+    OpCfg {
+        attrs: CONV_T_ATTRS,
+        dims: CONV2D_DIMS,
+        fixup: Some(conv_t_fixup),
+        ..cfg("conv_transpose2d_ext")
+    },
+    OpCfg {
+        attrs: &[
+            ("groups", &[1.0, 2.0, 3.0]),
+            CONV_T_ATTRS[0],
+            CONV_T_ATTRS[3],
+            CONV_T_ATTRS[4],
+            CONV_T_ATTRS[5],
+            CONV_T_ATTRS[6],
+            CONV_T_ATTRS[7],
+        ],
+        dims: &[
+            ("B", 1, 2),
+            ("CI", 1, 3),
+            ("COG", 1, 2),
+            ("KH", 1, 3),
+            ("KW", 1, 3),
+        ],
+        fixup: Some(conv_t_fixup),
+        ..cfg("conv_transpose2d_group_ext")
+    },
+    OpCfg {
+        attrs: CONV_T_3D_ATTRS,
+        dims: CONV_3D_DIMS,
+        fixup: Some(conv_t_fixup),
+        ..cfg("conv_transpose3d_ext")
+    },
+    OpCfg {
+        attrs: &[
+            ("groups", &[1.0, 2.0]),
+            ("stride_d", &[1.0, 2.0]),
+            ("stride_w", &[1.0, 2.0]),
+            ("dilation_h", &[1.0, 2.0]),
+            ("pad_f", &[0.0, 1.0]),
+            ("pad_t", &[0.0, 1.0]),
+            ("pad_l", &[0.0, 1.0]),
+            ("pad_k", &[0.0, 1.0]),
+            ("pad_b", &[0.0, 2.0]),
+            ("pad_r", &[0.0, 1.0]),
+        ],
+        dims: CONV_3D_DIMS,
+        fixup: Some(group_fixup),
+        ..cfg("conv3d_group_ext")
     },
     OpCfg {
         inputs: &[("x", Gen::Distinct)],
@@ -568,6 +707,134 @@ const TABLE: &[OpCfg] = &[
         attrs: &[("n", &[0.0, 1.0, 2.0, 3.0])],
         ..cfg("split_channels")
     },
+    // ONNX NegativeLogLikelihoodLoss (specs/onnx_loss.tdl): targets are class
+    // ids, some ignored; the divisor of the reduced loss is an input.
+    OpCfg {
+        attrs: &[("reverse", &[0.0, 1.0]), ("exclusive", &[0.0, 1.0])],
+        ..cfg("cumprod")
+    },
+    OpCfg {
+        inputs: &[("lens", Gen::Ids("T"))],
+        ..cfg("reverse_sequence")
+    },
+    // ONNX Col2Im: the columns' dims are the kernel's and the blocks' products.
+    OpCfg {
+        attrs: &[
+            ("kernel_d", &[1.0, 2.0]),
+            ("kernel_h", &[1.0, 2.0]),
+            ("kernel_w", &[2.0, 3.0]),
+            ("cols_d", &[1.0, 2.0]),
+            ("cols_h", &[1.0, 3.0]),
+            ("cols_w", &[2.0, 3.0]),
+            ("stride_h", &[1.0, 2.0]),
+            ("stride_w", &[1.0, 2.0]),
+            ("pad_t", &[0.0, 1.0]),
+            ("pad_l", &[0.0, 2.0]),
+            ("dilation_w", &[1.0, 2.0]),
+            ("out_d", &[1.0, 2.0]),
+            ("out_h", &[2.0, 4.0]),
+            ("out_w", &[3.0, 5.0]),
+        ],
+        dims: &[("N", 1, 1), ("C", 1, 2)],
+        fixup: Some(|d, a| {
+            let k = ["kernel_d", "kernel_h", "kernel_w"].map(|n| int(a, n) as usize);
+            let m = ["cols_d", "cols_h", "cols_w"].map(|n| int(a, n) as usize);
+            d.insert("K".into(), k.iter().product());
+            d.insert("M".into(), m.iter().product());
+        }),
+        ..cfg("col2im3d")
+    },
+    // ONNX MaxUnpool: one (b, c) row, so the indices are positions of the
+    // output row (duplicates sum).
+    OpCfg {
+        inputs: &[("idx", Gen::Ids("P"))],
+        attrs: &[("out", &[0.0, 1.0, 2.0])],
+        dims: &[("B", 1, 1), ("C", 1, 1)],
+        fixup: Some(|d, a| {
+            let extra = int(a, "out");
+            set(a, "out", d["P"] as i64 + extra);
+        }),
+        ..cfg("maxunpool")
+    },
+    // ONNX RotaryEmbedding: an even rotary dim within the head, caches at
+    // least half as wide.
+    OpCfg {
+        attrs: &[
+            ("rot", &[2.0, 4.0]),
+            ("interleaved", &[0.0, 1.0]),
+            ("sign", &[1.0, -1.0]),
+        ],
+        dims: &[
+            ("B", 1, 2),
+            ("S", 1, 2),
+            ("H", 1, 2),
+            ("D", 2, 6),
+            ("R2", 1, 3),
+        ],
+        fixup: Some(|d, a| {
+            let rot = int(a, "rot") as usize;
+            let dd = d["D"].max(rot);
+            d.insert("D".into(), dd);
+            let r2 = d["R2"].max(rot / 2);
+            d.insert("R2".into(), r2);
+        }),
+        ..cfg("rotary")
+    },
+    OpCfg {
+        attrs: &[
+            ("out_h", &[1.0, 2.0, 3.0]),
+            ("out_w", &[1.0, 4.0]),
+            ("align", &[0.0, 1.0]),
+        ],
+        ..cfg("affine_grid_2d")
+    },
+    OpCfg {
+        attrs: &[
+            ("out_d", &[1.0, 2.0]),
+            ("out_h", &[1.0, 3.0]),
+            ("out_w", &[2.0, 3.0]),
+            ("align", &[0.0, 1.0]),
+        ],
+        ..cfg("affine_grid_3d")
+    },
+    // ONNX LpPool: inputs away from 0 (|x|^(p-1) has a kink there for p = 1).
+    OpCfg {
+        inputs: &[("x", Gen::AwayZero(0.3, 2.0))],
+        attrs: &[
+            ("kernel_d", &[1.0, 2.0]),
+            ("kernel_h", &[1.0, 2.0]),
+            ("kernel_w", &[1.0, 3.0]),
+            ("stride_h", &[1.0, 2.0]),
+            ("stride_w", &[1.0, 2.0]),
+            ("pad_t", &[0.0, 1.0]),
+            ("pad_r", &[0.0, 1.0]),
+            ("dilation_w", &[1.0, 2.0]),
+            ("ceil_mode", &[0.0, 1.0]),
+            ("p", &[1.0, 2.0, 3.0]),
+        ],
+        dims: &[
+            ("B", 1, 1),
+            ("C", 1, 2),
+            ("D", 1, 2),
+            ("H", 1, 3),
+            ("W", 1, 4),
+        ],
+        ..cfg("lppool3d_ext")
+    },
+    OpCfg {
+        inputs: &[("t", Gen::Ids("C")), ("w", Gen::Range(0.5, 2.0))],
+        attrs: &[("ignore_index", &[-1e9, 0.0, 1.0])],
+        ..cfg("nll_elements")
+    },
+    OpCfg {
+        inputs: &[
+            ("t", Gen::Ids("C")),
+            ("w", Gen::Range(0.5, 2.0)),
+            ("den", Gen::Range(0.5, 3.0)),
+        ],
+        attrs: &[("ignore_index", &[-1e9, 0.0, 1.0])],
+        ..cfg("nll_reduced")
+    },
     OpCfg {
         inputs: &[("ids", Gen::Ids("N"))],
         ..cfg("gather")
@@ -580,6 +847,17 @@ const TABLE: &[OpCfg] = &[
         inputs: &[("idx", Gen::Ids("D0"))],
         dims: &[("K", 1, 1)],
         ..cfg("gather_nd_1")
+    },
+    // ONNX ScatterND (tuples of length 1): repeats included.
+    OpCfg {
+        inputs: &[("idx", Gen::Ids("D0"))],
+        dims: &[("K", 1, 1)],
+        ..cfg("scatter_nd_1")
+    },
+    OpCfg {
+        inputs: &[("idx", Gen::Ids("D0"))],
+        dims: &[("K", 1, 1)],
+        ..cfg("scatter_nd_add_1")
     },
     OpCfg {
         inputs: &[("idx", Gen::Ids("D0"))],
@@ -596,6 +874,16 @@ const TABLE: &[OpCfg] = &[
     OpCfg {
         inputs: &[("idx", Gen::Ids("D"))],
         ..cfg("gather_elements_last")
+    },
+    // ONNX ScatterElements: indices into the last axis, repeats included
+    // (the last update wins, resp. updates add up).
+    OpCfg {
+        inputs: &[("idx", Gen::Ids("D"))],
+        ..cfg("scatter_elements_last")
+    },
+    OpCfg {
+        inputs: &[("idx", Gen::Ids("D"))],
+        ..cfg("scatter_elements_add_last")
     },
     OpCfg {
         inputs: GRID,

@@ -1,6 +1,6 @@
 //! Operators whose output follows element positions: Gather (`gather`,
 //! `embedding`; known negative indices normalised), OneHot (`one_hot`,
-//! `one_hot_values`), Trilu (`trilu`).
+//! `one_hot_values`), Trilu (`trilu`), ReverseSequence (`reverse_sequence`).
 
 use planner::graph::{int, TensorId};
 
@@ -128,4 +128,27 @@ pub fn trilu(l: &mut Lower, n: &Node, _m: &Mapping) -> LResult<Vec<Out>> {
         &[x],
         &[("upper", int(upper)), ("k", int(k))],
     )?)])
+}
+
+/// ReverseSequence → `reverse_sequence` on [batch, time, …]: with the
+/// default time_axis = 0, batch_axis = 1 the two leading axes are swapped
+/// in and out.
+pub fn reverse_sequence(l: &mut Lower, n: &Node, _m: &Mapping) -> LResult<Vec<Out>> {
+    let x = input(l, n, 0)?;
+    let lens = input(l, n, 1)?;
+    let r = l.shape(x).len();
+    let (t, b) = (n.attrs.int("time_axis", 0), n.attrs.int("batch_axis", 1));
+    if r < 2 {
+        return unsupported(format!("a rank-{r} input (at least 2)"));
+    }
+    let swap = match (t, b) {
+        (1, 0) => false,
+        (0, 1) => true,
+        _ => return unsupported(format!("time_axis = {t}, batch_axis = {b} (0 and 1)")),
+    };
+    let perm: Vec<usize> = [1, 0].into_iter().chain(2..r).collect();
+    let xb = if swap { l.permute(x, &perm)? } else { x };
+    let y = l.emit1("reverse_sequence", &[xb, lens], &[])?;
+    let y = if swap { l.permute(y, &perm)? } else { y };
+    Ok(vec![Out::T(y)])
 }

@@ -2,8 +2,9 @@
 //! between [`Lower::axis_to_last`] and [`Lower::last_to_axis`]: Concat
 //! (`concat`, or `concat_channels` on axis 1), Split (`split_last`), Slice
 //! (`slice`, `reverse_last`), Pad (`pad`, `pad_edge`, `pad_reflect`,
-//! `pad_wrap`), Tile (`tile_last`), CumSum (`cumsum`). Empty results are
-//! empty constants.
+//! `pad_wrap`), Tile (`tile_last`), CumSum (`cumsum`), CumProd (`cumprod`),
+//! CenterCropPad (`slice` / `pad` per axis). Empty results are empty
+//! constants.
 
 use planner::graph::{float, int};
 
@@ -314,8 +315,9 @@ pub fn tile(l: &mut Lower, n: &Node, _m: &Mapping) -> LResult<Vec<Out>> {
     Ok(vec![Out::T(cur)])
 }
 
-/// CumSum along a known axis → `cumsum<reverse, exclusive>`.
-pub fn cumsum(l: &mut Lower, n: &Node, _m: &Mapping) -> LResult<Vec<Out>> {
+/// CumSum / CumProd along a known axis → `cumsum` / `cumprod` (the row's
+/// spec) with `reverse` and `exclusive`.
+pub fn cumsum(l: &mut Lower, n: &Node, m: &Mapping) -> LResult<Vec<Out>> {
     let x = input(l, n, 0)?;
     let r = l.shape(x).len();
     let axis = ints_input(l, n, 1)?
@@ -324,7 +326,7 @@ pub fn cumsum(l: &mut Lower, n: &Node, _m: &Mapping) -> LResult<Vec<Out>> {
     let axis = axis_of(axis, r)?;
     let t = l.axis_to_last(x, axis)?;
     let t = l.emit1(
-        "cumsum",
+        m.specs[0],
         &[t],
         &[
             ("reverse", int(n.attrs.int("reverse", 0))),
@@ -332,4 +334,49 @@ pub fn cumsum(l: &mut Lower, n: &Node, _m: &Mapping) -> LResult<Vec<Out>> {
         ],
     )?;
     Ok(vec![Out::T(l.last_to_axis(t, axis)?)])
+}
+
+/// CenterCropPad: each of `axes` (default all) cropped (`slice`) or
+/// zero-padded (`pad`) to the known target length, centred with the odd
+/// element at the end (ONNX's reference: begin = ⌊(difference) / 2⌋).
+pub fn center_crop_pad(l: &mut Lower, n: &Node, _m: &Mapping) -> LResult<Vec<Out>> {
+    let mut x = input(l, n, 0)?;
+    let r = l.shape(x).len();
+    let Some(target) = ints_input(l, n, 1)? else {
+        return unsupported("input 1 (shape) is missing");
+    };
+    let axes: Vec<i64> = n
+        .attrs
+        .ints("axes")
+        .unwrap_or_else(|| (0..r as i64).collect());
+    if axes.len() != target.len() || target.iter().any(|&t| t < 1) {
+        return unsupported(format!("shape {target:?} for axes {axes:?}"));
+    }
+    for (&a, &want) in axes.iter().zip(&target) {
+        let axis = axis_of(a, r)?;
+        let have = l.shape(x)[axis] as i64;
+        if have == want {
+            continue;
+        }
+        let t = l.axis_to_last(x, axis)?;
+        let t = if want < have {
+            let start = (have - want) / 2;
+            let attrs = [
+                ("start", int(start)),
+                ("end", int(start + want)),
+                ("step", int(1)),
+            ];
+            l.emit1("slice", &[t], &attrs)?
+        } else {
+            let before = (want - have) / 2;
+            let attrs = [
+                ("before", int(before)),
+                ("after", int(want - have - before)),
+                ("value", float(0.0)),
+            ];
+            l.emit1("pad", &[t], &attrs)?
+        };
+        x = l.last_to_axis(t, axis)?;
+    }
+    Ok(vec![Out::T(x)])
 }

@@ -14,8 +14,10 @@ pub mod index;
 pub mod last_axis;
 pub mod view;
 
-pub use index::{gather, one_hot, trilu};
-pub use last_axis::{concat, cumsum, pad, slice, slice_args, slice_indices, split, tile};
+pub use index::{gather, one_hot, reverse_sequence, trilu};
+pub use last_axis::{
+    center_crop_pad, concat, cumsum, pad, slice, slice_args, slice_indices, split, tile,
+};
 pub use view::{depth_space, expand, transpose, view, view_shape};
 
 use crate::lower::{unsupported, LResult, Lower};

@@ -114,3 +114,42 @@ pub fn run_imported(imp: &onnx::Imported) -> Vec<(Vec<usize>, Vec<f64>)> {
         })
         .collect()
 }
+
+/// The shipped operator library, loaded once per test binary.
+pub fn library() -> &'static tdl::Library {
+    static LIB: std::sync::OnceLock<tdl::Library> = std::sync::OnceLock::new();
+    LIB.get_or_init(|| tdl::Library::shipped().expect("shipped specs load"))
+}
+
+/// `n` deterministic values in [-2, 2), distinct (for n ≤ 1000) and of both
+/// signs; `seed` shifts the sequence.
+pub fn values(n: usize, seed: u64) -> Vec<f32> {
+    (0..n)
+        .map(|i| {
+            let v = (i as u64 * 2654435761 + seed * 97) % 1000;
+            (v as f32 - 500.0) / 250.0
+        })
+        .collect()
+}
+
+/// `got` equals `expected` element by element within 1e-9 relative (both
+/// sides computed in f64 from the same f32 data); the panic names `what`.
+pub fn assert_close(what: &str, got: &[f64], expected: &[f64]) {
+    assert_eq!(got.len(), expected.len(), "{what}: element count");
+    for (k, (a, e)) in got.iter().zip(expected).enumerate() {
+        assert!(
+            (a - e).abs() <= 1e-9 * (1.0 + e.abs()),
+            "{what} element {k}: {a} vs {e}"
+        );
+    }
+}
+
+/// The specs of an imported training graph's backward operators, in order.
+pub fn backward_specs(imp: &onnx::Imported) -> Vec<&str> {
+    imp.graph
+        .ops()
+        .iter()
+        .filter(|o| o.role == planner::graph::OpRole::Backward)
+        .map(|o| o.spec.as_str())
+        .collect()
+}
