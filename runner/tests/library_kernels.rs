@@ -303,6 +303,12 @@ proptest! {
             let (x, y) = (v(&a, 1), v(&b, 2));
             check_sums(op, &[a, b], Attrs::new(), vec![x, y]);
         }
+        // ONNX Gemm with a bias row.
+        for (op, b) in [("gemm_bias", vec![k, n]), ("gemm_nt_bias", vec![n, k])] {
+            let a = vec![m, k];
+            let (x, y, c) = (v(&a, 1), v(&b, 2), v(&[n], 3));
+            check_sums(op, &[a, b, vec![n]], Attrs::new(), vec![x, y, c]);
+        }
     }
 
     #[test]

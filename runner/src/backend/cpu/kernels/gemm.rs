@@ -329,6 +329,45 @@ pub fn dense_nt(b: &Binding) -> Option<Box<dyn KernelImpl>> {
     flat(b, Trans::NT, [1, 1, 1])
 }
 
+/// ONNX Gemm with a bias row: the product of the first two inputs, then the
+/// bias `c[N]` added to every row of `y[M, N]`.
+struct Biased(GemmShape);
+
+impl KernelImpl for Biased {
+    fn run(&self, inputs: &[&[f32]], outputs: &mut [&mut [f32]]) -> Result<(), KernelError> {
+        self.0.run(&inputs[..2], outputs)?;
+        let c = inputs[2];
+        if !c.is_empty() {
+            outputs[0]
+                .par_chunks_mut(c.len())
+                .for_each(|row| row.iter_mut().zip(c).for_each(|(y, b)| *y += b));
+        }
+        Ok(())
+    }
+}
+
+/// [`Biased`] of `trans` for a binding `(a[M, K], b, c[N]) -> y[M, N]`.
+fn biased(b: &Binding, trans: Trans) -> Option<Box<dyn KernelImpl>> {
+    let n = *b.output_shapes.first()?.get(1)?;
+    if b.input_shapes.len() != 3 || b.input_shapes[2] != [n] {
+        return None;
+    }
+    let mut product = b.clone();
+    product.input_shapes.truncate(2);
+    let s = flat_shape(&product, trans, [1, 1, 1])?;
+    Some(Box::new(Biased(s)))
+}
+
+/// `gemm_bias(a[M, K], b[K, N], c[N]) -> y[M, N]` (ONNX Gemm).
+pub fn gemm_bias(b: &Binding) -> Option<Box<dyn KernelImpl>> {
+    biased(b, Trans::NN)
+}
+
+/// `gemm_nt_bias(a[M, K], b[N, K], c[N]) -> y[M, N]` (ONNX Gemm, transB).
+pub fn gemm_nt_bias(b: &Binding) -> Option<Box<dyn KernelImpl>> {
+    biased(b, Trans::NT)
+}
+
 /// `dense_grad_w(x[..., K], dy[..., N]) -> dw[K, N]`: xᵀ·dy over all batch rows.
 pub fn dense_grad_w(b: &Binding) -> Option<Box<dyn KernelImpl>> {
     flat(b, Trans::TN, [1, 1, 1])

@@ -254,6 +254,8 @@ pub const LIBRARY_KERNELS: &[(&str, &str, KernelFactory)] = &[
     ("dense", "gemm", gemm::dense),
     ("dense_nt", "gemm", gemm::dense_nt),
     ("dense_grad_w", "gemm", gemm::dense_grad_w),
+    ("gemm_bias", "gemm", gemm::gemm_bias),
+    ("gemm_nt_bias", "gemm", gemm::gemm_nt_bias),
     ("gate_matmul", "gemm", gemm::gate_matmul),
     ("gate_matmul_grad_x", "gemm", gemm::gate_matmul_grad_x),
     ("gate_matmul_grad_w", "gemm", gemm::gate_matmul_grad_w),
