@@ -70,6 +70,26 @@ fn library_kernels_on_larger_shapes() {
             "matmul_tn",
             check(&lib, "matmul_tn", &[vec![k, m], vec![k, n]], &[], &mut rng),
         );
+        cover(
+            "gemm_bias",
+            check(
+                &lib,
+                "gemm_bias",
+                &[vec![m, k], vec![k, n], vec![n]],
+                &[],
+                &mut rng,
+            ),
+        );
+        cover(
+            "gemm_nt_bias",
+            check(
+                &lib,
+                "gemm_nt_bias",
+                &[vec![m, k], vec![n, k], vec![n]],
+                &[],
+                &mut rng,
+            ),
+        );
     }
     for batch in [vec![], vec![3], vec![2, 5]] {
         let (m, k, n) = (17, 40, 23);
