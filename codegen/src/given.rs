@@ -147,11 +147,11 @@ pub fn from_safetensors(
             message: e.to_string(),
         })?;
         if view.dtype() == Dtype::I64 {
-            let big = view
+            let mut values = view
                 .data()
                 .chunks_exact(8)
                 .map(|c| i64::from_le_bytes(c.try_into().unwrap_or([0; 8])));
-            if let Some(value) = big.into_iter().find(|v| v.unsigned_abs() > 1 << 24) {
+            if let Some(value) = values.find(|v| v.unsigned_abs() > 1 << 24) {
                 return Err(GivenError::Inexact {
                     file: file.to_string(),
                     name,

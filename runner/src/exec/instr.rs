@@ -228,7 +228,7 @@ impl<B: Backend, C: Collectives<B::Buffer>> RankRunner<'_, B, C> {
         } else {
             let host = match self.prefilled.remove(&buf) {
                 Some(h) => h,
-                None => super::rank::fill_host(syn, info, self.seed, r),
+                None => super::rank::fill_host(syn, info, self.seed, r)?,
             };
             self.be(self.backend.upload_owned(host))?
         };

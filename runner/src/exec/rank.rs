@@ -199,7 +199,9 @@ impl<'p, B: Backend, C: Collectives<B::Buffer>> RankRunner<'p, B, C> {
             .filter_map(|(buf, syn)| {
                 let decl = &p.buffers[buf as usize];
                 let info = p.tensor(decl.tensor)?;
-                Some((buf, fill_host(&syn, info, seed, &decl.region.0)))
+                // An error surfaces when the buffer is allocated (`fill`).
+                let v = fill_host(&syn, info, seed, &decl.region.0).ok()?;
+                Some((buf, v))
             })
             .collect();
         self.prefilled.extend(filled);
@@ -453,23 +455,40 @@ pub(super) fn fill_host(
     info: &codegen::TensorInfo,
     seed: u64,
     region: &[(i64, i64)],
-) -> Vec<f32> {
+) -> Result<Vec<f32>, ExecError> {
     let mut v = match &info.value {
-        Some(value) => value_region(value, &info.shape, region),
+        Some(value) => value_region(value, info, region)?,
         None => synthetic(syn, &info.shape, seed, region),
     };
     codegen::wire::round_to(info.dtype, &mut v);
-    v
+    Ok(v)
 }
 
-/// `region` of the row-major `value` of a tensor of `shape`, as f32.
-fn value_region(value: &[f64], shape: &[usize], region: &[(i64, i64)]) -> Vec<f32> {
+/// `region` of the known value of `info` (row-major over the whole tensor),
+/// as f32.
+///
+/// Errors: [`ExecError::Invalid`] for a value whose length is not the
+/// tensor's element count, or a region outside the tensor (an edited
+/// program file).
+fn value_region(
+    value: &[f64],
+    info: &codegen::TensorInfo,
+    region: &[(i64, i64)],
+) -> Result<Vec<f32>, ExecError> {
+    let all = Region::whole(&info.shape);
+    let bad = |why: String| ExecError::Invalid(format!("tensor `{}`: {why}", info.name));
+    if value.len() as u64 != all.volume() {
+        return Err(bad(format!(
+            "{} values for shape {:?}",
+            value.len(),
+            info.shape
+        )));
+    }
     let whole: Vec<f32> = value.iter().map(|&x| x as f32).collect();
-    let all = Region::whole(shape);
     let mut out = vec![0.0; volume(region) as usize];
     copy_region(&whole, &all.0, &mut out, region, region, None)
-        .expect("a leaf tile lies inside its tensor");
-    out
+        .map_err(|e| bad(format!("tile {region:?}: {e}")))?;
+    Ok(out)
 }
 
 /// The synthetic fill of `region` (see [`fill_host`]).
