@@ -44,6 +44,17 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    // Errors wrap at 80 columns on a terminal; into a pipe or a log they
+    // stay one line per sentence, so a path or a flag is never split.
+    if !std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+        let _ = miette::set_hook(Box::new(|_| {
+            Box::new(
+                miette::MietteHandlerOpts::new()
+                    .width(usize::MAX / 2)
+                    .build(),
+            )
+        }));
+    }
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Check(a) => cmd::check::run(a),
