@@ -14,13 +14,15 @@
 #       runs, in order, each step under a time limit (20 minutes in all):
 #         1. nvidia-smi and which CUDA libraries load (libcuda, NVRTC,
 #            cuBLAS, NCCL; from the system or PyTorch's wheels);
-#         2. the CUDA test executable with TOFU_REQUIRE_GPU=1 (every op
+#         2. the CUDA test executable with TOFU_REQUIRE_GPU=1, its tests at once (every op
 #            against the interpreter; the tiny zoo × every search × k on one
 #            GPU, host-staged; NCCL with world size 1);
 #         3. `tofu launch --nproc-per-node 1 -- run … --backend cuda`;
 #         4. the GPU benchmark against PyTorch (scripts/gpu-bench.sh) and a
 #            per-operator profile (TOFU_PROFILE=1) of mlp-4-4096;
-#       and prints one summary table (step, status, seconds). Exit 0 when
+#       and prints one summary table (step, status, seconds); the limits
+#       are cut to GPU_CHECK_BUDGET seconds in all (default 1200), the
+#       test step's to GPU_CHECK_TEST_LIMIT (default 600). Exit 0 when
 #       every step passed, 1 when one failed, 2 without a GPU (it says so
 #       and runs nothing).
 set -uo pipefail
@@ -55,6 +57,8 @@ prepare() {
     mkdir -p "$dir/scripts"
     cp "$tofu" "$dir/tofu"
     cp "$tests" "$dir/cuda-tests"
+    # Symbols off: the device tool carries at most 64 MiB.
+    strip --strip-debug "$dir/tofu" "$dir/cuda-tests" 2> /dev/null || true
     cp scripts/gpu-check.sh "$dir/gpu-check.sh"
     cp scripts/gpu-bench.sh scripts/torch_baseline.py "$dir/scripts/"
     cp -r specs "$dir/specs"
@@ -71,6 +75,7 @@ have_gpu() {
 
 run() {
     local dir=${1:-$HERE}
+    dir=$(cd "$dir" && pwd) # gpu-bench.sh changes directory
     if ! have_gpu; then
         echo "gpu-check: no NVIDIA GPU here (nvidia-smi is missing or lists no device):" \
             "run \`bash scripts/gpu-check.sh prepare\` on a machine with cargo, then" \
@@ -87,18 +92,34 @@ run() {
     local tmp summary failed=0
     tmp=$(mktemp -d)
     summary="$tmp/summary"
+    # GPU_CHECK_BUDGET: seconds for all steps together (default 1200, the
+    # 20 minutes above); a step's limit is cut to what is left, and a step
+    # with under 5 s left is not started, so a short lease still ends with
+    # the summary table.
+    local budget=${GPU_CHECK_BUDGET:-1200} began
+    began=$(date +%s)
     step() { # name, limit (s), command...
-        local name=$1 limit=$2 t0 rc
+        local name=$1 limit=$2 t0 rc left
         shift 2
-        echo "== $name"
+        left=$((budget - ($(date +%s) - began)))
+        ((left < limit)) && limit=$left
+        if ((limit < 5)); then
+            printf '%-44s %-10s %8s\n' "$name" "NOBUDGET" "0.0" >> "$summary"
+            failed=1
+            return
+        fi
+        echo "== $name (limit ${limit} s)"
         t0=$(date +%s.%N)
-        timeout "$limit" "$@"
+        timeout -k 5 "$limit" "$@"
         rc=$?
         local took
         took=$(python3 -c "print(f'{$(date +%s.%N) - $t0:.1f}')")
         local status=PASS
-        [[ $rc -eq 124 ]] && status=TIMEOUT
-        [[ $rc -ne 0 && $rc -ne 124 ]] && status="FAIL($rc)"
+        if [[ $rc -eq 124 || $rc -eq 137 ]]; then
+            status=TIMEOUT
+        elif [[ $rc -ne 0 ]]; then
+            status="FAIL($rc)"
+        fi
         [[ $status != PASS ]] && failed=1
         printf '%-44s %-10s %8s\n' "$name" "$status" "$took" >> "$summary"
     }
@@ -120,14 +141,14 @@ for lib in ["libcuda.so.1", "libnvrtc.so.13", "libcublas.so.13", "libnccl.so.2"]
     ok = ok and found is not None
 raise SystemExit(0 if ok else 1)
 EOF
-    step "CUDA tests (TOFU_REQUIRE_GPU=1)" 600 env TOFU_REQUIRE_GPU=1 "$dir/cuda-tests" --test-threads 1
+    step "CUDA tests (TOFU_REQUIRE_GPU=1)" "${GPU_CHECK_TEST_LIMIT:-600}" env TOFU_REQUIRE_GPU=1 "$dir/cuda-tests" --nocapture
     "$dir/tofu" plan --model mlp-3-256 --batch 64 --workers 1 -o "$tmp/plan.json" > /dev/null
     step "tofu launch -- run --backend cuda" 120 \
         "$dir/tofu" launch --nproc-per-node 1 -- run "$tmp/plan.json" --backend cuda --steps 3 --json
     step "GPU benchmark vs PyTorch" 300 bash "$dir/scripts/gpu-bench.sh" "$dir/tofu"
     "$dir/tofu" plan --model mlp-4-4096 --batch 256 --workers 1 -o "$tmp/mlp.json" > /dev/null
     step "per-op profile mlp-4-4096 b256" 120 \
-        env TOFU_PROFILE=1 "$dir/tofu" run "$tmp/mlp.json" --backend cuda --steps 4
+        env TOFU_PROFILE=1 "$dir/tofu" run "$tmp/mlp.json" --backend cuda --steps 6
     echo
     echo "== gpu-check summary ($(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1))"
     printf '%-44s %-10s %8s\n' step status seconds

@@ -56,57 +56,104 @@ fn every_shipped_op_matches_the_interpreter_on_cuda() {
     if !gpu("every_shipped_op_matches_the_interpreter_on_cuda") {
         return;
     }
-    let backend = CudaBackend::new(0).unwrap();
-    let mut failures = Vec::new();
-    let mut providers = std::collections::BTreeMap::new();
+    use runner::backend::cuda::codegen::ReduceOptions;
     // Default kernels, then every reduction as a block reduction, then
     // split over several blocks (shapes here are too small to choose those
     // by themselves).
-    use runner::backend::cuda::codegen::ReduceOptions;
     let forced = |split_min| ReduceOptions {
         block_min: 1,
         split_min,
     };
-    for opts in [ReduceOptions::default(), forced(usize::MAX), forced(1)] {
-        backend.set_reduce_options(opts);
-        for spec in lib().ops() {
-            let seed = spec
-                .name
-                .bytes()
-                .fold(0x7f00u64, |h, c| h.wrapping_mul(31).wrapping_add(c as u64));
-            let mut rng = StdRng::seed_from_u64(seed);
-            for _ in 0..4 {
-                let case = match common::sample(spec, &mut rng, 5, 4096) {
-                    Ok(c) => c,
-                    Err(e) => {
-                        failures.push(e);
-                        break;
-                    }
-                };
-                if let Ok(k) = runner::Backend::prepare(&backend, spec, &case.shapes, &case.attrs) {
-                    *providers.entry(k.provider()).or_insert(0usize) += 1;
-                }
-                match common::run_on(&backend, spec, &case) {
-                    Ok(got) => {
-                        if let Err(e) = common::compare(&spec.name, &got, &case.reference, 1e-4) {
-                            failures.push(format!("{e} [shapes {:?}]", case.shapes));
+    let modes = [ReduceOptions::default(), forced(usize::MAX), forced(1)];
+    let ops: Vec<_> = lib().ops().collect();
+    // (mode, op) pairs dealt round-robin to one thread per CPU, each with
+    // its own backend on device 0: NVRTC compiles (~1,300 distinct sources)
+    // dominate, and the module cache compiles different sources at once.
+    let work: Vec<(usize, usize)> = (0..modes.len())
+        .flat_map(|m| (0..ops.len()).map(move |o| (m, o)))
+        .collect();
+    let threads = std::thread::available_parallelism()
+        .map_or(4, |n| n.get())
+        .min(16);
+    let started = std::time::Instant::now();
+    let results: Vec<(Vec<String>, std::collections::BTreeMap<&'static str, usize>)> =
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = (0..threads)
+                .map(|t| {
+                    let (work, ops, modes) = (&work, &ops, &modes);
+                    scope.spawn(move || {
+                        let backend = CudaBackend::new(0).unwrap();
+                        let mut failures = Vec::new();
+                        let mut providers = std::collections::BTreeMap::new();
+                        for &(m, o) in work.iter().skip(t).step_by(threads) {
+                            backend.set_reduce_options(modes[m]);
+                            check_op(&backend, ops[o], &mut failures, &mut providers);
                         }
-                    }
-                    Err(e) => failures.push(format!(
-                        "`{}`: {e} (shapes {:?}, {opts:?})",
-                        spec.name, case.shapes
-                    )),
-                }
-            }
+                        (failures, providers)
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+    let mut failures = Vec::new();
+    let mut providers = std::collections::BTreeMap::new();
+    for (f, p) in results {
+        failures.extend(f);
+        for (k, n) in p {
+            *providers.entry(k).or_insert(0usize) += n;
         }
     }
-    println!("kernels by provider: {providers:?}");
+    println!(
+        "{} ops x {} reduction modes on {threads} threads in {:.1} s; kernels by provider: {providers:?}",
+        ops.len(),
+        modes.len(),
+        started.elapsed().as_secs_f64()
+    );
     assert!(
         failures.is_empty(),
         "{} failure(s):\n{}",
         failures.len(),
         failures.join("\n")
     );
+}
+
+/// Four random cases of `spec` on `backend` against the interpreter.
+fn check_op(
+    backend: &CudaBackend,
+    spec: &tdl::OpSpec,
+    failures: &mut Vec<String>,
+    providers: &mut std::collections::BTreeMap<&'static str, usize>,
+) {
+    let seed = spec
+        .name
+        .bytes()
+        .fold(0x7f00u64, |h, c| h.wrapping_mul(31).wrapping_add(c as u64));
+    let mut rng = StdRng::seed_from_u64(seed);
+    for _ in 0..4 {
+        let case = match common::sample(spec, &mut rng, 5, 4096) {
+            Ok(c) => c,
+            Err(e) => {
+                failures.push(e);
+                break;
+            }
+        };
+        if let Ok(k) = runner::Backend::prepare(backend, spec, &case.shapes, &case.attrs) {
+            *providers.entry(k.provider()).or_insert(0usize) += 1;
+        }
+        match common::run_on(backend, spec, &case) {
+            Ok(got) => {
+                if let Err(e) = common::compare(&spec.name, &got, &case.reference, 1e-4) {
+                    failures.push(format!("{e} [shapes {:?}]", case.shapes));
+                }
+            }
+            Err(e) => failures.push(format!(
+                "`{}`: {e} (shapes {:?}, {:?})",
+                spec.name,
+                case.shapes,
+                backend.reduce_options()
+            )),
+        }
+    }
 }
 
 #[test]

@@ -51,9 +51,11 @@ use rand::{Rng, SeedableRng};
 use runner::backend::cuda::codegen::{
     generate, Generated, Param, ReduceOptions, ERR_DIV_BY_ZERO, ERR_OUT_OF_BOUNDS,
 };
+use runner::backend::cuda::scatter::{ScatterArgs, SCATTER_SRC};
 use runner::backend::cuda::{RegionArgs, COPY_SRC, MAX_RANK};
 use runner::comm::ReduceOp;
 use runner::kernels::compiled::{compile_window, window_layouts};
+use runner::kernels::embedding::scatter_rows_shape;
 use runner::kernels::KernelImpl;
 use runner::{KernelError, Window};
 use tdl::{Binding, Library, Tensor, VarId};
@@ -97,10 +99,11 @@ fn every_generated_kernel_runs_under_emulation() {
     let mut suite = Suite::default();
     let stats = suite.add_ops();
     suite.add_copies();
+    let scatters = suite.add_scatters();
     let generated_s = start.elapsed().as_secs_f64();
     println!(
         "generated {} cases ({} whole, {} windowed of which {} with inputs as read, {} with an \
-         index out of range, {} region copies) of {} distinct kernel sources ({} ops, {} \
+         index out of range, {} region copies, {scatters} scatter-adds) of {} distinct kernel sources ({} ops, {} \
          instances; ops without a CUDA form, run on the host: {:?}) in {generated_s:.1} s",
         suite.cases.len(),
         suite.count(Kind::Whole),
@@ -405,6 +408,63 @@ impl Suite {
             },
             expect,
         });
+    }
+
+    /// The scatter-add library kernel (`embedding_grad`, `gather_grad`) on
+    /// random instances against the interpreter, launched with the
+    /// backend's arguments on a zeroed output (the backend's memset). The
+    /// sampled ids are valid rows, with repeats (`common::sample`).
+    fn add_scatters(&mut self) -> usize {
+        let lib = Library::shipped().expect("shipped specs load");
+        let layout = format!(
+            "{SCATTER_SRC}static_assert(sizeof(ScatterArgs) == {}, \
+             \"ScatterArgs differs from the backend's\");\n",
+            std::mem::size_of::<ScatterArgs>(),
+        );
+        let source = self.source(layout, |t| {
+            Source::with_args(
+                t,
+                vec![
+                    "(const float*)a[0]".into(),
+                    "(const float*)a[1]".into(),
+                    "(float*)a[2]".into(),
+                    "*(const ScatterArgs*)a[3]".into(),
+                ],
+            )
+        });
+        let mut added = 0;
+        for op in ["embedding_grad", "gather_grad"] {
+            let spec = lib.get(op).expect("a shipped scatter op");
+            let mut rng = StdRng::seed_from_u64(0x5ca7);
+            for _ in 0..8 {
+                let case = common::sample(spec, &mut rng, 5, MAX_ELEMS).expect("an instance");
+                let b = spec.bind(&case.shapes, &case.attrs).expect("binds");
+                let shape = scatter_rows_shape(&b).expect("the library kernel takes it");
+                let out = vec![0.0f32; shape.rows * shape.width];
+                let (bytes, launches) = match ScatterArgs::new(&shape) {
+                    Some((a, l)) => (a.as_bytes().to_vec(), vec![(0, l.blocks, l.threads)]),
+                    None => (vec![0; std::mem::size_of::<ScatterArgs>()], vec![]),
+                };
+                self.cases.push(Case {
+                    kind: Kind::Whole,
+                    opts: None,
+                    origin: format!("`{op}` scatter-add (shapes {:?})", case.shapes),
+                    job: Job {
+                        source,
+                        bufs: vec![
+                            Buf::In(case.inputs[0].clone()),
+                            Buf::In(case.inputs[1].clone()),
+                            Buf::InOut(out),
+                            Buf::Bytes(bytes),
+                        ],
+                        launches,
+                    },
+                    expect: Expect::Values(case.reference.clone()),
+                });
+                added += 1;
+            }
+        }
+        added
     }
 
     /// Random region copies of rank 0..=4 (and one of [`MAX_RANK`]) with

@@ -151,10 +151,25 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
         collective as f64 / per_step as f64
     };
     if !report.op_seconds.is_empty() {
-        eprintln!("TOFU_PROFILE: rank 0 seconds per operator (all steps):");
-        for (op, s) in report.op_seconds.iter().take(20) {
+        let (from, steps) = if args.steps > 1 {
+            (2, &report.step_seconds[1..])
+        } else {
+            (1, &report.step_seconds[..])
+        };
+        let total: f64 = report.op_seconds.iter().map(|o| o.1).sum();
+        eprintln!(
+            "TOFU_PROFILE: rank 0 seconds per operator over steps {from}..{} \
+             (each instruction synchronised; the first step's start-up left out):",
+            args.steps
+        );
+        for (op, s) in report.op_seconds.iter().take(24) {
             eprintln!("  {op:<32} {s:>10.4}");
         }
+        eprintln!(
+            "  {:<32} {total:>10.4} of {:.4} s in those steps",
+            "all instructions",
+            steps.iter().sum::<f64>()
+        );
     }
     if args.json {
         let v = serde_json::json!({

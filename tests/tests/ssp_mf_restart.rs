@@ -22,7 +22,7 @@ mod ssp_common;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use ssp_common::{assert_close, floats, free_port, split_counts, Host, MfRun, Procs};
+use ssp_common::{assert_close, floats, free_ports, split_counts, Host, MfRun, Procs};
 use tofu_tests::movielens_cache;
 
 /// Highest clock with a checkpoint file of both shards 0 and 1.
@@ -49,7 +49,7 @@ fn killed_mf_server_restarts_from_its_checkpoint_losing_and_repeating_nothing() 
     let mut server_flags = ckpt.clone();
     server_flags.extend(strings(&["--checkpoint-every", "2"]));
     let hosts = [Host::loopback(), Host::loopback()];
-    let ports = || [free_port(), free_port()];
+    let ports = || free_ports(2);
 
     // First run: killed once a checkpoint at clock >= 5 exists.
     let mut procs = Procs::default();

@@ -15,10 +15,40 @@ use crate::backend::Backend;
 use crate::region::{contains, copy_region, reduce_op, volume};
 
 impl<B: Backend, C: Collectives<B::Buffer>> RankRunner<'_, B, C> {
-    /// Every instruction of the program, in order.
+    /// Every instruction of the program, in order. Profiling
+    /// ([`RankRunner::set_profile`]) synchronises the backend around each
+    /// instruction and adds its seconds to its label: the operator spec's
+    /// name for a kernel, `(alloc)`, `(free)`, `(region copy)` or
+    /// `(communication)` for the rest.
     pub(super) fn run_instrs(&mut self) -> Result<(), ExecError> {
         let p = self.p;
         for (k, ins) in p.instrs.iter().enumerate() {
+            if self.profile.is_none() {
+                self.run_instr(k, ins)?;
+                continue;
+            }
+            self.be(self.backend.synchronize())?;
+            let t0 = Instant::now();
+            self.run_instr(k, ins)?;
+            self.be(self.backend.synchronize())?;
+            let label = match ins {
+                Instr::Compute { spec, .. } => p.specs[*spec as usize].name.as_str(),
+                Instr::Alloc { .. } => "(alloc)",
+                Instr::Free { .. } => "(free)",
+                Instr::Copy { .. } => "(region copy)",
+                _ => "(communication)",
+            };
+            if let Some(m) = self.profile.as_mut() {
+                *m.entry(label.to_string()).or_default() += t0.elapsed().as_secs_f64();
+            }
+        }
+        Ok(())
+    }
+
+    /// Instruction `k` of the program.
+    fn run_instr(&mut self, k: usize, ins: &Instr) -> Result<(), ExecError> {
+        let p = self.p;
+        {
             match ins {
                 Instr::Alloc { buf, init } => {
                     let n = p.buffers[*buf as usize].elems as usize;
@@ -141,18 +171,8 @@ impl<B: Backend, C: Collectives<B::Buffer>> RankRunner<'_, B, C> {
                     self.comm_seconds += t0.elapsed().as_secs_f64();
                 }
                 Instr::Compute {
-                    spec,
-                    inputs,
-                    outputs,
-                    ..
+                    inputs, outputs, ..
                 } => {
-                    let t0 = match self.profile {
-                        Some(_) => {
-                            self.be(self.backend.synchronize())?;
-                            Some(Instant::now())
-                        }
-                        None => None,
-                    };
                     let mut outs: Vec<B::Buffer> = outputs
                         .iter()
                         .map(|&b| self.take_buf(b))
@@ -173,13 +193,6 @@ impl<B: Backend, C: Collectives<B::Buffer>> RankRunner<'_, B, C> {
                         self.bufs[b as usize] = Some(v);
                     }
                     self.be(r)?;
-                    if let Some(t0) = t0 {
-                        self.be(self.backend.synchronize())?;
-                        let spec = self.p.specs[*spec as usize].name.clone();
-                        if let Some(m) = self.profile.as_mut() {
-                            *m.entry(spec).or_default() += t0.elapsed().as_secs_f64();
-                        }
-                    }
                 }
             }
         }
@@ -219,7 +232,8 @@ impl<B: Backend, C: Collectives<B::Buffer>> RankRunner<'_, B, C> {
             }
         }
         if let Some(c) = self.fills.get(&buf) {
-            let mut b = self.be(self.backend.alloc(n))?;
+            // The copy below writes every element.
+            let mut b = self.be(self.backend.alloc_for_output(n))?;
             self.be(self.backend.copy_region(c, r, &mut b, r, r, None))?;
             return Ok(b);
         }

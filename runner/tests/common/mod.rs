@@ -5,7 +5,8 @@
 //! Data-driven: shapes come from the spec's dims (random sizes, random
 //! ellipsis rank), required attributes get random values, and input values
 //! come from domains chosen from the spec itself: inputs read inside an index
-//! expression (`table[ids[b], d]`) get valid integer ids, arguments of
+//! expression (`table[ids[b], d]`) or compared with one (`ids[t] == v`) get
+//! valid integer ids, arguments of
 //! `cholesky` get symmetric positive-definite matrices, and other inputs try
 //! uniform [-1, 1], then [0.5, 2] (log, sqrt), then [1.1, 3] (acosh) until the
 //! reference is finite.
@@ -43,7 +44,8 @@ enum Domain {
     Spd,
 }
 
-/// Inputs read inside index expressions, and inputs passed to `cholesky`.
+/// Inputs read inside index expressions or compared for equality with an
+/// index, and inputs passed to `cholesky`.
 fn special_inputs(spec: &OpSpec) -> (BTreeSet<u32>, BTreeSet<u32>) {
     fn reads(e: &Expr, out: &mut BTreeSet<u32>) {
         e.visit(&mut |x| {
@@ -64,6 +66,21 @@ fn special_inputs(spec: &OpSpec) -> (BTreeSet<u32>, BTreeSet<u32>) {
                 for i in indices {
                     if let Index::Expr(ix) = i {
                         reads(ix, &mut ids);
+                    }
+                }
+            }
+            // `ids[...] == v` with `v` an index (embedding_grad, one_hot):
+            // ids that match some rows, not floats that match none.
+            ExprKind::Binary(tdl::BinOp::Eq, a, b) => {
+                for (x, y) in [(a, b), (b, a)] {
+                    if let ExprKind::Read {
+                        tensor: TensorRef::Input(i),
+                        ..
+                    } = &x.kind
+                    {
+                        if y.ty == tdl::Type::Int {
+                            ids.insert(*i);
+                        }
                     }
                 }
             }

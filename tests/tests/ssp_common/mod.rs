@@ -102,10 +102,19 @@ impl Drop for Procs {
 
 /// A port free on this host's loopback now.
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("bind 127.0.0.1:0")
-        .port()
+    free_ports(1)[0]
+}
+
+/// `n` distinct ports free on this host's loopback now. Every listener is
+/// held until all `n` are chosen: ports picked one at a time by binding
+/// port 0 and closing can repeat (two shards were once given one port).
+pub fn free_ports(n: usize) -> Vec<u16> {
+    let held: Vec<std::net::TcpListener> = (0..n)
+        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0"))
+        .collect();
+    held.iter()
+        .map(|l| l.local_addr().expect("local address").port())
+        .collect()
 }
 
 /// Where a process runs: the command prefix that puts it there and the
@@ -293,7 +302,7 @@ impl MfRun {
 
     /// The run on loopback.
     pub fn on_loopback(&self) -> (Vec<serde_json::Value>, Vec<serde_json::Value>) {
-        let ports: Vec<u16> = (0..self.servers).map(|_| free_port()).collect();
+        let ports = free_ports(self.servers);
         let hosts = vec![Host::loopback(); self.servers.max(self.clients)];
         self.processes(&hosts, &hosts, &ports)
     }

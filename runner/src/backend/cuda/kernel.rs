@@ -9,9 +9,11 @@ use tdl::{Attrs, Binding};
 
 use super::codegen::{self, Param};
 use super::device::{config, device_err, load, CudaBackend};
+use super::scatter::{ScatterArgs, SCATTER_SRC};
 use super::CudaBuffer;
 use crate::backend::{BackendError, Window};
 use crate::kernels::compiled::window_layouts;
+use crate::kernels::embedding::ScatterRows;
 use crate::kernels::gemm::{GemmShape, Trans};
 use crate::kernels::{KernelError, OpKernel};
 
@@ -47,6 +49,16 @@ pub enum CudaKernel {
         /// Elements of each output buffer.
         outputs: Vec<usize>,
     },
+    /// The scatter-add of rows (`embedding_grad`, `gather_grad`):
+    /// [`super::scatter`].
+    ScatterRows {
+        /// The op.
+        op: String,
+        /// Its shape.
+        shape: ScatterRows,
+        /// `scatter_add_rows`.
+        function: CudaFunction,
+    },
     /// The CPU kernel, through host copies.
     Host(OpKernel),
 }
@@ -56,6 +68,7 @@ impl CudaKernel {
     pub fn provider(&self) -> &'static str {
         match self {
             CudaKernel::Gemm { .. } => "cublas",
+            CudaKernel::ScatterRows { .. } => "scatter-add",
             CudaKernel::Generated { .. } => "nvrtc",
             CudaKernel::Host(_) => "host",
         }
@@ -125,6 +138,26 @@ impl CudaBackend {
         })
     }
 
+    /// The scatter-add kernel of an `embedding_grad` / `gather_grad`
+    /// instance of `shape`.
+    ///
+    /// Errors: NVRTC's or the driver's (compiling or loading the module).
+    pub(super) fn scatter_rows(
+        &self,
+        op: &str,
+        shape: ScatterRows,
+    ) -> Result<CudaKernel, BackendError> {
+        let module = load(&self.ctx, SCATTER_SRC)?;
+        let function = module
+            .load_function("scatter_add_rows")
+            .map_err(|e| device_err(format!("`{op}`: scatter_add_rows: {e}")))?;
+        Ok(CudaKernel::ScatterRows {
+            op: op.to_string(),
+            shape,
+            function,
+        })
+    }
+
     /// [`Backend::launch`]: check the buffer lengths, then run cuBLAS, the
     /// generated kernels in statement order, or the host kernel.
     pub(super) fn run_kernel(
@@ -145,6 +178,30 @@ impl CudaBackend {
                     outputs.iter().map(|b| b.len),
                 )?;
                 run_gemm(self, s, inputs[0], inputs[1], outputs[0])
+            }
+            CudaKernel::ScatterRows {
+                op,
+                shape,
+                function,
+            } => {
+                let want_in = [shape.tokens, shape.tokens * shape.width];
+                check_lens(op, "input", &want_in, inputs.iter().map(|b| b.len))?;
+                let want_out = [shape.rows * shape.width];
+                check_lens(op, "output", &want_out, outputs.iter().map(|b| b.len))?;
+                self.stream
+                    .memset_zeros(&mut outputs[0].data)
+                    .map_err(|e| device_err(format!("`{op}`: cuMemsetD8: {e}")))?;
+                let Some((args, launch)) = ScatterArgs::new(shape) else {
+                    return Ok(());
+                };
+                let (ids, dy, out) = (inputs[0].ptr(), inputs[1].ptr(), outputs[0].ptr_mut());
+                let mut lb = self.stream.launch_builder(function);
+                lb.arg(&ids).arg(&dy).arg(&out).arg(&args);
+                // SAFETY: the buffers have the lengths the shape needs
+                // (checked above); the kernel writes only rows < `rows`.
+                unsafe { lb.launch(config(&launch)) }
+                    .map(|_| ())
+                    .map_err(|e| device_err(format!("`{op}`: launch: {e}")))
             }
             CudaKernel::Host(k) => {
                 let ins: Vec<Vec<f32>> = inputs
@@ -177,15 +234,17 @@ impl CudaBackend {
             } => {
                 check_lens(op, "input", want_in, inputs.iter().map(|b| b.len))?;
                 check_lens(op, "output", want_out, outputs.iter().map(|b| b.len))?;
+                // SAFETY (both allocations, left unset: no memset per
+                // launch): a local's statement writes every element of its
+                // box before a later statement reads it, and a split
+                // statement's partials kernel writes every scratch element
+                // its combining kernel reads (`codegen::generate`).
                 let locs: Vec<CudaSlice<f64>> = locals
                     .iter()
-                    .map(|&n| self.stream.alloc_zeros::<f64>(n.max(1)))
+                    .map(|&n| unsafe { self.stream.alloc::<f64>(n.max(1)) })
                     .collect::<Result<_, _>>()
                     .map_err(device_err)?;
-                let scr = self
-                    .stream
-                    .alloc_zeros::<f64>(*scratch)
-                    .map_err(device_err)?;
+                let scr = unsafe { self.stream.alloc::<f64>(*scratch) }.map_err(device_err)?;
                 // Every pointer argument, in the functions' parameter order.
                 let mut ptrs: Vec<u64> = Vec::with_capacity(params.len());
                 for p in params {

@@ -27,6 +27,8 @@ mod nccl_api;
 #[cfg(feature = "cuda")]
 mod nvrtc;
 #[cfg(feature = "cuda")]
+pub mod scatter;
+#[cfg(feature = "cuda")]
 mod staged;
 #[cfg(feature = "cuda")]
 pub use buffer::CudaBuffer;

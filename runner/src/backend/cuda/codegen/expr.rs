@@ -218,6 +218,38 @@ impl Gen<'_> {
         })
     }
 
+    /// The fast path of a read (issue 25, item 4): where `indices` are the
+    /// statement's target variables in order and `tensor`'s buffer has the
+    /// target's box, which lies inside `tensor`'s shape, the element is the
+    /// buffer's `t`-th — the target element's own flat index — with no
+    /// decode and no bounds check (the elementwise ops, the optimizer
+    /// updates).
+    fn same_element(
+        &self,
+        tensor: TensorRef,
+        indices: &[Index],
+        shape: &[usize],
+        lo: &[i64],
+        ext: &[usize],
+    ) -> Option<String> {
+        let (vars, t_lo, t_ext) = self.target.as_ref()?;
+        let identity = indices.len() == vars.len()
+            && indices
+                .iter()
+                .zip(vars)
+                .all(|(ix, v)| matches!(ix, Index::Expr(e) if matches!(e.kind, ExprKind::Var(x) if x == *v)));
+        let inside = shape.len() == lo.len()
+            && (0..lo.len()).all(|d| lo[d] >= 0 && lo[d] + ext[d] as i64 <= shape[d] as i64);
+        (identity && inside && lo == t_lo.as_slice() && ext == t_ext.as_slice()).then(|| {
+            let buf = match tensor {
+                TensorRef::Input(i) => format!("in{i}"),
+                TensorRef::Output(o) => format!("out{o}"),
+                TensorRef::Local(l) => format!("loc{l}"),
+            };
+            format!("((double){buf}[t])")
+        })
+    }
+
     /// A read of `tensor` at `indices`: bounds against the tensor's shape
     /// (padded inputs read 0 outside it) and against the buffer's box.
     pub(super) fn read(
@@ -238,6 +270,9 @@ impl Gen<'_> {
         let shape = self.b.shape(tensor).to_vec();
         let (lo, ext) = self.layout(tensor);
         let (lo, ext) = (lo.to_vec(), ext.to_vec());
+        if let Some(at) = self.same_element(tensor, indices, &shape, &lo, &ext) {
+            return Ok(at);
+        }
         if idx.len() != shape.len() || lo.len() != shape.len() {
             return Err(self.unsupported("a read whose rank differs from its tensor's".into()));
         }

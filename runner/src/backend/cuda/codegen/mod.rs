@@ -224,6 +224,7 @@ pub fn generate(
         tmp: 0,
         indent: 1,
         hoisted: Vec::new(),
+        target: None,
     };
     let spec = &b.spec;
     let mut source = String::from(PRELUDE);
@@ -250,6 +251,7 @@ pub fn generate(
         let (lo, ext) = g.layout(s.target);
         let (lo, ext) = (lo.to_vec(), ext.to_vec());
         let n: usize = ext.iter().product();
+        g.target = Some((s.vars.clone(), lo.clone(), ext.clone()));
         g.body.clear();
         g.tmp = 0;
         g.hoisted.clear();
@@ -258,8 +260,9 @@ pub fn generate(
         let unbound: Vec<usize> = (0..spec.vars.len())
             .filter(|&v| !s.vars.iter().any(|x| x.0 as usize == v))
             .collect();
+        let body = flatten::flatten(&s.body);
         let mut reduces = Vec::new();
-        hoistable(&s.body, &mut reduces);
+        hoistable(&body, &mut reduces);
         let longest = reduces.iter().map(|r| g.iterations(r)).max().unwrap_or(0);
         // Work per element counts the reductions nested inside (a loss
         // summing a row-wise reduction over all rows).
@@ -327,7 +330,7 @@ pub fn generate(
             }
             let _ = writeln!(g.body, "  if (threadIdx.x != 0) return;");
         }
-        let val = g.real(&s.body)?;
+        let val = g.real(&body)?;
         let store = match s.target {
             TensorRef::Output(o) => format!("  out{o}[t] = (float)({val});"),
             TensorRef::Local(l) => format!("  loc{l}[t] = {val};"),
@@ -439,6 +442,9 @@ struct Gen<'a> {
     indent: usize,
     /// Reductions already computed by the block (node → variable).
     hoisted: Vec<(*const Expr, String)>,
+    /// The statement being generated: its target's variables and box (lo,
+    /// extents); its element's flat index in the box is `t`.
+    target: Option<(Vec<tdl::VarId>, Vec<i64>, Vec<usize>)>,
 }
 
 impl Gen<'_> {
@@ -481,4 +487,5 @@ impl Gen<'_> {
 }
 
 mod expr;
+mod flatten;
 mod reduce;

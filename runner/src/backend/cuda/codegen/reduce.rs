@@ -2,8 +2,6 @@
 //! element with a shared-memory tree where the reduction is long (split in
 //! parts for very long ones).
 
-use std::fmt::Write;
-
 use tdl::{Expr, ExprKind, Reducer};
 
 use super::{reductions_in, Gen};
@@ -39,10 +37,46 @@ impl Gen<'_> {
     /// Decode a statement's target index `r` (innermost dim fastest) into
     /// its variables.
     pub(super) fn decode(&mut self, vars: &[tdl::VarId], lo: &[i64], ext: &[usize]) {
-        for (d, v) in vars.iter().enumerate().rev() {
-            let e = self.int_param(ext[d] as i64);
-            let l = self.int_param(lo[d]);
-            let _ = writeln!(self.body, "  i64 v{} = {l} + r % {e}; r /= {e};", v.0);
+        let ranges: Vec<(tdl::VarId, i64, usize)> = vars
+            .iter()
+            .enumerate()
+            .map(|(d, v)| (*v, lo[d], ext[d]))
+            .collect();
+        self.unflatten("r", &ranges);
+    }
+
+    /// Declare each of `ranges`' variables (id, lo, extent) from the flat
+    /// row-major index held in the `i64` variable `flat` (which must be
+    /// below the extents' product), the last variable fastest. The
+    /// outermost variable needs no modulo; where the product fits in 32
+    /// bits the divisions are 32-bit (a 64-bit division is a long software
+    /// sequence on the GPU, the cost of an elementwise kernel otherwise).
+    pub(super) fn unflatten(&mut self, flat: &str, ranges: &[(tdl::VarId, i64, usize)]) {
+        let total = ranges
+            .iter()
+            .try_fold(1u64, |a, r| a.checked_mul(r.2 as u64));
+        let narrow = total.is_some_and(|n| n <= u32::MAX as u64);
+        let q = format!("{flat}_q");
+        let (ty, cast) = if narrow {
+            ("unsigned", "(unsigned)")
+        } else {
+            ("i64", "")
+        };
+        if ranges.len() > 1 {
+            self.line(&format!("{ty} {q} = {cast}{flat};"));
+        }
+        for (d, (v, lo, ext)) in ranges.iter().enumerate().rev() {
+            let l = self.int_param(*lo);
+            if d == 0 {
+                let rest = if ranges.len() > 1 { &q } else { flat };
+                self.line(&format!("i64 v{} = {l} + (i64){rest};", v.0));
+                continue;
+            }
+            let e = self.int_param(*ext as i64);
+            self.line(&format!(
+                "i64 v{} = {l} + (i64)({q} % {cast}{e}); {q} /= {cast}{e};",
+                v.0
+            ));
         }
     }
 
@@ -124,12 +158,14 @@ impl Gen<'_> {
         };
         self.line(&format!("for (i64 f = {start}; f < {n}; f += {step}) {{"));
         self.indent += 1;
-        self.line("i64 q = f;");
-        for v in vars.iter().rev() {
-            let (lo, hi) = self.window.vars[v.0 as usize];
-            let (l, x) = (self.int_param(lo), self.int_param((hi - lo).max(0)));
-            self.line(&format!("i64 v{} = {l} + q % {x}; q /= {x};", v.0));
-        }
+        let ranges: Vec<(tdl::VarId, i64, usize)> = vars
+            .iter()
+            .map(|v| {
+                let (lo, hi) = self.window.vars[v.0 as usize];
+                (*v, lo, (hi - lo).max(0) as usize)
+            })
+            .collect();
+        self.unflatten("f", &ranges);
         let x = self.real(body)?;
         let c = comb(&acc, &x);
         self.line(&format!("{acc} = {c};"));
@@ -172,5 +208,42 @@ impl Gen<'_> {
             self.line("}");
         }
         Ok(acc)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::backend::Window;
+    use crate::kernels::compiled::window_layouts;
+
+    /// The generated source of `y[a, b] = x[a, 0] - x[a, b]` on `x` of `shape`.
+    fn source(shape: Vec<usize>) -> String {
+        let text = "op rowdiff(x[A, B]) -> y[A, B] { y[a, b] = x[a, 0] - x[a, b]; }";
+        let lib = tdl::Library::from_sources(&[("t.tdl".into(), text.into())]).unwrap();
+        let b = lib
+            .get("rowdiff")
+            .unwrap()
+            .bind(&[shape], &Default::default())
+            .unwrap();
+        let w = Window::whole(&b).unwrap();
+        let l = window_layouts(&b, &w).unwrap();
+        super::super::generate(&b, &w, &l, Default::default())
+            .unwrap()
+            .source
+    }
+
+    #[test]
+    fn indices_are_32_bit_unless_the_box_needs_64_and_the_same_element_is_read_directly() {
+        let small = source(vec![300, 200]);
+        assert!(small.contains("unsigned r_q = (unsigned)r;"), "{small}");
+        assert!(
+            small.contains("(double)in0[t]"),
+            "x[a, b] is the target's element: {small}"
+        );
+        let big = source(vec![1 << 17, 1 << 16]);
+        assert!(
+            big.contains("i64 r_q = r;") && !big.contains("unsigned"),
+            "{big}"
+        );
     }
 }
