@@ -11,6 +11,7 @@ pub mod plan_memory;
 pub mod plan_print;
 pub mod plan_topology;
 pub mod run;
+pub mod run_estimate;
 pub mod run_launched;
 pub mod ssp;
 pub mod ssp_bench;

@@ -15,6 +15,9 @@
 //! ([`codegen::validate`]: every tile produced exactly once, every receive
 //! matched by a send). Exit code: 0, or 1 when a check fails or
 //! the verification exceeds the tolerance (max relative error 1e-4).
+//!
+//! `--estimate GPU` prints the static cost model of a CUDA step instead of
+//! running (`run_estimate.rs`).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -83,6 +86,11 @@ pub struct Args {
     /// `DIR/rank-<r>.json`.
     #[arg(long, value_name = "DIR")]
     pub save_programs: Option<PathBuf>,
+    /// Print the static cost model of one step on the CUDA backend for
+    /// this GPU (`h100`, `h200`) instead of running: per operator the
+    /// kernels, bytes, FLOPs and roofline time. Needs no GPU.
+    #[arg(long, value_name = "GPU")]
+    pub estimate: Option<String>,
 }
 
 /// Run the subcommand.
@@ -104,6 +112,11 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
         .map_err(|e| miette::miette!("{}: {e}", args.plan.display()))?;
     if let Some(dir) = &args.save_programs {
         save_programs(dir, &progs)?;
+    }
+    if let Some(name) = &args.estimate {
+        let gpu = super::run_estimate::roofline(name)?;
+        super::run_estimate::print(graph.name(), &progs, &gpu, args.json)?;
+        return Ok(ExitCode::SUCCESS);
     }
     let start = Instant::now();
     let quiet = args.json;

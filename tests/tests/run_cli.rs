@@ -307,3 +307,60 @@ fn runs_on_weights_from_a_safetensors_file() {
         );
     }
 }
+
+/// `--estimate GPU` prints the static CUDA model without a GPU and without
+/// running: every rank's modelled step is the sum of its operators' rows
+/// (checked here from the JSON), the matmuls are cuBLAS with 2·m·n·k FLOPs
+/// each, and an unknown GPU names the presets.
+#[test]
+fn estimate_models_a_cuda_step_without_a_gpu() {
+    let dir = temp_dir("run-estimate");
+    let plan = make_plan(&dir, "p.json", "mlp-3-256", "2");
+    let o = tofu(&[
+        "run",
+        plan.to_str().unwrap(),
+        "--estimate",
+        "h100",
+        "--json",
+    ]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{err}");
+    let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    assert!(v["estimate"]
+        .as_str()
+        .unwrap()
+        .contains("not a measurement"));
+    let steps = v["step_seconds_per_rank"].as_array().unwrap();
+    assert_eq!(steps.len(), 2);
+    let ops = v["ops"].as_array().unwrap();
+    let sum: f64 = ops.iter().map(|o| o["seconds"].as_f64().unwrap()).sum();
+    let slowest = v["slowest_rank"].as_u64().unwrap() as usize;
+    assert!((sum - steps[slowest].as_f64().unwrap()).abs() <= 1e-12 * sum.max(1.0));
+    let matmul = ops
+        .iter()
+        .find(|o| o["op"] == "matmul")
+        .expect("a matmul row");
+    assert_eq!(matmul["provider"], "cublas");
+    // A 2-worker plan splits the batch or the weights: whichever, the
+    // matmul FLOPs of a rank are a positive multiple of 2·(256·256) per row.
+    let flops = matmul["flops"].as_f64().unwrap();
+    assert!(
+        flops > 0.0 && flops % (2.0 * 256.0 * 256.0) == 0.0,
+        "{flops}"
+    );
+
+    let table = tofu(&["run", plan.to_str().unwrap(), "--estimate", "h200"]);
+    let (out, _) = text(&table);
+    assert!(
+        out.contains("not a measurement") && out.contains("step (modelled)"),
+        "{out}"
+    );
+
+    let bad = tofu(&["run", plan.to_str().unwrap(), "--estimate", "a100"]);
+    let (_, err) = text(&bad);
+    assert!(
+        !bad.status.success() && err.contains("h100") && err.contains("h200"),
+        "{err}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -47,6 +47,7 @@ use crate::region::{copy_region, slice};
 
 mod collective;
 mod exchange;
+pub mod instance;
 mod instr;
 mod one_rank;
 mod rank;

@@ -20,11 +20,11 @@ use std::collections::HashMap;
 
 use rayon::prelude::*;
 
-use codegen::{Instr, KernelMode, Program, Region, TensorId};
+use codegen::{Instr, Program, Region, TensorId};
 use comm::{Collectives, CommError};
 
 use super::ExecError;
-use crate::backend::{Backend, BackendError, Window};
+use crate::backend::{Backend, BackendError};
 use crate::region::{contains, copy_region, volume};
 
 /// What one step of one rank measured.
@@ -100,49 +100,15 @@ impl<'p, B: Backend, C: Collectives<B::Buffer>> RankRunner<'p, B, C> {
         }
         let mut kernels = Vec::with_capacity(p.instrs.len());
         for ins in &p.instrs {
-            let k = match ins {
-                Instr::Compute {
-                    op,
-                    spec,
-                    attrs,
-                    shapes,
-                    var_box,
-                    inputs,
-                    mode,
-                    ..
-                } => {
-                    let spec = p.specs.get(*spec as usize).ok_or_else(|| {
-                        ExecError::Invalid(format!(
-                            "rank {rank}: op {} names spec {spec} of {}",
-                            op.0,
-                            p.specs.len()
-                        ))
-                    })?;
-                    let regions: Vec<Vec<(i64, i64)>> = inputs
-                        .iter()
-                        .map(|&b| p.buffers[b as usize].region.0.clone())
-                        .collect();
-                    let k = match mode {
-                        KernelMode::Local => {
-                            let local: Vec<Vec<usize>> = regions
-                                .iter()
-                                .map(|r| r.iter().map(|&(l, h)| (h - l) as usize).collect())
-                                .collect();
-                            backend.prepare(spec, &local, attrs)
-                        }
-                        KernelMode::Window => backend.prepare_window(
-                            spec,
-                            shapes,
-                            attrs,
-                            &Window {
-                                vars: var_box.clone(),
-                                inputs: regions,
-                            },
-                        ),
+            let k = match super::instance::instance(p, ins)? {
+                Some(i) => {
+                    let k = match &i.window {
+                        None => backend.prepare(i.spec, &i.shapes, i.attrs),
+                        Some(w) => backend.prepare_window(i.spec, &i.shapes, i.attrs, w),
                     };
                     Some(k.map_err(|source| ExecError::Backend { rank, source })?)
                 }
-                _ => None,
+                None => None,
             };
             kernels.push(k);
         }
@@ -562,7 +528,7 @@ fn overwritten_allocs(instrs: &[Instr]) -> Vec<bool> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use codegen::{Init, OpId};
+    use codegen::{Init, KernelMode, OpId};
 
     fn compute(inputs: Vec<u32>, outputs: Vec<u32>) -> Instr {
         Instr::Compute {

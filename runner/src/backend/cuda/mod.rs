@@ -3,7 +3,8 @@
 //! compiled with NVRTC; communicators on device buffers: NCCL (one GPU per
 //! rank) and host-staged (ranks sharing a GPU). Without the feature, a
 //! stand-in whose constructor says how to get the real one (STYLE item 10:
-//! the API compiles either way).
+//! the API compiles either way). The kernel generator and the static cost
+//! model ([`estimate`]) need no CUDA and are in every build.
 
 #[cfg(not(feature = "cuda"))]
 mod stand_in;
@@ -12,10 +13,10 @@ pub use stand_in::*;
 
 #[cfg(feature = "cuda")]
 mod buffer;
-#[cfg(feature = "cuda")]
 pub mod codegen;
 #[cfg(feature = "cuda")]
 mod device;
+pub mod estimate;
 #[cfg(feature = "cuda")]
 mod kernel;
 #[cfg(feature = "cuda")]
