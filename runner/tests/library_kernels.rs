@@ -1,5 +1,6 @@
 //! Property tests of the CPU library kernels (the GEMM family, convolutions,
-//! relu, gelu and their gradients, add, identity, optimizer updates, max pooling and its gradient, softmax /
+//! relu, gelu, erf and their gradients, add, mul, div and its gradient,
+//! scale, identity, the ONNX shape ops, swap_blocks, optimizer updates, max pooling and its gradient, softmax /
 //! log-softmax / layer norm / cross-entropy and their gradients, embedding
 //! and gather with their scatter-add gradients) against the interpreter, the
 //! oracle: random shapes (ranks 0–4, dims of 1 included, so the
@@ -109,6 +110,15 @@ proptest! {
         check("gelu", one, Attrs::new(), vec![v(5, -4.0, 4.0)]);
         check("gelu_grad", &two, Attrs::new(), vec![v(5, -4.0, 4.0), v(6, -1.0, 1.0)]);
         check("add", &two, Attrs::new(), vec![v(5, -1.0, 1.0), v(6, -1.0, 1.0)]);
+        check("mul", &two, Attrs::new(), vec![v(5, -1.0, 1.0), v(6, -1.0, 1.0)]);
+        check("div", &two, Attrs::new(), vec![v(5, -1.0, 1.0), v(6, 0.5, 2.0)]);
+        check("div_grad_b", &three, Attrs::new(), vec![v(5, -1.0, 1.0), v(6, 0.5, 2.0), v(7, -1.0, 1.0)]);
+        check("scale", one, floats(&[("alpha", lr)]), vec![v(5, -1.0, 1.0)]);
+        check("erf", one, Attrs::new(), vec![v(5, -3.0, 3.0)]);
+        let mut with_nans = v(5, -1.0, 1.0);
+        with_nans.iter_mut().step_by(3).for_each(|x| *x = f32::NAN);
+        check("is_nan", one, Attrs::new(), vec![with_nans]);
+        check("erf_grad", &two, Attrs::new(), vec![v(5, -3.0, 3.0), v(6, -1.0, 1.0)]);
         check(
             "momentum_update",
             &three,
@@ -350,5 +360,59 @@ proptest! {
         let mut gw = c1;
         gw.insert("kernel".into(), AttrValue::Int(kw as i64));
         check_sums("conv1d_grad_w", &[x.clone(), dy.clone()], gw, vec![v(&x, 1), v(&dy, 3)]);
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+
+    /// The ONNX importer's shape ops (`kernels/shape.rs`): a reshape of
+    /// equal counts and one that pads or drops, a broadcast from dims of 1,
+    /// the same size or a divisor, and its gradient summing back, each over
+    /// random leading dims.
+    #[test]
+    fn shape_ops_equal_the_interpreter(
+        lead in prop::collection::vec(1usize..4, 0..3),
+        from in prop::collection::vec(1usize..5, 1..4),
+        reps in prop::collection::vec(1usize..4, 3),
+        ones in prop::collection::vec(any::<bool>(), 3),
+        extra in 0usize..4,
+        seed in any::<u64>(),
+    ) {
+        let with = |t: &[usize]| lead.iter().chain(t).copied().collect::<Vec<usize>>();
+        let k = from.len();
+        let fx: usize = from.iter().product();
+        let x = with(&from);
+        let xv = values(x.iter().product(), seed, -1.0, 1.0);
+        // Reshape to one dim: equal counts, then `extra` more (zero-padded).
+        for d0 in [fx, fx + extra] {
+            check(&format!("reshape_{k}_1"), std::slice::from_ref(&x), ints(&[("d0", d0 as i64)]), vec![xv.clone()]);
+        }
+        // Reshape from one dim to `from`.
+        let flat = with(&[fx]);
+        let mut attrs = Attrs::new();
+        for (i, &d) in from.iter().enumerate() {
+            attrs.insert(format!("d{i}"), AttrValue::Int(d as i64));
+        }
+        check(&format!("reshape_1_{k}"), std::slice::from_ref(&flat), attrs, vec![xv.clone()]);
+        // Broadcast each dim of `from` (1 where `ones`) to a multiple.
+        let small: Vec<usize> = (0..k).map(|i| if ones[i] { 1 } else { from[i] }).collect();
+        let big: Vec<usize> = (0..k).map(|i| from[i] * reps[i]).collect();
+        let mut n_attrs = Attrs::new();
+        let mut a_attrs = Attrs::new();
+        for i in 0..k {
+            n_attrs.insert(format!("n{i}"), AttrValue::Int(big[i] as i64));
+            a_attrs.insert(format!("a{i}"), AttrValue::Int(small[i] as i64));
+        }
+        let xs = with(&small);
+        let xsv = values(xs.iter().product(), seed ^ 1, -1.0, 1.0);
+        check(&format!("broadcast_{k}"), std::slice::from_ref(&xs), n_attrs, vec![xsv]);
+        let dy = with(&big);
+        let dyv = values(dy.iter().product(), seed ^ 2, -1.0, 1.0);
+        check(&format!("unbroadcast_{k}"), std::slice::from_ref(&dy), a_attrs, vec![dyv]);
+        // swap_blocks over the last three dims of `big`'s prefix: x[..., A, B, C].
+        let sw = with(&[from[0], reps[0] + 1, reps[1]]);
+        let swv = values(sw.iter().product(), seed ^ 3, -1.0, 1.0);
+        check("swap_blocks", std::slice::from_ref(&sw), Attrs::new(), vec![swv]);
     }
 }

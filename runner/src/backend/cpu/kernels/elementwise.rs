@@ -1,7 +1,8 @@
 //! Elementwise operators as contiguous loops over flat buffers, split into
 //! fixed chunks run on rayon: the optimizer updates ([`super::optim`]) and
 //! the activations and sums that every training step runs many times
-//! (`relu`, `relu_grad`, `gelu`, `gelu_grad`, `add`, `identity`).
+//! (`relu`, `relu_grad`, `gelu`, `gelu_grad`, `add`, `identity`, and the
+//! ONNX exports' `mul`, `div`, `div_grad_b`, `scale`, `erf`, `erf_grad`).
 //!
 //! Takes a bound op whose tensors all have one shape; gives a kernel that
 //! computes each element as the spec does (in f64, stored as f32, where the
@@ -135,4 +136,85 @@ pub fn gelu_grad(b: &Binding) -> Option<Box<dyn KernelImpl>> {
             *o = (d as f64 * (cdf + v * pdf)) as f32;
         }
     }))
+}
+
+/// An elementwise op of one input computed as the spec does, in f64.
+fn unary(b: &Binding, names: (&str, &str), f: fn(f64) -> f64) -> Option<Box<dyn KernelImpl>> {
+    if !fits(b, &[names.0], &[names.1], &[]) {
+        return None;
+    }
+    kernel(Box::new(move |x, o| {
+        for (o, &v) in o[0].iter_mut().zip(x[0]) {
+            *o = f(v as f64) as f32;
+        }
+    }))
+}
+
+/// An elementwise op of two inputs computed as the spec does, in f64.
+fn binary(
+    b: &Binding,
+    names: (&str, &str, &str),
+    f: fn(f64, f64) -> f64,
+) -> Option<Box<dyn KernelImpl>> {
+    if !fits(b, &[names.0, names.1], &[names.2], &[]) {
+        return None;
+    }
+    kernel(Box::new(move |x, o| {
+        for ((o, &a), &c) in o[0].iter_mut().zip(x[0]).zip(x[1]) {
+            *o = f(a as f64, c as f64) as f32;
+        }
+    }))
+}
+
+/// `erf(x) -> y` (`tdl::interp::erf`, the interpreter's).
+pub fn erf(b: &Binding) -> Option<Box<dyn KernelImpl>> {
+    unary(b, ("x", "y"), tdl::interp::erf)
+}
+
+/// `erf_grad(x, dy) -> dx`: `dy · 2/√π · exp(-x²)`.
+pub fn erf_grad(b: &Binding) -> Option<Box<dyn KernelImpl>> {
+    binary(b, ("x", "dy", "dx"), |x, d| {
+        d * std::f64::consts::FRAC_2_SQRT_PI * (-x * x).exp()
+    })
+}
+
+/// `mul(a, b) -> y` (same shapes).
+pub fn mul(b: &Binding) -> Option<Box<dyn KernelImpl>> {
+    binary(b, ("a", "b", "y"), |a, c| a * c)
+}
+
+/// `div(a, b) -> y` (same shapes).
+pub fn div(b: &Binding) -> Option<Box<dyn KernelImpl>> {
+    binary(b, ("a", "b", "y"), |a, c| a / c)
+}
+
+/// `div_grad_b(a, b, dy) -> db`: `-dy · a / b²`.
+pub fn div_grad_b(b: &Binding) -> Option<Box<dyn KernelImpl>> {
+    if !fits(b, &["a", "b", "dy"], &["db"], &[]) {
+        return None;
+    }
+    kernel(Box::new(|x, o| {
+        for (((o, &a), &c), &d) in o[0].iter_mut().zip(x[0]).zip(x[1]).zip(x[2]) {
+            let (a, c, d) = (a as f64, c as f64, d as f64);
+            *o = (-d * a / (c * c)) as f32;
+        }
+    }))
+}
+
+/// `scale<alpha>(x) -> y`: `alpha · x`.
+pub fn scale(b: &Binding) -> Option<Box<dyn KernelImpl>> {
+    if !fits(b, &["x"], &["y"], &["alpha"]) {
+        return None;
+    }
+    let alpha = super::float_attr(b, "alpha")?;
+    kernel(Box::new(move |x, o| {
+        for (o, &v) in o[0].iter_mut().zip(x[0]) {
+            *o = (alpha * v as f64) as f32;
+        }
+    }))
+}
+
+/// `is_nan(x) -> y`: 1 where `x` is NaN, else 0 (the spec's `x != x`).
+pub fn is_nan(b: &Binding) -> Option<Box<dyn KernelImpl>> {
+    unary(b, ("x", "y"), |x| if x.is_nan() { 1.0 } else { 0.0 })
 }

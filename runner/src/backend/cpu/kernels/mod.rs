@@ -30,6 +30,7 @@ pub mod optim;
 pub mod permute;
 pub mod pool;
 pub mod rows;
+pub mod shape;
 
 use std::collections::BTreeMap;
 
@@ -238,9 +239,17 @@ impl Default for Registry {
         for &(op, provider, f) in LIBRARY_KERNELS {
             r.register(op, provider, f);
         }
+        for op in shape::op_names(SHAPE_RANKS) {
+            r.register(&op, "copy", shape::shape_op);
+        }
         r
     }
 }
+
+/// Trailing ranks up to which the ONNX shape ops (`reshape_M_N`,
+/// `broadcast_K`, `unbroadcast_K`: `shape.rs`) are library kernels, besides
+/// [`LIBRARY_KERNELS`] (the importer generates them up to rank 5).
+pub const SHAPE_RANKS: usize = 8;
 
 /// The library kernels, one line per op: (op name, provider, constructor).
 /// A name not listed here runs through the compiled evaluator.
@@ -268,6 +277,13 @@ pub const LIBRARY_KERNELS: &[(&str, &str, KernelFactory)] = &[
     ("relu", "elementwise", elementwise::relu),
     ("relu_grad", "elementwise", elementwise::relu_grad),
     ("add", "elementwise", elementwise::add),
+    ("mul", "elementwise", elementwise::mul),
+    ("div", "elementwise", elementwise::div),
+    ("div_grad_b", "elementwise", elementwise::div_grad_b),
+    ("scale", "elementwise", elementwise::scale),
+    ("erf", "elementwise", elementwise::erf),
+    ("erf_grad", "elementwise", elementwise::erf_grad),
+    ("is_nan", "elementwise", elementwise::is_nan),
     ("identity", "elementwise", elementwise::identity),
     ("gelu", "elementwise", elementwise::gelu),
     ("gelu_grad", "elementwise", elementwise::gelu_grad),
@@ -306,6 +322,7 @@ pub const LIBRARY_KERNELS: &[(&str, &str, KernelFactory)] = &[
     ("transpose", "permute", permute::transpose),
     ("batch_transpose", "permute", permute::batch_transpose),
     ("transpose_0213", "permute", permute::transpose_0213),
+    ("swap_blocks", "permute", permute::swap_blocks),
     ("split_heads", "permute", permute::split_heads),
     ("merge_heads", "permute", permute::merge_heads),
     ("embedding", "gather", embedding::embedding),

@@ -3,7 +3,8 @@
 //!
 //! Takes a bound `transpose(x[M, N]) -> y[N, M]`, `batch_transpose(x[...,
 //! M, N]) -> y[..., N, M]`, `transpose_0213(x[A, B, C, D]) -> y[A, C, B,
-//! D]` (`specs/shape.tdl`), `split_heads<heads>(x[B, S, D]) -> y[B, heads,
+//! D]` (`specs/shape.tdl`), `swap_blocks(x[..., A, B, C]) -> y[..., B, A,
+//! C]` (`specs/onnx_nn.tdl`), `split_heads<heads>(x[B, S, D]) -> y[B, heads,
 //! S, D / heads]` or `merge_heads(x[B, NH, S, DH]) -> y[B, S, NH·DH]`
 //! (`specs/attention.tdl`); each is the input seen with some dims
 //! (`[B, S, heads, D / heads]` for `split_heads`) and its axes permuted.
@@ -88,6 +89,16 @@ pub fn batch_transpose(b: &Binding) -> Option<Box<dyn KernelImpl>> {
     let r = x.len();
     let mut perm: Vec<usize> = (0..r).collect();
     perm.swap(r - 2, r - 1);
+    build(b, x, perm)
+}
+
+/// `swap_blocks(x[..., A, B, C]) -> y[..., B, A, C]` (`specs/onnx_nn.tdl`).
+pub fn swap_blocks(b: &Binding) -> Option<Box<dyn KernelImpl>> {
+    let x = b.input_shapes[0].clone();
+    (x.len() >= 3 && only_attrs(b, &[])).then_some(())?;
+    let r = x.len();
+    let mut perm: Vec<usize> = (0..r).collect();
+    perm.swap(r - 3, r - 2);
     build(b, x, perm)
 }
 
