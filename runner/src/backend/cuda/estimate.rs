@@ -82,6 +82,12 @@ impl Roofline {
     /// Every preset.
     pub const ALL: [Roofline; 2] = [Roofline::H100, Roofline::H200];
 
+    /// Roofline seconds of `launches` launches moving `bytes` and
+    /// performing `flops` at `rate` operations per second.
+    pub fn seconds(&self, launches: usize, bytes: f64, flops: f64, rate: f64) -> f64 {
+        launches as f64 * self.launch + (bytes / self.bandwidth).max(flops / rate)
+    }
+
     /// The preset called `name` (case-insensitive).
     pub fn named(name: &str) -> Option<Roofline> {
         Self::ALL
@@ -107,6 +113,17 @@ pub struct KernelEstimate {
     pub flops: f64,
     /// Roofline seconds (see the module doc).
     pub seconds: f64,
+}
+
+impl KernelEstimate {
+    /// Add `other`'s launches, bytes, FLOPs and seconds (another instance
+    /// of the same op).
+    fn add(&mut self, other: &KernelEstimate) {
+        self.launches += other.launches;
+        self.bytes += other.bytes;
+        self.flops += other.flops;
+        self.seconds += other.seconds;
+    }
 }
 
 /// The model of one rank's step: per operator spec the summed estimates of
@@ -146,21 +163,16 @@ pub fn estimate_program(p: &Program, gpu: &Roofline) -> Result<StepEstimate, Exe
                 source,
             },
         )?;
-        let slot = by_op.entry(i.spec.name.clone()).or_insert((
-            0,
-            KernelEstimate {
-                provider: e.provider,
-                launches: 0,
-                bytes: 0.0,
-                flops: 0.0,
-                seconds: 0.0,
-            },
-        ));
-        slot.0 += 1;
-        slot.1.launches += e.launches;
-        slot.1.bytes += e.bytes;
-        slot.1.flops += e.flops;
-        slot.1.seconds += e.seconds;
+        match by_op.entry(i.spec.name.clone()) {
+            std::collections::btree_map::Entry::Vacant(v) => {
+                v.insert((1, e));
+            }
+            std::collections::btree_map::Entry::Occupied(mut o) => {
+                let (n, sum) = o.get_mut();
+                *n += 1;
+                sum.add(&e);
+            }
+        }
     }
     let mut ops: Vec<(String, usize, KernelEstimate)> =
         by_op.into_iter().map(|(k, (n, e))| (k, n, e)).collect();
@@ -181,9 +193,6 @@ pub fn estimate_kernel(
     gpu: &Roofline,
 ) -> Result<KernelEstimate, BackendError> {
     let b = spec.bind(shapes, attrs).map_err(KernelError::from)?;
-    let time = |launches: usize, bytes: f64, flops: f64, rate: f64| {
-        launches as f64 * gpu.launch + (bytes / gpu.bandwidth).max(flops / rate)
-    };
     if window.is_none() {
         if let Some(s) = gemm_shape(&b) {
             let (bt, m, n, k) = (s.batch as f64, s.m as f64, s.n as f64, s.k as f64);
@@ -194,7 +203,7 @@ pub fn estimate_kernel(
                 launches: 1,
                 bytes,
                 flops,
-                seconds: time(1, bytes, flops, gpu.f32_flops),
+                seconds: gpu.seconds(1, bytes, flops, gpu.f32_flops),
             });
         }
         if let Some(s) = scatter_rows_shape(&b) {
@@ -206,7 +215,7 @@ pub fn estimate_kernel(
                 launches: 2,
                 bytes,
                 flops,
-                seconds: time(2, bytes, flops, gpu.f32_flops),
+                seconds: gpu.seconds(2, bytes, flops, gpu.f32_flops),
             });
         }
     }
@@ -263,7 +272,7 @@ fn generated(b: &Binding, w: &Window, gpu: &Roofline) -> Result<KernelEstimate, 
         }
         let mut read = Vec::new();
         tensors_read(&s.body, &mut read);
-        read.sort_by_key(|t| format!("{t:?}"));
+        read.sort();
         read.dedup();
         bytes += read.iter().map(|&t| width(t) * elems(t)).sum::<f64>();
         bytes += width(s.target) * n;
@@ -275,7 +284,7 @@ fn generated(b: &Binding, w: &Window, gpu: &Roofline) -> Result<KernelEstimate, 
         launches,
         bytes,
         flops,
-        seconds: launches as f64 * gpu.launch + (bytes / gpu.bandwidth).max(flops / gpu.f64_flops),
+        seconds: gpu.seconds(launches, bytes, flops, gpu.f64_flops),
     })
 }
 

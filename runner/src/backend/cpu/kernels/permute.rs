@@ -84,22 +84,23 @@ pub fn transpose(b: &Binding) -> Option<Box<dyn KernelImpl>> {
 
 /// `batch_transpose(x[..., M, N]) -> y[..., N, M]`.
 pub fn batch_transpose(b: &Binding) -> Option<Box<dyn KernelImpl>> {
+    swap_axes(b, 2)
+}
+
+/// Axes `r - from_end` and `r - from_end + 1` of the rank-`r` input
+/// swapped (`r ≥ from_end`).
+fn swap_axes(b: &Binding, from_end: usize) -> Option<Box<dyn KernelImpl>> {
     let x = b.input_shapes[0].clone();
-    (x.len() >= 2 && only_attrs(b, &[])).then_some(())?;
+    (x.len() >= from_end && only_attrs(b, &[])).then_some(())?;
     let r = x.len();
     let mut perm: Vec<usize> = (0..r).collect();
-    perm.swap(r - 2, r - 1);
+    perm.swap(r - from_end, r - from_end + 1);
     build(b, x, perm)
 }
 
 /// `swap_blocks(x[..., A, B, C]) -> y[..., B, A, C]` (`specs/onnx_nn.tdl`).
 pub fn swap_blocks(b: &Binding) -> Option<Box<dyn KernelImpl>> {
-    let x = b.input_shapes[0].clone();
-    (x.len() >= 3 && only_attrs(b, &[])).then_some(())?;
-    let r = x.len();
-    let mut perm: Vec<usize> = (0..r).collect();
-    perm.swap(r - 3, r - 2);
-    build(b, x, perm)
+    swap_axes(b, 3)
 }
 
 /// `transpose_0213(x[A, B, C, D]) -> y[A, C, B, D]`.
