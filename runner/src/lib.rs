@@ -44,4 +44,4 @@ pub use exec::{
 };
 pub use given::{from_safetensors, Given, GivenError};
 pub use kernels::{KernelError, OpKernel, Provider, Registry};
-pub use verify::max_rel_error;
+pub use verify::{judge, max_rel_error, perturbed_leaves, Verification};

@@ -231,6 +231,80 @@ fn library_kernels_on_larger_shapes() {
         );
     }
 
+    // Grouped (AlexNet's two groups; a depthwise 3×3), biased and
+    // asymmetrically padded convolutions (TensorFlow's SAME, stride 2).
+    for (bs, groups, cig, cog, hw, k, s, (pt, pb)) in [
+        (2, 2, 6, 5, 13, 3, 1, (1, 1)),
+        (3, 8, 1, 1, 12, 3, 2, (0, 1)),
+        (2, 1, 3, 4, 10, 3, 2, (0, 1)),
+        (1, 1, 5, 3, 9, 3, 1, (1, 1)),
+    ] {
+        let g = groups as i64;
+        let o = (hw as i64 + pt + pb - k as i64) / s + 1;
+        let (x, wt, b, dy) = (
+            vec![bs, groups * cig, hw, hw],
+            vec![groups * cog, cig, k, k],
+            vec![groups * cog],
+            vec![bs, groups * cog, o as usize, o as usize],
+        );
+        let sym = [
+            ("groups", g),
+            ("stride_h", s),
+            ("stride_w", s),
+            ("pad_h", pt),
+            ("pad_w", pt),
+        ];
+        let ext = [
+            ("groups", g),
+            ("stride_h", s),
+            ("stride_w", s),
+            ("pad_t", pt),
+            ("pad_l", pt),
+            ("pad_b", pb),
+            ("pad_r", pb),
+        ];
+        let xw = [x.clone(), wt.clone()];
+        cover(
+            "conv2d_group_ext",
+            check(&lib, "conv2d_group_ext", &xw, &ext, &mut rng),
+        );
+        if groups == 1 {
+            cover(
+                "conv2d_ext",
+                check(&lib, "conv2d_ext", &xw, &ext[1..], &mut rng),
+            );
+        }
+        let gx = [&sym[..], &[("in_h", hw as i64), ("in_w", hw as i64)]].concat();
+        let dw = [&dy[..], &wt[..]].map(|v| v.to_vec());
+        cover(
+            "conv2d_group_grad_x",
+            check(&lib, "conv2d_group_grad_x", &dw, &gx, &mut rng),
+        );
+        let gw = [&sym[..], &[("kernel_h", k as i64), ("kernel_w", k as i64)]].concat();
+        let xd = [x.clone(), dy.clone()];
+        cover(
+            "conv2d_group_grad_w",
+            check(&lib, "conv2d_group_grad_w", &xd, &gw, &mut rng),
+        );
+        if pt == pb {
+            cover(
+                "conv2d_group",
+                check(&lib, "conv2d_group", &xw, &sym, &mut rng),
+            );
+            let xwb = [x, wt, b];
+            cover(
+                "conv2d_group_bias",
+                check(&lib, "conv2d_group_bias", &xwb, &sym, &mut rng),
+            );
+            if groups == 1 {
+                cover(
+                    "conv2d_bias",
+                    check(&lib, "conv2d_bias", &xwb, &sym[1..], &mut rng),
+                );
+            }
+        }
+    }
+
     // Property-tested in `library_kernels.rs`.
     for op in [
         "relu",

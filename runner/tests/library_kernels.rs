@@ -361,6 +361,70 @@ proptest! {
         gw.insert("kernel".into(), AttrValue::Int(kw as i64));
         check_sums("conv1d_grad_w", &[x.clone(), dy.clone()], gw, vec![v(&x, 1), v(&dy, 3)]);
     }
+
+    /// Grouped (depthwise when CIG = 1), biased and asymmetrically padded
+    /// convolutions, and the gradients of the grouped and the padded ones
+    /// (an asymmetric conv's gradients are the symmetric specs with the
+    /// begin pads, whose dy is then not the size the symmetric formula
+    /// gives).
+    #[test]
+    fn grouped_biased_and_padded_convolutions_equal_the_interpreter(
+        (bn, groups, cig, cog) in (1usize..3, 1usize..4, 1usize..3, 1usize..3),
+        (h, w) in (1usize..9, 1usize..9),
+        (kh, kw) in (1usize..4, 1usize..4),
+        (sh, sw) in (1i64..3, 1i64..3),
+        (pt, pl, pb, pr) in (0i64..3, 0i64..3, 0i64..3, 0i64..3),
+        (dh, dw) in (1i64..3, 1i64..3),
+        seed in any::<u64>(),
+    ) {
+        let (oh, ow) = (
+            pooled(h as i64, kh as i64, sh, pt, pb, dh, false),
+            pooled(w as i64, kw as i64, sw, pl, pr, dw, false),
+        );
+        prop_assume!(oh > 0 && ow > 0);
+        let (oh, ow) = (oh as usize, ow as usize);
+        let v = |shape: &[usize], s: u64| values(shape.iter().product(), seed ^ s, -1.0, 1.0);
+        let (ci, co) = (groups * cig, groups * cog);
+        let (x, wt, b, dy) = (vec![bn, ci, h, w], vec![co, cig, kh, kw], vec![co], vec![bn, co, oh, ow]);
+        let g = groups as i64;
+        let ext = ints(&[
+            ("groups", g), ("stride_h", sh), ("stride_w", sw), ("pad_t", pt), ("pad_l", pl),
+            ("pad_b", pb), ("pad_r", pr), ("dilation_h", dh), ("dilation_w", dw),
+        ]);
+        let inputs = vec![v(&x, 1), v(&wt, 2)];
+        check_sums("conv2d_group_ext", &[x.clone(), wt.clone()], ext.clone(), inputs.clone());
+        if groups == 1 {
+            let mut e = ext.clone();
+            e.remove("groups");
+            check_sums("conv2d_ext", &[x.clone(), wt.clone()], e, inputs.clone());
+        }
+        // The gradients: symmetric specs with the begin pads and this dy.
+        let sym = ints(&[
+            ("groups", g), ("stride_h", sh), ("stride_w", sw), ("pad_h", pt), ("pad_w", pl),
+            ("dilation_h", dh), ("dilation_w", dw),
+        ]);
+        let mut gx = sym.clone();
+        gx.extend(ints(&[("in_h", h as i64), ("in_w", w as i64)]));
+        check_sums("conv2d_group_grad_x", &[dy.clone(), wt.clone()], gx, vec![v(&dy, 3), v(&wt, 2)]);
+        let mut gw = sym.clone();
+        gw.extend(ints(&[("kernel_h", kh as i64), ("kernel_w", kw as i64)]));
+        check_sums("conv2d_group_grad_w", &[x.clone(), dy.clone()], gw, vec![v(&x, 1), v(&dy, 3)]);
+        // Symmetric pads (pt, pl): the grouped and biased forward forms.
+        let (sy_oh, sy_ow) = (
+            pooled(h as i64, kh as i64, sh, pt, pt, dh, false),
+            pooled(w as i64, kw as i64, sw, pl, pl, dw, false),
+        );
+        if sy_oh > 0 && sy_ow > 0 {
+            check_sums("conv2d_group", &[x.clone(), wt.clone()], sym.clone(), inputs.clone());
+            let with_b = vec![v(&x, 1), v(&wt, 2), v(&b, 4)];
+            check_sums("conv2d_group_bias", &[x.clone(), wt.clone(), b.clone()], sym.clone(), with_b.clone());
+            if groups == 1 {
+                let mut plain = sym;
+                plain.remove("groups");
+                check_sums("conv2d_bias", &[x.clone(), wt.clone(), b], plain, with_b);
+            }
+        }
+    }
 }
 
 proptest! {

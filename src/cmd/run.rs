@@ -14,7 +14,7 @@
 //! which catches tampered tiles), and the generated programs are validated
 //! ([`codegen::validate`]: every tile produced exactly once, every receive
 //! matched by a send). Exit code: 0, or 1 when a check fails or
-//! the verification exceeds the tolerance (max relative error 1e-4).
+//! the verification fails (`run_verify.rs`).
 //!
 //! `--estimate GPU` prints the static cost model of a CUDA step instead of
 //! running (`run_estimate.rs`).
@@ -29,11 +29,8 @@ use planner::graph::Graph;
 use planner::plan::PlanFile;
 use runner::choose::{BackendKind, CudaComm, ExecChoice};
 use runner::given::{from_named, from_safetensors, Kind};
-use runner::{max_rel_error, Given, RunOptions, RunReport};
+use runner::{Given, RunOptions, RunReport};
 use tdl::Library;
-
-/// Tolerance of `--verify` (max relative error, f32).
-const TOLERANCE: f64 = 1e-4;
 
 /// Arguments of `tofu run`.
 #[derive(clap::Args, Debug)]
@@ -142,15 +139,18 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
         }
     }
     let report = execute(&args, &progs, opts, Some(&progress), &given)?;
-    let (verified, err) = if args.verify {
-        let one = codegen::generate_unpartitioned(&graph, &lib, &model)
-            .map_err(|e| miette::miette!("{e}"))?;
-        let r1 = execute(&args, &one, opts, None, &given)?;
-        let (e, _) = max_rel_error(&report, &r1);
-        (Some(e <= TOLERANCE), Some(e))
+    let verification = if args.verify {
+        Some(super::run_verify::verify(
+            &args,
+            (&graph, &lib, &model),
+            opts,
+            &given,
+            &report,
+        )?)
     } else {
-        (None, None)
+        None
     };
+    let verified = verification.as_ref().map(|(v, _)| v.passed());
     let bytes = report.bytes_sent_per_rank();
     let per_step: u64 = progs.programs.iter().map(|p| p.bytes_sent()).sum();
     let collective: u64 = progs
@@ -196,7 +196,8 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
             "peak_bytes_per_rank": report.peak_bytes_per_rank,
             "comm_seconds_per_rank": (0..file.workers).map(|r| report.comm_seconds.iter().map(|s| s[r]).sum::<f64>()).collect::<Vec<_>>(),
             "verified": verified,
-            "max_rel_error": err,
+            "max_rel_error": verification.as_ref().map(|(v, _)| v.max_rel_error),
+            "verify": verification.as_ref().map(|(v, one)| super::run_verify::details(v, one)),
             "collective_share": share,
             "op_seconds": report.op_seconds,
         });
@@ -220,11 +221,8 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
             "bytes moved by collectives: {:.1}% (the rest by grouped send/recv)",
             100.0 * share
         );
-        if let (Some(ok), Some(e)) = (verified, err) {
-            println!(
-                "verify: max relative error {e:.3e} ({})",
-                if ok { "ok" } else { "FAILED" }
-            );
+        if let Some((v, one)) = &verification {
+            super::run_verify::print(v, one);
         }
     }
     Ok(if verified == Some(false) {
@@ -286,7 +284,7 @@ fn choice(args: &Args) -> ExecChoice {
 }
 
 /// Run the programs on the chosen backend.
-fn execute(
+pub(super) fn execute(
     args: &Args,
     progs: &Programs,
     opts: RunOptions,

@@ -54,6 +54,7 @@ mod rank;
 
 pub use one_rank::{run_rank_fed, RankReport};
 
+pub(crate) use rank::fill_host;
 pub use rank::{RankRunner, StepStats};
 
 /// Why a run failed.

@@ -416,7 +416,7 @@ fn dead_buffer(rank: usize, b: u32) -> ExecError {
 /// `tdl::fill::fill_region`: each element is addressed by its global index,
 /// so slabs are independent); rounded to what its element type holds
 /// ([`codegen::wire::round_to`]).
-pub(super) fn fill_host(
+pub(crate) fn fill_host(
     syn: &codegen::Synthetic,
     info: &codegen::TensorInfo,
     seed: u64,
