@@ -15,18 +15,19 @@ use std::sync::{Arc, Mutex};
 use rayon::prelude::*;
 use rustc_hash::FxHashMap as HashMap;
 
-use super::budget::MemoryPrice;
+use super::cluster::Topology;
+use super::coarse::CoarseGraph;
 use super::coarsen::{coarsen, Cluster};
-use super::cost::CostMemo;
-use super::driver::{
-    exact_cost_memo, max_memory, CoarseGraph, LevelReport, MemoryFit, PlanError, PlanOptions,
-    Planned, SearchKind,
-};
-use super::level::{Decisions, LayoutRule, LevelInput, LevelProblem};
+use super::cost::{exact_cost_memo, CostMemo};
+use super::decisions::{Decisions, LayoutRule, OpChoice};
+use super::level::{ClusterConfig, LevelInput, LevelProblem};
 use super::memory::per_worker;
+use super::memory_price::MemoryPrice;
 use super::model::Model;
-use super::searches::Candidate;
-use super::topology::{self, Topology};
+use super::options::PlanOptions;
+use super::planned::{max_memory, LevelReport, MemoryFit, PlanError, Planned};
+use super::searches::{Candidate, SearchKind};
+use super::topology;
 use crate::graph::Graph;
 use crate::search::{SearchLimits, StopReason};
 
@@ -299,7 +300,7 @@ fn plan_levels(
         }
         // Anything no cluster decided (should not happen) stays replicated.
         for d in decisions.ops.iter_mut().filter(|d| d.len() == level) {
-            d.push(super::cost::OpChoice::Replicate);
+            d.push(OpChoice::Replicate);
         }
         for d in decisions.tensors.iter_mut().filter(|d| d.len() == level) {
             d.push(None);
@@ -358,7 +359,7 @@ fn plan_levels(
 
 /// A short description of a cluster configuration: its first tensor's split,
 /// else its first operator's strategy.
-fn describe(model: &Model, cfg: &super::level::ClusterConfig) -> String {
+fn describe(model: &Model, cfg: &ClusterConfig) -> String {
     if let Some((_, l)) = cfg.tensors.first() {
         return match l {
             Some(d) => format!("split dim {d}"),
@@ -366,7 +367,7 @@ fn describe(model: &Model, cfg: &super::level::ClusterConfig) -> String {
         };
     }
     match cfg.ops.first() {
-        Some((o, super::cost::OpChoice::Strategy(s))) => model
+        Some((o, OpChoice::Strategy(s))) => model
             .op(*o)
             .strategies
             .strategies

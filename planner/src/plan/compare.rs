@@ -11,7 +11,8 @@
 use interval::cache::StrategyCache;
 use tdl::Library;
 
-use super::driver::{plan, SearchKind};
+use super::driver::plan;
+use super::searches::SearchKind;
 use crate::graph::Graph;
 
 /// One (k, search) result; `None` fields when the search was skipped or failed.
@@ -32,7 +33,7 @@ pub struct Row {
     /// Largest per-worker memory in bytes.
     pub max_memory: Option<u64>,
     /// Which of the search's candidate plans was kept
-    /// ([`super::driver::Planned::choice`], e.g. `recursion 2·2·2`).
+    /// ([`super::planned::Planned::choice`], e.g. `recursion 2·2·2`).
     pub choice: Option<String>,
 }
 

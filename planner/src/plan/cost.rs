@@ -34,26 +34,18 @@
 //! Byte counts are sums over the transfers of [`super::transfer`], which
 //! codegen executes, so predictions and measurements agree by construction.
 
-use super::model::Model;
 use rustc_hash::FxHashMap as HashMap;
 use std::cell::RefCell;
 use std::rc::Rc;
 use std::sync::Mutex;
 
+use super::cluster::LinkLoad;
+use super::decisions::Decisions;
+/// Kept at its old path (`plan::cost::OpChoice`).
+pub use super::decisions::OpChoice;
+use super::model::Model;
 use super::tile::{digits, part, Region};
 use crate::graph::{Graph, OpId};
-
-/// What an operator does at one recursion level.
-#[derive(
-    Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
-)]
-#[serde(rename_all = "snake_case")]
-pub enum OpChoice {
-    /// Use strategy `i` of the op's exact strategies (interval analysis order).
-    Strategy(u32),
-    /// Every worker of the group computes the whole op (no valid split).
-    Replicate,
-}
 
 /// Every worker's box of index-variable ranges.
 type Boxes = Vec<Vec<(i64, i64)>>;
@@ -92,7 +84,7 @@ pub struct CostMemo {
     elems: Mutex<HashMap<Vec<u32>, (u64, bool)>>,
     /// [`memo_key`] followed by the topology's words → bytes and seconds per
     /// link level ([`super::topology`]'s `input_load`/`output_load`).
-    loads: Mutex<HashMap<Vec<u32>, super::topology::LinkLoad>>,
+    loads: Mutex<HashMap<Vec<u32>, LinkLoad>>,
 }
 
 impl CostMemo {
@@ -102,11 +94,7 @@ impl CostMemo {
     }
 
     /// The link load under `key`, computed by `f` the first time.
-    pub(crate) fn load_or(
-        &self,
-        key: Vec<u32>,
-        f: impl FnOnce() -> super::topology::LinkLoad,
-    ) -> super::topology::LinkLoad {
+    pub(crate) fn load_or(&self, key: Vec<u32>, f: impl FnOnce() -> LinkLoad) -> LinkLoad {
         cached(&self.loads, key, f)
     }
 }
@@ -508,4 +496,37 @@ impl<'a> CostModel<'a> {
             })
             .collect()
     }
+}
+
+/// Exact bytes per step of a full plan, total and per operator.
+pub fn exact_cost(
+    graph: &Graph,
+    model: &Model,
+    factors: &[usize],
+    d: &Decisions,
+) -> (u64, Vec<u64>) {
+    exact_cost_memo(graph, model, factors, d, None)
+}
+
+/// [`exact_cost`], looking pair costs up in `memo` when given.
+pub(crate) fn exact_cost_memo(
+    graph: &Graph,
+    model: &Model,
+    factors: &[usize],
+    d: &Decisions,
+    memo: Option<&CostMemo>,
+) -> (u64, Vec<u64>) {
+    let cm = CostModel::with_memo(graph, model, factors, memo);
+    let mut per_op = vec![0u64; graph.ops().len()];
+    for (i, op) in graph.ops().iter().enumerate() {
+        let o = OpId(i as u32);
+        let chs = &d.ops[i];
+        for (j, t) in op.inputs.iter().enumerate() {
+            per_op[i] += cm.input_bytes(o, j, chs, &d.tensors[t.index()]);
+        }
+        for (j, t) in op.outputs.iter().enumerate() {
+            per_op[i] += cm.output_bytes(o, j, chs, &d.tensors[t.index()]);
+        }
+    }
+    (per_op.iter().sum(), per_op)
 }

@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
-use super::driver::CoarseGraph;
+use super::coarse::CoarseGraph;
 
 const PALETTE: [&str; 10] = [
     "#8dd3c7", "#ffffb3", "#bebada", "#fb8072", "#80b1d3", "#fdb462", "#b3de69", "#fccde5",

@@ -30,12 +30,14 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use super::cost::OpChoice;
-use super::driver::{exact_cost, Planned, SearchKind};
-use super::level::Decisions;
+use super::cluster::LinkReport;
+use super::cost::exact_cost;
+use super::decisions::{Decisions, OpChoice};
 use super::memory::{per_worker, WorkerMemory};
 use super::model::Model;
-use super::topology::{self, LinkReport};
+use super::planned::Planned;
+use super::searches::SearchKind;
+use super::topology;
 use crate::graph::{format, Graph};
 use crate::search::StopReason;
 

@@ -11,57 +11,15 @@
 
 use rustc_hash::FxHashMap as HashMap;
 
+use super::cluster::Topology;
 use super::coarsen::Cluster;
-use super::cost::{CostMemo, CostModel, OpChoice};
+use super::cost::{CostMemo, CostModel};
+use super::decisions::OpChoice;
+/// Kept at their old paths (`plan::level::Decisions`, …).
+pub use super::decisions::{Decisions, LayoutRule, REPLICATE_MAX_BYTES};
 use super::model::Model;
-use crate::graph::{Graph, OpId, TensorId, TensorRole};
+use crate::graph::{Graph, OpId, TensorId};
 use crate::search::{Edge, Node, Problem};
-
-/// Tensors at most this large (bytes) may be replicated on every worker
-/// instead of split (scalars, biases, norm scales of small models). Weights,
-/// their gradients and optimizer state may be replicated at any level
-/// whatever their size under [`LayoutRule::Free`] (replicated weights and a
-/// split batch are data parallelism at that level, the gradient summed over
-/// the level's replicas).
-pub const REPLICATE_MAX_BYTES: u64 = 64 * 1024;
-
-/// The decisions of a plan so far: per tensor and per operator, one entry per
-/// decided level (outermost first).
-#[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
-pub struct Decisions {
-    /// Split dim per level (`None` = replicated at that level), indexed by tensor id.
-    pub tensors: Vec<Vec<Option<u32>>>,
-    /// Choice per level, indexed by op id.
-    pub ops: Vec<Vec<OpChoice>>,
-}
-
-impl Decisions {
-    /// No level decided.
-    pub fn empty(graph: &Graph) -> Self {
-        Decisions {
-            tensors: vec![Vec::new(); graph.tensors().len()],
-            ops: vec![Vec::new(); graph.ops().len()],
-        }
-    }
-}
-
-/// Which tensor layouts a search may use (baselines restrict them).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum LayoutRule {
-    /// Any split dim; replication for weight-like tensors (weights, their
-    /// gradients, optimizer state) and small tensors (Tofu's searches).
-    Free,
-    /// Data parallelism: weights, their gradients and optimizer state
-    /// replicated, everything else split along dim 0 (the batch).
-    DataParallel,
-    /// Every tensor split along dim 0 (AllRow-Greedy, Tofu §6.3).
-    AllRow,
-    /// Megatron-LM's tensor parallelism: the weights of matmuls split as
-    /// [`super::searches::megatron::weight_split`] says (with their
-    /// gradients and optimizer state), every other weight-like tensor
-    /// replicated; activations as [`LayoutRule::Free`].
-    TensorParallel,
-}
 
 /// One cluster configuration: the choice of each op and layout of each tensor.
 #[derive(Clone, Debug, PartialEq)]
@@ -94,88 +52,13 @@ pub struct LevelInput<'a> {
     pub rule: LayoutRule,
     /// With a topology, costs are estimated nanoseconds of communication
     /// ([`super::topology`]) instead of bytes.
-    pub topology: Option<&'a super::topology::Topology>,
+    pub topology: Option<&'a Topology>,
     /// Costs shared across levels and candidates ([`CostMemo`]); `None`:
     /// every level costs its pairs afresh (same results).
     pub memo: Option<&'a CostMemo>,
 }
 
 impl LevelInput<'_> {
-    /// Local size of every dim of a tensor after the outer levels.
-    fn local_shape(&self, t: TensorId, d: &Decisions, level: usize) -> Vec<usize> {
-        let mut shape = self.graph.tensor(t).shape.clone();
-        for (l, s) in d.tensors[t.index()].iter().enumerate().take(level) {
-            if let Some(dim) = s {
-                if let Some(n) = shape.get_mut(*dim as usize) {
-                    *n = n.div_ceil(self.factors[l]);
-                }
-            }
-        }
-        shape
-    }
-
-    fn is_weight_like(&self, t: TensorId) -> bool {
-        let tensor = self.graph.tensor(t);
-        match tensor.role {
-            TensorRole::Weight | TensorRole::OptimizerState => true,
-            TensorRole::Gradient => tensor
-                .grad_of
-                .is_some_and(|f| self.graph.tensor(f).role == TensorRole::Weight),
-            _ => false,
-        }
-    }
-
-    /// Candidate layouts of a tensor slot at `level`.
-    fn layouts(&self, slot: &[TensorId], d: &Decisions, level: usize) -> Vec<Option<u32>> {
-        let t = slot[0];
-        let p = self.factors[level];
-        let shape = self.local_shape(t, d, level);
-        let replicated_so_far = d.tensors[t.index()].iter().take(level).all(Option::is_none);
-        let bytes = self.graph.tensor(t).bytes();
-        let splittable: Vec<Option<u32>> = (0..shape.len())
-            .filter(|&i| shape[i] >= p)
-            .map(|i| Some(i as u32))
-            .collect();
-        let mut out = match self.rule {
-            LayoutRule::DataParallel if self.is_weight_like(t) && replicated_so_far => vec![None],
-            LayoutRule::TensorParallel if self.is_weight_like(t) => {
-                match super::searches::megatron::weight_split(self.graph, t) {
-                    Some(dim) if shape.get(dim as usize).is_some_and(|&n| n >= p) => {
-                        vec![Some(dim)]
-                    }
-                    _ if replicated_so_far => vec![None],
-                    _ => splittable.clone(),
-                }
-            }
-            LayoutRule::DataParallel | LayoutRule::AllRow if !shape.is_empty() => vec![Some(0)],
-            _ => splittable.clone(),
-        };
-        let weight_like = self.is_weight_like(t);
-        if matches!(self.rule, LayoutRule::Free | LayoutRule::TensorParallel)
-            && !(self.rule == LayoutRule::TensorParallel && weight_like)
-            && replicated_so_far
-            && (bytes <= REPLICATE_MAX_BYTES
-                || splittable.is_empty()
-                || (self.rule == LayoutRule::Free && weight_like))
-        {
-            out.push(None);
-        }
-        if out.is_empty() {
-            // Nothing divides evenly: split the largest local dim (some parts
-            // empty), or replicate a scalar.
-            out.push(if shape.is_empty() {
-                None
-            } else {
-                Some(
-                    (0..shape.len())
-                        .max_by_key(|&i| (shape[i], usize::MAX - i))
-                        .unwrap_or(0) as u32,
-                )
-            });
-        }
-        out
-    }
-
     /// Local extent of a strategy's split variables after the outer levels.
     fn strategy_extent(&self, op: OpId, s: usize, d: &Decisions, level: usize) -> i64 {
         let m = self.model.op(op);
@@ -259,7 +142,9 @@ impl LevelInput<'_> {
             // Enumerate the first tensor slot's layouts; other tensor slots and
             // every op follow that dim.
             let root: Vec<Option<u32>> = match c.tensor_slots.first() {
-                Some(slot) => self.layouts(slot, d, level),
+                Some(slot) => self
+                    .rule
+                    .layouts(self.graph, self.factors, slot[0], d, level),
                 None => vec![None],
             };
             return root
@@ -269,7 +154,7 @@ impl LevelInput<'_> {
                         .tensor_slots
                         .iter()
                         .map(|s| {
-                            let opts = self.layouts(s, d, level);
+                            let opts = self.rule.layouts(self.graph, self.factors, s[0], d, level);
                             if opts.contains(&l) {
                                 l
                             } else {

@@ -18,10 +18,13 @@ use std::time::Instant;
 use interval::cache::StrategyCache;
 use tdl::Library;
 
-use super::budget::{does_not_fit, MemoryPrice};
+use super::budget::does_not_fit;
 use super::candidates::Candidates;
-use super::driver::{max_memory, MemoryFit, PlanError, PlanOptions, Planned, SearchKind};
+use super::memory_price::MemoryPrice;
 use super::model::Model;
+use super::options::PlanOptions;
+use super::planned::{max_memory, MemoryFit, PlanError, Planned};
+use super::searches::SearchKind;
 use crate::graph::Graph;
 
 /// The memory prices λ swept (bytes moved per step per byte of memory per

@@ -13,9 +13,12 @@ use interval::cache::StrategyCache;
 use tdl::Library;
 
 use super::candidates::{choose, Candidates};
-use super::driver::{plan_with_model, PlanError, PlanOptions, Planned, SearchKind};
+use super::driver::plan_with_model;
 use super::model::Model;
+use super::options::PlanOptions;
 use super::pareto::{pareto_with_model, ParetoPoint};
+use super::planned::{PlanError, Planned};
+use super::searches::SearchKind;
 use crate::graph::Graph;
 
 /// What to plan (the arguments of `tofu plan` after parsing).

@@ -30,8 +30,8 @@
 use serde::{Deserialize, Serialize};
 use tdl::Reducer;
 
-use super::cost::{CostModel, OpChoice};
-use super::level::Decisions;
+use super::cost::CostModel;
+use super::decisions::{Decisions, OpChoice};
 use super::model::Model;
 use super::tile::{digits, Region};
 use crate::graph::{Graph, OpId, TensorId};

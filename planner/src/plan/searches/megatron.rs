@@ -16,7 +16,9 @@
 //! driver keeps the t with the fewest bytes (t = 1 is data parallelism).
 
 use super::{Candidate, LayoutRule, PlanOptions, Search};
-use crate::graph::{Graph, OpRole, TensorId, TensorRole};
+/// The inner levels' weight splits; the rule itself lives with the other
+/// layout rules ([`crate::plan::decisions`]).
+pub use crate::plan::decisions::weight_split;
 use crate::plan::tile::factorize;
 
 /// The Megatron-style baseline (see the module doc).
@@ -52,73 +54,4 @@ impl Search for Megatron {
             })
             .collect()
     }
-}
-
-/// The weight a weight-like tensor belongs to: itself, the weight it is the
-/// gradient of, the weight an optimizer output replaces, or the weight an
-/// optimizer state is updated with.
-fn weight_of(graph: &Graph, t: TensorId) -> Option<TensorId> {
-    let tensor = graph.tensor(t);
-    if let Some(r) = tensor.updates {
-        return weight_of(graph, r);
-    }
-    match tensor.role {
-        TensorRole::Weight => Some(t),
-        TensorRole::Gradient => tensor
-            .grad_of
-            .filter(|w| graph.tensor(*w).role == TensorRole::Weight),
-        TensorRole::OptimizerState => graph
-            .consumers(t)
-            .iter()
-            .find(|o| graph.op(**o).role == OpRole::Update)
-            .and_then(|o| graph.op(*o).inputs.first().copied()),
-        _ => None,
-    }
-}
-
-/// Megatron-LM's split dim of a weight-like tensor (weights, their gradients
-/// and optimizer state follow the weight): `Some(0)` for the rows of a
-/// `dense` weight `[din, dout]` whose output (after its `bias_add`) feeds an
-/// `add` (the residual: attention's output projection, the MLP's second
-/// linear) and for the vocabulary rows of an `embedding` or `dense_nt`
-/// table; `Some(1)` for the columns of any other `dense` weight; `None`
-/// (replicated) for every other weight.
-pub fn weight_split(graph: &Graph, t: TensorId) -> Option<u32> {
-    let w = weight_of(graph, t)?;
-    let forward = graph
-        .consumers(w)
-        .iter()
-        .map(|o| graph.op(*o))
-        .filter(|op| op.role == OpRole::Forward);
-    let mut dim = None;
-    for op in forward {
-        let here = match op.spec.as_str() {
-            "embedding" | "dense_nt" => Some(0),
-            "dense" if op.inputs.get(1) == Some(&w) => {
-                Some(if feeds_residual(graph, op.outputs[0]) {
-                    0
-                } else {
-                    1
-                })
-            }
-            _ => None,
-        };
-        if here.is_some() {
-            dim = here;
-        }
-    }
-    dim
-}
-
-/// Whether `t` (through `bias_add`s) is read by an `add`.
-fn feeds_residual(graph: &Graph, t: TensorId) -> bool {
-    graph.consumers(t).iter().any(|o| {
-        let op = graph.op(*o);
-        op.role == OpRole::Forward
-            && match op.spec.as_str() {
-                "add" => true,
-                "bias_add" => feeds_residual(graph, op.outputs[0]),
-                _ => false,
-            }
-    })
 }

@@ -4,10 +4,11 @@
 //! benchmark read, and the [`Search`] trait each entry implements. A search
 //! says which candidate plans the driver builds (a factorisation of k with a
 //! [`LayoutRule`] per recursion level) and how one level's pairwise problem
-//! is solved; the driver ([`super::driver`]) owns the recursion, the exact
-//! costs and the choice among candidates. Adding a baseline is one file here
-//! and one line in [`SEARCHES`] (Tofu §6.3's baselines are layout
-//! restrictions or another solver on the same path).
+//! is solved; the driver ([`super::driver`], over `candidates.rs`) owns the
+//! recursion and the choice among candidates, [`super::cost`] the exact
+//! costs. Adding a baseline is one file here and one line in [`SEARCHES`]
+//! (Tofu §6.3's baselines are layout restrictions or another solver on the
+//! same path).
 
 mod allrow_greedy;
 mod critical_dp;
@@ -17,8 +18,8 @@ mod ilp;
 pub mod megatron;
 mod spartan;
 
-use super::driver::PlanOptions;
-use super::level::LayoutRule;
+use super::decisions::LayoutRule;
+use super::options::PlanOptions;
 pub use crate::search::SearchLimits;
 use crate::search::{critical_dp::critical_dp_with, Problem, ProblemError, SearchResult};
 
@@ -41,7 +42,7 @@ pub trait Search: Sync {
     fn name(&self) -> &'static str;
 
     /// The candidate plans for `workers` workers (at least one); the driver
-    /// builds each and keeps the best (see [`super::driver::plan_with`]).
+    /// builds each and keeps the best (see [`crate::plan::plan_with`]).
     /// Default: the recursion over the prime factors of k (the topology's
     /// levels, [`PlanOptions::factors`]) with [`Search::rule`] at every level.
     fn candidates(&self, workers: usize, opts: &PlanOptions) -> Vec<Candidate> {
@@ -75,7 +76,7 @@ pub struct Candidate {
     pub factors: Vec<usize>,
     /// Layout rule per level (same length as `factors`).
     pub rules: Vec<LayoutRule>,
-    /// The label of the plan's [`super::driver::Planned::choice`];
+    /// The label of the plan's [`crate::plan::Planned::choice`];
     /// `None`: `recursion p·q·…` or `one k-way level`.
     pub label: Option<String>,
     /// Kept only when it fits the device memory (an alternative beside the
