@@ -362,6 +362,25 @@ proptest! {
         check_sums("conv1d_grad_w", &[x.clone(), dy.clone()], gw, vec![v(&x, 1), v(&dy, 3)]);
     }
 
+    /// Local response normalisation and its gradient over images of any
+    /// rank ≥ 2 (channels second), windows even and odd, wider than C.
+    #[test]
+    fn local_response_normalisation_equals_the_interpreter(
+        (bn, c) in (1usize..3, 1usize..7),
+        spatial in prop::collection::vec(1usize..5, 0..3),
+        size in 1i64..7,
+        (alpha, beta, bias) in (0.0001f64..2.0, 0.1f64..1.5, 0.5f64..3.0),
+        seed in any::<u64>(),
+    ) {
+        let shape = [vec![bn, c], spatial].concat();
+        let n: usize = shape.iter().product();
+        let mut attrs = floats(&[("alpha", alpha), ("beta", beta), ("bias", bias)]);
+        attrs.insert("size".into(), AttrValue::Int(size));
+        let (x, dy) = (values(n, seed, -2.0, 2.0), values(n, seed ^ 9, -1.0, 1.0));
+        check("lrn", std::slice::from_ref(&shape), attrs.clone(), vec![x.clone()]);
+        check("lrn_grad", &[shape.clone(), shape], attrs, vec![x, dy]);
+    }
+
     /// Grouped (depthwise when CIG = 1), biased and asymmetrically padded
     /// convolutions, and the gradients of the grouped and the padded ones
     /// (an asymmetric conv's gradients are the symmetric specs with the

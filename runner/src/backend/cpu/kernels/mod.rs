@@ -26,6 +26,7 @@ pub mod elementwise;
 pub mod embedding;
 pub mod gemm;
 pub mod loss;
+pub mod lrn;
 pub mod optim;
 pub mod permute;
 pub mod pool;
@@ -281,6 +282,8 @@ pub const LIBRARY_KERNELS: &[(&str, &str, KernelFactory)] = &[
     ("conv2d_group_grad_w", "im2col+gemm", conv::conv2d_grad_w),
     ("conv2d_ext", "im2col+gemm", conv::conv2d_ext),
     ("conv2d_group_ext", "im2col+gemm", conv::conv2d_ext),
+    ("lrn", "rows", lrn::lrn),
+    ("lrn_grad", "rows", lrn::lrn_grad),
     ("relu", "elementwise", elementwise::relu),
     ("relu_grad", "elementwise", elementwise::relu_grad),
     ("add", "elementwise", elementwise::add),
