@@ -1,6 +1,7 @@
 //! Control flow with import-time constants: `If` whose condition folds is
 //! replaced by the taken branch; `Loop` with a constant trip count is
-//! unrolled.
+//! unrolled; `Scan` (whose trip count is its scan inputs' length) is
+//! unrolled by [`crate::scan`].
 //!
 //! Takes an `If` or `Loop` node and the values known so far; gives the
 //! nodes that replace it (the importer lowers them next, in order), each
@@ -18,8 +19,8 @@
 //! `Identity` nodes. A `Loop`'s scan outputs are the iterations' values
 //! stacked along a new axis 0 (`Unsqueeze` + `Concat`). Errors (a reason)
 //! say which input depends on run-time data, or what is not supported
-//! (`Scan`, a loop-carried termination condition, a nested subgraph reading
-//! a renamed value is left to fail as an undefined value). Source: ONNX
+//! (a loop-carried termination condition). A subgraph nested in an inlined
+//! one reads the renamed values (its outer-scope references are renamed). Source: ONNX
 //! operator spec, `If` (opset 1–21) and `Loop` (opset 1–21).
 
 use std::collections::HashMap;
@@ -29,6 +30,9 @@ use onnx_protobuf::{AttributeProto, GraphProto, NodeProto, TensorProto};
 
 use crate::lower::Lower;
 use crate::node::Node;
+
+/// The ai.onnx control-flow operators [`expand`] replaces at import.
+pub const INLINED_OPS: &[&str] = &["If", "Loop", "Scan"];
 
 /// Most `Loop` iterations unrolled.
 pub const MAX_UNROLL: usize = 4096;
@@ -45,15 +49,12 @@ pub fn expand(l: &Lower, n: &Node) -> Result<Option<Vec<Stepped>>, String> {
     match n.op_type() {
         "If" => expand_if(l, n).map(unstepped).map(Some),
         "Loop" => expand_loop(l, n).map(Some),
-        "Scan" => Err(
-            "Scan is not unrolled at import (only If with a foldable condition and Loop with a constant trip count are)"
-                .into(),
-        ),
+        "Scan" => crate::scan::expand_scan(l, n).map(Some),
         _ => Ok(None),
     }
 }
 
-fn graph_attr<'a>(n: &Node<'a>, name: &str) -> Result<&'a GraphProto, String> {
+pub(crate) fn graph_attr<'a>(n: &Node<'a>, name: &str) -> Result<&'a GraphProto, String> {
     n.proto
         .attribute
         .iter()
@@ -163,9 +164,7 @@ fn expand_loop(l: &Lower, n: &Node) -> Result<Vec<Stepped>, String> {
         for (j, sc) in scans.iter_mut().enumerate() {
             let v = rename(&body.output[1 + carried + j].name);
             let u = format!("{prefix}/scan{j}");
-            let axes = format!("{prefix}/scan{j}_axes");
-            it.push(axes_const(&axes));
-            it.push(unsqueeze0(&u, &v, &axes));
+            it.extend(unsqueeze(&u, &v, 0, n.opset));
             sc.push(u);
         }
         // MAX_UNROLL bounds t well below u32::MAX.
@@ -273,7 +272,7 @@ fn loop_outputs_without_iterations(n: &Node, _body: &GraphProto) -> Vec<NodeProt
 /// Append `g`'s initializers (as `Constant` nodes) and nodes, renamed under
 /// `prefix`, to `out`; `bound` maps subgraph input names to outer values.
 /// Gives the renaming (names not defined in `g` stay: outer-scope values).
-fn inline<'a>(
+pub(crate) fn inline<'a>(
     g: &'a GraphProto,
     prefix: &str,
     bound: &HashMap<String, String>,
@@ -313,12 +312,52 @@ fn inline<'a>(
                 *x = r.clone();
             }
         }
+        for a in c.attribute.iter_mut() {
+            for sub in a.g.as_mut().into_iter().chain(a.graphs.iter_mut()) {
+                rename_outer(sub, &map);
+            }
+        }
         out.push(c);
     }
     move |v: &str| map.get(v).cloned().unwrap_or_else(|| v.to_string())
 }
 
-fn int_attr(name: &str, v: i64) -> AttributeProto {
+/// Rename, in nested subgraph `g` and the subgraphs inside it, the
+/// outer-scope values it reads by `map`; names `g` defines itself (inputs,
+/// initializers, node outputs) shadow the outer ones and stay.
+fn rename_outer(g: &mut GraphProto, map: &HashMap<String, String>) {
+    let own: std::collections::HashSet<String> = g
+        .input
+        .iter()
+        .map(|i| i.name.clone())
+        .chain(g.initializer.iter().map(|t| t.name.clone()))
+        .chain(g.node.iter().flat_map(|n| n.output.iter().cloned()))
+        .collect();
+    let inner: HashMap<String, String> = map
+        .iter()
+        .filter(|(k, _)| !own.contains(*k))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    for node in g.node.iter_mut() {
+        for x in node.input.iter_mut() {
+            if let Some(r) = inner.get(x.as_str()) {
+                *x = r.clone();
+            }
+        }
+        for a in node.attribute.iter_mut() {
+            for sub in a.g.as_mut().into_iter().chain(a.graphs.iter_mut()) {
+                rename_outer(sub, &inner);
+            }
+        }
+    }
+    for o in g.output.iter_mut() {
+        if let Some(r) = inner.get(o.name.as_str()) {
+            o.name = r.clone();
+        }
+    }
+}
+
+pub(crate) fn int_attr(name: &str, v: i64) -> AttributeProto {
     let mut a = AttributeProto::new();
     a.name = name.into();
     a.type_ = AttributeType::INT.into();
@@ -326,7 +365,7 @@ fn int_attr(name: &str, v: i64) -> AttributeProto {
     a
 }
 
-fn identity(name: &str, from: &str, to: &str) -> NodeProto {
+pub(crate) fn identity(name: &str, from: &str, to: &str) -> NodeProto {
     let mut c = NodeProto::new();
     c.op_type = "Identity".into();
     c.name = name.into();
@@ -335,7 +374,7 @@ fn identity(name: &str, from: &str, to: &str) -> NodeProto {
     c
 }
 
-fn constant_i64(name: &str, v: i64, boolean: bool) -> NodeProto {
+pub(crate) fn constant_i64(name: &str, v: i64, boolean: bool) -> NodeProto {
     let mut t = TensorProto::new();
     t.name = name.into();
     if boolean {
@@ -357,21 +396,31 @@ fn constant_i64(name: &str, v: i64, boolean: bool) -> NodeProto {
     c
 }
 
-fn axes_const(name: &str) -> NodeProto {
-    let mut c = constant_i64(name, 0, false);
-    if let Some(a) = c.attribute.first_mut() {
-        if let Some(t) = a.t.as_mut() {
-            t.dims = vec![1];
-        }
-    }
-    c
-}
-
-fn unsqueeze0(name: &str, x: &str, axes: &str) -> NodeProto {
+/// `Unsqueeze` of `x` at `axis` into value `name`, in the form opset
+/// `opset` reads (`axes` an attribute before 13, a constant input from 13).
+pub(crate) fn unsqueeze(name: &str, x: &str, axis: i64, opset: i64) -> Vec<NodeProto> {
     let mut c = NodeProto::new();
     c.op_type = "Unsqueeze".into();
     c.name = name.into();
-    c.input = vec![x.into(), axes.into()];
+    c.input = vec![x.into()];
     c.output = vec![name.into()];
-    c
+    if opset < 13 {
+        c.attribute = vec![ints_attr("axes", &[axis])];
+        return vec![c];
+    }
+    let axes = format!("{name}_axes");
+    let mut k = constant_i64(&axes, axis, false);
+    if let Some(t) = k.attribute.first_mut().and_then(|a| a.t.as_mut()) {
+        t.dims = vec![1];
+    }
+    c.input.push(axes);
+    vec![k, c]
+}
+
+fn ints_attr(name: &str, v: &[i64]) -> AttributeProto {
+    let mut a = AttributeProto::new();
+    a.name = name.into();
+    a.type_ = AttributeType::INTS.into();
+    a.ints = v.to_vec();
+    a
 }
