@@ -1,5 +1,7 @@
 //! Control flow with import-time constants: `If` whose condition folds is
-//! replaced by the taken branch; `Loop` with a constant trip count is
+//! replaced by the taken branch (one on run-time data is predicated: both
+//! branches computed and selected with `Where`, when they declare the same
+//! static output shapes); `Loop` with a constant trip count is
 //! unrolled; `Scan` (whose trip count is its scan inputs' length) is
 //! unrolled by [`crate::scan`].
 //!
@@ -66,12 +68,15 @@ pub(crate) fn graph_attr<'a>(n: &Node<'a>, name: &str) -> Result<&'a GraphProto,
 fn expand_if(l: &Lower, n: &Node) -> Result<Vec<NodeProto>, String> {
     let cond = n.input(0).ok_or("has no condition input")?;
     let Some(c) = l.arg_data(cond) else {
-        return Err(run_time(
-            l,
-            &format!("its condition `{cond}`"),
-            cond,
-            "the branch cannot be chosen at import",
-        ));
+        return predicated_if(l, n, cond).map_err(|why| {
+            let r = run_time(
+                l,
+                &format!("its condition `{cond}`"),
+                cond,
+                "the branch cannot be chosen at import",
+            );
+            format!("{r}; both branches cannot be computed and selected instead: {why}")
+        });
     };
     if c.numel() != 1 {
         return Err(format!(
@@ -94,6 +99,82 @@ fn expand_if(l: &Lower, n: &Node) -> Result<Vec<NodeProto>, String> {
         }
     }
     Ok(out)
+}
+
+/// `If` on a condition known only at run time, predicated: both branches
+/// inlined (`<node>/then_branch/…`, `<node>/else_branch/…`), each output
+/// reshaped to the static shape both branches declare for it and selected
+/// with `Where(cond, then, else)` (ONNX branches have no side effects, so
+/// computing both is the same function; gradients reach the taken branch
+/// only). Errors: why not — an output whose branches do not declare one
+/// static shape and element type, or a condition of higher rank.
+fn predicated_if(l: &Lower, n: &Node, cond: &str) -> Result<Vec<NodeProto>, String> {
+    let then_g = graph_attr(n, "then_branch")?;
+    let else_g = graph_attr(n, "else_branch")?;
+    if then_g.output.len() != else_g.output.len() {
+        return Err("the branches have different numbers of outputs".into());
+    }
+    let cond_rank = l.shape_of(cond).map_or(0, |s| s.len());
+    let mut shapes = Vec::new();
+    for (a, b) in then_g.output.iter().zip(&else_g.output) {
+        match (static_type(a), static_type(b)) {
+            (Some(x), Some(y)) if x == y && x.1.len() >= cond_rank => shapes.push(x.1),
+            _ => return Err(format!(
+                "its branch outputs `{}` and `{}` do not declare one static shape and element type",
+                a.name, b.name
+            )),
+        }
+    }
+    let mut out = Vec::new();
+    let mut picked = Vec::new();
+    for (branch, g) in [("then_branch", then_g), ("else_branch", else_g)] {
+        let prefix = format!("{}/{branch}", n.name);
+        let rename = inline(g, &prefix, &HashMap::new(), &mut out);
+        picked.push(g.output.iter().map(|o| rename(&o.name)).collect::<Vec<_>>());
+    }
+    for (k, o) in n.proto.output.iter().enumerate() {
+        if o.is_empty() {
+            continue;
+        }
+        let base = format!("{}/select/{o}", n.name);
+        let shape = format!("{base}/shape");
+        out.push(constant_ints(&shape, &shapes[k]));
+        let mut sel = vec![cond.to_string()];
+        for (side, names) in ["then", "else"].iter().zip(&picked) {
+            let r = format!("{base}/{side}");
+            let mut c = NodeProto::new();
+            c.op_type = "Reshape".into();
+            c.name = r.clone();
+            c.input = vec![names[k].clone(), shape.clone()];
+            c.output = vec![r.clone()];
+            out.push(c);
+            sel.push(r);
+        }
+        let mut w = NodeProto::new();
+        w.op_type = "Where".into();
+        w.name = base;
+        w.input = sel;
+        w.output = vec![o.clone()];
+        out.push(w);
+    }
+    Ok(out)
+}
+
+/// A value's declared element type and shape when every dim is static.
+fn static_type(vi: &onnx_protobuf::ValueInfoProto) -> Option<(i32, Vec<i64>)> {
+    let tp = vi.type_.as_ref()?;
+    if !tp.has_tensor_type() {
+        return None;
+    }
+    let tt = tp.tensor_type();
+    let dims = tt
+        .shape
+        .as_ref()?
+        .dim
+        .iter()
+        .map(|d| d.has_dim_value().then(|| d.dim_value()).filter(|&v| v > 0))
+        .collect::<Option<Vec<i64>>>()?;
+    Some((tt.elem_type, dims))
 }
 
 fn expand_loop(l: &Lower, n: &Node) -> Result<Vec<Stepped>, String> {
@@ -415,6 +496,16 @@ pub(crate) fn unsqueeze(name: &str, x: &str, axis: i64, opset: i64) -> Vec<NodeP
     }
     c.input.push(axes);
     vec![k, c]
+}
+
+/// A `Constant` node giving the 1-D int64 tensor `v`.
+fn constant_ints(name: &str, v: &[i64]) -> NodeProto {
+    let mut c = constant_i64(name, 0, false);
+    if let Some(t) = c.attribute.first_mut().and_then(|a| a.t.as_mut()) {
+        t.dims = vec![v.len() as i64];
+        t.int64_data = v.to_vec();
+    }
+    c
 }
 
 fn ints_attr(name: &str, v: &[i64]) -> AttributeProto {
