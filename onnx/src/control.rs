@@ -1,7 +1,8 @@
 //! Control flow with import-time constants: `If` whose condition folds is
-//! replaced by the taken branch (one on run-time data is predicated: both
-//! branches computed and selected with `Where`, when they declare the same
-//! static output shapes); `Loop` with a constant trip count is
+//! replaced by the taken branch (one on run-time float data is predicated:
+//! both branches computed and selected with `Where`, when they declare the
+//! same static output shapes; one decided by integer or boolean graph
+//! inputs is an error naming them and `--input-value`); `Loop` with a constant trip count is
 //! unrolled; `Scan` (whose trip count is its scan inputs' length) is
 //! unrolled by [`crate::scan`].
 //!
@@ -68,13 +69,20 @@ pub(crate) fn graph_attr<'a>(n: &Node<'a>, name: &str) -> Result<&'a GraphProto,
 fn expand_if(l: &Lower, n: &Node) -> Result<Vec<NodeProto>, String> {
     let cond = n.input(0).ok_or("has no condition input")?;
     let Some(c) = l.arg_data(cond) else {
+        let r = run_time(
+            l,
+            &format!("its condition `{cond}`"),
+            cond,
+            "the branch cannot be chosen at import",
+        );
+        // Integer and boolean inputs are settings (a sample rate, a flag):
+        // the user fixes them. A condition on float data is predicated.
+        let deciding = deciding_input_ids(l, cond);
+        let setting = |t: &planner::graph::TensorId| l.b.graph().tensor(*t).dtype.is_integer();
+        if !deciding.is_empty() && deciding.iter().all(|(t, _)| setting(t)) {
+            return Err(r);
+        }
         return predicated_if(l, n, cond).map_err(|why| {
-            let r = run_time(
-                l,
-                &format!("its condition `{cond}`"),
-                cond,
-                "the branch cannot be chosen at import",
-            );
             format!("{r}; both branches cannot be computed and selected instead: {why}")
         });
     };
@@ -101,7 +109,9 @@ fn expand_if(l: &Lower, n: &Node) -> Result<Vec<NodeProto>, String> {
     Ok(out)
 }
 
-/// `If` on a condition known only at run time, predicated: both branches
+/// `If` on a condition known only at run time and decided by float data
+/// (not by integer or boolean graph inputs, settings that
+/// `--input-value` fixes), predicated: both branches
 /// inlined (`<node>/then_branch/…`, `<node>/else_branch/…`), each output
 /// reshaped to the static shape both branches declare for it and selected
 /// with `Where(cond, then, else)` (ONNX branches have no side effects, so
@@ -119,10 +129,12 @@ fn predicated_if(l: &Lower, n: &Node, cond: &str) -> Result<Vec<NodeProto>, Stri
     for (a, b) in then_g.output.iter().zip(&else_g.output) {
         match (static_type(a), static_type(b)) {
             (Some(x), Some(y)) if x == y && x.1.len() >= cond_rank => shapes.push(x.1),
-            _ => return Err(format!(
+            _ => {
+                return Err(format!(
                 "its branch outputs `{}` and `{}` do not declare one static shape and element type",
                 a.name, b.name
-            )),
+            ))
+            }
         }
     }
     let mut out = Vec::new();
@@ -311,6 +323,14 @@ fn run_time(l: &Lower, what: &str, value: &str, consequence: &str) -> String {
 /// The graph inputs (no value known at import) that value `value` is
 /// computed from through the operators lowered so far, sorted.
 fn deciding_inputs(l: &Lower, value: &str) -> Vec<String> {
+    deciding_input_ids(l, value)
+        .into_iter()
+        .map(|(_, n)| n)
+        .collect()
+}
+
+/// [`deciding_inputs`] with their graph tensors.
+fn deciding_input_ids(l: &Lower, value: &str) -> Vec<(planner::graph::TensorId, String)> {
     let Some(start) = l.values.get(value).and_then(|e| e.tensor) else {
         return Vec::new();
     };
@@ -331,11 +351,11 @@ fn deciding_inputs(l: &Lower, value: &str) -> Vec<String> {
             }
         }
     }
-    let mut names: Vec<String> = leaves
+    let mut names: Vec<(planner::graph::TensorId, String)> = leaves
         .iter()
-        .filter_map(|t| l.graph_inputs.get(t).cloned())
+        .filter_map(|t| Some((*t, l.graph_inputs.get(t)?.clone())))
         .collect();
-    names.sort();
+    names.sort_by(|a, b| a.1.cmp(&b.1));
     names
 }
 

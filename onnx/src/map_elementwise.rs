@@ -220,7 +220,10 @@ pub fn where_(l: &mut Lower, n: &Node, _m: &Mapping) -> LResult<Vec<Out>> {
     Ok(vec![Out::T(l.emit1("where", &ts, &[])?)])
 }
 
-/// Clip: bounds from attributes (opset < 11) or constant inputs; a missing bound is ±3.4e38.
+/// Clip: bounds from attributes (opset < 11) or inputs (a missing bound is
+/// ±3.4e38): known ones to the `clip` spec, a run-time scalar bound to
+/// `maximum` / `minimum` against it broadcast. Errors: a bound input of more
+/// than one element.
 pub fn clip(l: &mut Lower, n: &Node, _m: &Mapping) -> LResult<Vec<Out>> {
     let x = input(l, n, 0)?;
     if n.opset < 11 {
@@ -238,25 +241,17 @@ pub fn clip(l: &mut Lower, n: &Node, _m: &Mapping) -> LResult<Vec<Out>> {
     // spectrogram): min(max(x, lo), hi) as `maximum` / `minimum` with the
     // scalar broadcast, a known bound as a one-sided `clip`.
     let mut t = x;
-    for (k, (b, spec, attrs)) in [
-        (lo, "maximum", [("min", 0.0), ("max", 3.4e38)]),
-        (hi, "minimum", [("min", -3.4e38), ("max", 0.0)]),
-    ]
-    .into_iter()
-    .enumerate()
-    {
+    for (k, b) in [lo, hi].into_iter().enumerate() {
+        let lower = k == 0;
         t = match b {
             Bound::Known(v) => {
-                let (lo, hi) = if k == 0 {
-                    (v, attrs[1].1)
-                } else {
-                    (attrs[0].1, v)
-                };
-                l.emit1("clip", &[t], &[("min", float(lo)), ("max", float(hi))])?
+                let (min, max) = if lower { (v, 3.4e38) } else { (-3.4e38, v) };
+                l.emit1("clip", &[t], &[("min", float(min)), ("max", float(max))])?
             }
             Bound::RunTime(name) => {
                 let acc = format!("{}#clip{k}", n.name);
                 l.bind(&acc, t);
+                let spec = if lower { "maximum" } else { "minimum" };
                 broadcast_binary(l, spec, &acc, &name)?
             }
         };
