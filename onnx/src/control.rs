@@ -1,6 +1,10 @@
 //! Control flow with import-time constants: `If` whose condition folds is
-//! replaced by the taken branch; `Loop` with a constant trip count is
-//! unrolled.
+//! replaced by the taken branch (one on run-time float data is predicated:
+//! both branches computed and selected with `Where`, when they declare the
+//! same static output shapes; one decided by integer or boolean graph
+//! inputs is an error naming them and `--input-value`); `Loop` with a constant trip count is
+//! unrolled; `Scan` (whose trip count is its scan inputs' length) is
+//! unrolled by [`crate::scan`].
 //!
 //! Takes an `If` or `Loop` node and the values known so far; gives the
 //! nodes that replace it (the importer lowers them next, in order), each
@@ -18,8 +22,8 @@
 //! `Identity` nodes. A `Loop`'s scan outputs are the iterations' values
 //! stacked along a new axis 0 (`Unsqueeze` + `Concat`). Errors (a reason)
 //! say which input depends on run-time data, or what is not supported
-//! (`Scan`, a loop-carried termination condition, a nested subgraph reading
-//! a renamed value is left to fail as an undefined value). Source: ONNX
+//! (a loop-carried termination condition). A subgraph nested in an inlined
+//! one reads the renamed values (its outer-scope references are renamed). Source: ONNX
 //! operator spec, `If` (opset 1–21) and `Loop` (opset 1–21).
 
 use std::collections::HashMap;
@@ -29,6 +33,9 @@ use onnx_protobuf::{AttributeProto, GraphProto, NodeProto, TensorProto};
 
 use crate::lower::Lower;
 use crate::node::Node;
+
+/// The ai.onnx control-flow operators [`expand`] replaces at import.
+pub const INLINED_OPS: &[&str] = &["If", "Loop", "Scan"];
 
 /// Most `Loop` iterations unrolled.
 pub const MAX_UNROLL: usize = 4096;
@@ -45,15 +52,12 @@ pub fn expand(l: &Lower, n: &Node) -> Result<Option<Vec<Stepped>>, String> {
     match n.op_type() {
         "If" => expand_if(l, n).map(unstepped).map(Some),
         "Loop" => expand_loop(l, n).map(Some),
-        "Scan" => Err(
-            "Scan is not unrolled at import (only If with a foldable condition and Loop with a constant trip count are)"
-                .into(),
-        ),
+        "Scan" => crate::scan::expand_scan(l, n).map(Some),
         _ => Ok(None),
     }
 }
 
-fn graph_attr<'a>(n: &Node<'a>, name: &str) -> Result<&'a GraphProto, String> {
+pub(crate) fn graph_attr<'a>(n: &Node<'a>, name: &str) -> Result<&'a GraphProto, String> {
     n.proto
         .attribute
         .iter()
@@ -65,12 +69,22 @@ fn graph_attr<'a>(n: &Node<'a>, name: &str) -> Result<&'a GraphProto, String> {
 fn expand_if(l: &Lower, n: &Node) -> Result<Vec<NodeProto>, String> {
     let cond = n.input(0).ok_or("has no condition input")?;
     let Some(c) = l.arg_data(cond) else {
-        return Err(run_time(
+        let r = run_time(
             l,
             &format!("its condition `{cond}`"),
             cond,
             "the branch cannot be chosen at import",
-        ));
+        );
+        // Integer and boolean inputs are settings (a sample rate, a flag):
+        // the user fixes them. A condition on float data is predicated.
+        let deciding = deciding_input_ids(l, cond);
+        let setting = |t: &planner::graph::TensorId| l.b.graph().tensor(*t).dtype.is_integer();
+        if !deciding.is_empty() && deciding.iter().all(|(t, _)| setting(t)) {
+            return Err(r);
+        }
+        return predicated_if(l, n, cond).map_err(|why| {
+            format!("{r}; both branches cannot be computed and selected instead: {why}")
+        });
     };
     if c.numel() != 1 {
         return Err(format!(
@@ -93,6 +107,86 @@ fn expand_if(l: &Lower, n: &Node) -> Result<Vec<NodeProto>, String> {
         }
     }
     Ok(out)
+}
+
+/// `If` on a condition known only at run time and decided by float data
+/// (not by integer or boolean graph inputs, settings that
+/// `--input-value` fixes), predicated: both branches
+/// inlined (`<node>/then_branch/…`, `<node>/else_branch/…`), each output
+/// reshaped to the static shape both branches declare for it and selected
+/// with `Where(cond, then, else)` (ONNX branches have no side effects, so
+/// computing both is the same function; gradients reach the taken branch
+/// only). Errors: why not — an output whose branches do not declare one
+/// static shape and element type, or a condition of higher rank.
+fn predicated_if(l: &Lower, n: &Node, cond: &str) -> Result<Vec<NodeProto>, String> {
+    let then_g = graph_attr(n, "then_branch")?;
+    let else_g = graph_attr(n, "else_branch")?;
+    if then_g.output.len() != else_g.output.len() {
+        return Err("the branches have different numbers of outputs".into());
+    }
+    let cond_rank = l.shape_of(cond).map_or(0, |s| s.len());
+    let mut shapes = Vec::new();
+    for (a, b) in then_g.output.iter().zip(&else_g.output) {
+        match (static_type(a), static_type(b)) {
+            (Some(x), Some(y)) if x == y && x.1.len() >= cond_rank => shapes.push(x.1),
+            _ => {
+                return Err(format!(
+                "its branch outputs `{}` and `{}` do not declare one static shape and element type",
+                a.name, b.name
+            ))
+            }
+        }
+    }
+    let mut out = Vec::new();
+    let mut picked = Vec::new();
+    for (branch, g) in [("then_branch", then_g), ("else_branch", else_g)] {
+        let prefix = format!("{}/{branch}", n.name);
+        let rename = inline(g, &prefix, &HashMap::new(), &mut out);
+        picked.push(g.output.iter().map(|o| rename(&o.name)).collect::<Vec<_>>());
+    }
+    for (k, o) in n.proto.output.iter().enumerate() {
+        if o.is_empty() {
+            continue;
+        }
+        let base = format!("{}/select/{o}", n.name);
+        let shape = format!("{base}/shape");
+        out.push(constant_ints(&shape, &shapes[k]));
+        let mut sel = vec![cond.to_string()];
+        for (side, names) in ["then", "else"].iter().zip(&picked) {
+            let r = format!("{base}/{side}");
+            let mut c = NodeProto::new();
+            c.op_type = "Reshape".into();
+            c.name = r.clone();
+            c.input = vec![names[k].clone(), shape.clone()];
+            c.output = vec![r.clone()];
+            out.push(c);
+            sel.push(r);
+        }
+        let mut w = NodeProto::new();
+        w.op_type = "Where".into();
+        w.name = base;
+        w.input = sel;
+        w.output = vec![o.clone()];
+        out.push(w);
+    }
+    Ok(out)
+}
+
+/// A value's declared element type and shape when every dim is static.
+fn static_type(vi: &onnx_protobuf::ValueInfoProto) -> Option<(i32, Vec<i64>)> {
+    let tp = vi.type_.as_ref()?;
+    if !tp.has_tensor_type() {
+        return None;
+    }
+    let tt = tp.tensor_type();
+    let dims = tt
+        .shape
+        .as_ref()?
+        .dim
+        .iter()
+        .map(|d| d.has_dim_value().then(|| d.dim_value()).filter(|&v| v > 0))
+        .collect::<Option<Vec<i64>>>()?;
+    Some((tt.elem_type, dims))
 }
 
 fn expand_loop(l: &Lower, n: &Node) -> Result<Vec<Stepped>, String> {
@@ -163,9 +257,7 @@ fn expand_loop(l: &Lower, n: &Node) -> Result<Vec<Stepped>, String> {
         for (j, sc) in scans.iter_mut().enumerate() {
             let v = rename(&body.output[1 + carried + j].name);
             let u = format!("{prefix}/scan{j}");
-            let axes = format!("{prefix}/scan{j}_axes");
-            it.push(axes_const(&axes));
-            it.push(unsqueeze0(&u, &v, &axes));
+            it.extend(unsqueeze(&u, &v, 0, n.opset));
             sc.push(u);
         }
         // MAX_UNROLL bounds t well below u32::MAX.
@@ -231,6 +323,14 @@ fn run_time(l: &Lower, what: &str, value: &str, consequence: &str) -> String {
 /// The graph inputs (no value known at import) that value `value` is
 /// computed from through the operators lowered so far, sorted.
 fn deciding_inputs(l: &Lower, value: &str) -> Vec<String> {
+    deciding_input_ids(l, value)
+        .into_iter()
+        .map(|(_, n)| n)
+        .collect()
+}
+
+/// [`deciding_inputs`] with their graph tensors.
+fn deciding_input_ids(l: &Lower, value: &str) -> Vec<(planner::graph::TensorId, String)> {
     let Some(start) = l.values.get(value).and_then(|e| e.tensor) else {
         return Vec::new();
     };
@@ -251,11 +351,11 @@ fn deciding_inputs(l: &Lower, value: &str) -> Vec<String> {
             }
         }
     }
-    let mut names: Vec<String> = leaves
+    let mut names: Vec<(planner::graph::TensorId, String)> = leaves
         .iter()
-        .filter_map(|t| l.graph_inputs.get(t).cloned())
+        .filter_map(|t| Some((*t, l.graph_inputs.get(t)?.clone())))
         .collect();
-    names.sort();
+    names.sort_by(|a, b| a.1.cmp(&b.1));
     names
 }
 
@@ -273,7 +373,7 @@ fn loop_outputs_without_iterations(n: &Node, _body: &GraphProto) -> Vec<NodeProt
 /// Append `g`'s initializers (as `Constant` nodes) and nodes, renamed under
 /// `prefix`, to `out`; `bound` maps subgraph input names to outer values.
 /// Gives the renaming (names not defined in `g` stay: outer-scope values).
-fn inline<'a>(
+pub(crate) fn inline<'a>(
     g: &'a GraphProto,
     prefix: &str,
     bound: &HashMap<String, String>,
@@ -313,12 +413,52 @@ fn inline<'a>(
                 *x = r.clone();
             }
         }
+        for a in c.attribute.iter_mut() {
+            for sub in a.g.as_mut().into_iter().chain(a.graphs.iter_mut()) {
+                rename_outer(sub, &map);
+            }
+        }
         out.push(c);
     }
     move |v: &str| map.get(v).cloned().unwrap_or_else(|| v.to_string())
 }
 
-fn int_attr(name: &str, v: i64) -> AttributeProto {
+/// Rename, in nested subgraph `g` and the subgraphs inside it, the
+/// outer-scope values it reads by `map`; names `g` defines itself (inputs,
+/// initializers, node outputs) shadow the outer ones and stay.
+fn rename_outer(g: &mut GraphProto, map: &HashMap<String, String>) {
+    let own: std::collections::HashSet<String> = g
+        .input
+        .iter()
+        .map(|i| i.name.clone())
+        .chain(g.initializer.iter().map(|t| t.name.clone()))
+        .chain(g.node.iter().flat_map(|n| n.output.iter().cloned()))
+        .collect();
+    let inner: HashMap<String, String> = map
+        .iter()
+        .filter(|(k, _)| !own.contains(*k))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    for node in g.node.iter_mut() {
+        for x in node.input.iter_mut() {
+            if let Some(r) = inner.get(x.as_str()) {
+                *x = r.clone();
+            }
+        }
+        for a in node.attribute.iter_mut() {
+            for sub in a.g.as_mut().into_iter().chain(a.graphs.iter_mut()) {
+                rename_outer(sub, &inner);
+            }
+        }
+    }
+    for o in g.output.iter_mut() {
+        if let Some(r) = inner.get(o.name.as_str()) {
+            o.name = r.clone();
+        }
+    }
+}
+
+pub(crate) fn int_attr(name: &str, v: i64) -> AttributeProto {
     let mut a = AttributeProto::new();
     a.name = name.into();
     a.type_ = AttributeType::INT.into();
@@ -326,7 +466,7 @@ fn int_attr(name: &str, v: i64) -> AttributeProto {
     a
 }
 
-fn identity(name: &str, from: &str, to: &str) -> NodeProto {
+pub(crate) fn identity(name: &str, from: &str, to: &str) -> NodeProto {
     let mut c = NodeProto::new();
     c.op_type = "Identity".into();
     c.name = name.into();
@@ -335,7 +475,7 @@ fn identity(name: &str, from: &str, to: &str) -> NodeProto {
     c
 }
 
-fn constant_i64(name: &str, v: i64, boolean: bool) -> NodeProto {
+pub(crate) fn constant_i64(name: &str, v: i64, boolean: bool) -> NodeProto {
     let mut t = TensorProto::new();
     t.name = name.into();
     if boolean {
@@ -357,21 +497,41 @@ fn constant_i64(name: &str, v: i64, boolean: bool) -> NodeProto {
     c
 }
 
-fn axes_const(name: &str) -> NodeProto {
+/// `Unsqueeze` of `x` at `axis` into value `name`, in the form opset
+/// `opset` reads (`axes` an attribute before 13, a constant input from 13).
+pub(crate) fn unsqueeze(name: &str, x: &str, axis: i64, opset: i64) -> Vec<NodeProto> {
+    let mut c = NodeProto::new();
+    c.op_type = "Unsqueeze".into();
+    c.name = name.into();
+    c.input = vec![x.into()];
+    c.output = vec![name.into()];
+    if opset < 13 {
+        c.attribute = vec![ints_attr("axes", &[axis])];
+        return vec![c];
+    }
+    let axes = format!("{name}_axes");
+    let mut k = constant_i64(&axes, axis, false);
+    if let Some(t) = k.attribute.first_mut().and_then(|a| a.t.as_mut()) {
+        t.dims = vec![1];
+    }
+    c.input.push(axes);
+    vec![k, c]
+}
+
+/// A `Constant` node giving the 1-D int64 tensor `v`.
+fn constant_ints(name: &str, v: &[i64]) -> NodeProto {
     let mut c = constant_i64(name, 0, false);
-    if let Some(a) = c.attribute.first_mut() {
-        if let Some(t) = a.t.as_mut() {
-            t.dims = vec![1];
-        }
+    if let Some(t) = c.attribute.first_mut().and_then(|a| a.t.as_mut()) {
+        t.dims = vec![v.len() as i64];
+        t.int64_data = v.to_vec();
     }
     c
 }
 
-fn unsqueeze0(name: &str, x: &str, axes: &str) -> NodeProto {
-    let mut c = NodeProto::new();
-    c.op_type = "Unsqueeze".into();
-    c.name = name.into();
-    c.input = vec![x.into(), axes.into()];
-    c.output = vec![name.into()];
-    c
+fn ints_attr(name: &str, v: &[i64]) -> AttributeProto {
+    let mut a = AttributeProto::new();
+    a.name = name.into();
+    a.type_ = AttributeType::INTS.into();
+    a.ints = v.to_vec();
+    a
 }

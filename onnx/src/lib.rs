@@ -22,6 +22,7 @@
 
 pub mod attr;
 pub mod conformance;
+pub mod conformance_report;
 pub mod control;
 pub mod dims;
 pub mod domain;
@@ -52,6 +53,7 @@ pub mod opaque;
 pub mod opaque_shape;
 pub mod proto;
 pub mod rnn;
+pub mod scan;
 pub mod synth;
 pub mod table;
 pub mod tensor;

@@ -220,25 +220,64 @@ pub fn where_(l: &mut Lower, n: &Node, _m: &Mapping) -> LResult<Vec<Out>> {
     Ok(vec![Out::T(l.emit1("where", &ts, &[])?)])
 }
 
-/// Clip: bounds from attributes (opset < 11) or constant inputs; a missing bound is ±3.4e38.
+/// Clip: bounds from attributes (opset < 11) or inputs (a missing bound is
+/// ±3.4e38): known ones to the `clip` spec, a run-time scalar bound to
+/// `maximum` / `minimum` against it broadcast. Errors: a bound input of more
+/// than one element.
 pub fn clip(l: &mut Lower, n: &Node, _m: &Mapping) -> LResult<Vec<Out>> {
     let x = input(l, n, 0)?;
-    let (lo, hi) = if n.opset < 11 {
-        (n.attrs.float("min", -3.4e38), n.attrs.float("max", 3.4e38))
-    } else {
-        let bound = |l: &Lower, i: usize, d: f64| -> LResult<f64> {
-            match n.input(i) {
-                None => Ok(d),
-                Some(name) => match l.arg_data(name) {
-                    Some(v) if v.numel() == 1 => Ok(v.values[0]),
-                    _ => unsupported(format!("bound input {i} must be a known scalar")),
-                },
+    if n.opset < 11 {
+        let (lo, hi) = (n.attrs.float("min", -3.4e38), n.attrs.float("max", 3.4e38));
+        let t = l.emit1("clip", &[x], &[("min", float(lo)), ("max", float(hi))])?;
+        return Ok(vec![Out::T(t)]);
+    }
+    let lo = clip_bound(l, n, 1, -3.4e38)?;
+    let hi = clip_bound(l, n, 2, 3.4e38)?;
+    if let (Bound::Known(lo), Bound::Known(hi)) = (&lo, &hi) {
+        let t = l.emit1("clip", &[x], &[("min", float(*lo)), ("max", float(*hi))])?;
+        return Ok(vec![Out::T(t)]);
+    }
+    // A bound computed at run time (e.g. `max(x) − 80` in a decibel
+    // spectrogram): min(max(x, lo), hi) as `maximum` / `minimum` with the
+    // scalar broadcast, a known bound as a one-sided `clip`.
+    let mut t = x;
+    for (k, b) in [lo, hi].into_iter().enumerate() {
+        let lower = k == 0;
+        t = match b {
+            Bound::Known(v) => {
+                let (min, max) = if lower { (v, 3.4e38) } else { (-3.4e38, v) };
+                l.emit1("clip", &[t], &[("min", float(min)), ("max", float(max))])?
+            }
+            Bound::RunTime(name) => {
+                let acc = format!("{}#clip{k}", n.name);
+                l.bind(&acc, t);
+                let spec = if lower { "maximum" } else { "minimum" };
+                broadcast_binary(l, spec, &acc, &name)?
             }
         };
-        (bound(l, 1, -3.4e38)?, bound(l, 2, 3.4e38)?)
-    };
-    let t = l.emit1("clip", &[x], &[("min", float(lo)), ("max", float(hi))])?;
+    }
     Ok(vec![Out::T(t)])
+}
+
+/// A Clip bound: known at import, or a run-time scalar (its value name).
+enum Bound {
+    Known(f64),
+    RunTime(String),
+}
+
+/// Clip's bound input `i` (`default` when absent). Errors: a bound of more
+/// than one element.
+fn clip_bound(l: &Lower, n: &Node, i: usize, default: f64) -> LResult<Bound> {
+    let Some(name) = n.input(i) else {
+        return Ok(Bound::Known(default));
+    };
+    if let Some(v) = l.arg_data(name).filter(|v| v.numel() == 1) {
+        return Ok(Bound::Known(v.values[0]));
+    }
+    match l.shape_of(name) {
+        Some(s) if s.iter().product::<usize>() == 1 => Ok(Bound::RunTime(name.to_string())),
+        _ => unsupported(format!("bound input {i} must be a scalar")),
+    }
 }
 
 /// PRelu: a per-channel slope ([C], [C, 1, …, 1] or [1, C, 1, …, 1] against

