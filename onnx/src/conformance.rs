@@ -33,6 +33,31 @@ pub const RTOL: f64 = 1e-3;
 /// Absolute tolerance (ONNX backend tests).
 pub const ATOL: f64 = 1e-7;
 
+/// Cases judged with a looser absolute tolerance, and why: expected values
+/// that carry the float32 rounding noise of the reference implementation
+/// where the exact value is 0 (onnxruntime keeps such overrides in its
+/// `onnx_backend_test_series_overrides.jsonc`). Listed in the report.
+pub const ATOL_OVERRIDES: &[(&str, f64, &str)] = &[
+    (
+        "test_dft_inverse",
+        1e-6,
+        "numpy's complex64 inverse FFT leaves 1.9e-7 where the exact value is 0 (outputs up to 49.5)",
+    ),
+    (
+        "test_dft_inverse_opset19",
+        1e-6,
+        "numpy's complex64 inverse FFT leaves 1.9e-7 where the exact value is 0 (outputs up to 49.5)",
+    ),
+];
+
+/// The absolute tolerance of case `case` ([`ATOL`] unless overridden).
+pub fn atol_of(case: &str) -> f64 {
+    ATOL_OVERRIDES
+        .iter()
+        .find(|(c, _, _)| *c == case)
+        .map_or(ATOL, |&(_, a, _)| a)
+}
+
 /// Outcome of one case.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Outcome {
@@ -133,6 +158,9 @@ impl Report {
              Each case's model is imported through the mapping table (`onnx/src/table.rs`) and run with the \
              TDL reference interpreter; outputs are compared with |got − expected| ≤ {ATOL:e} + {RTOL:e}·|expected|.\n"
         );
+        for (case, atol, why) in ATOL_OVERRIDES {
+            let _ = writeln!(s, "`{case}` is judged with |got − expected| ≤ {atol:e} + {RTOL:e}·|expected|: {why}.\n");
+        }
         let _ = writeln!(s, "## Summary\n");
         let _ = writeln!(s, "| | count |\n| --- | --- |");
         let _ = writeln!(s, "| node test cases | {} |", self.cases.len());
@@ -160,7 +188,7 @@ impl Report {
         );
         let _ = writeln!(
             s,
-            "| ai.onnx operators mapped to TDL specs | {} |",
+            "| operators mapped to TDL specs (ai.onnx, ai.onnx.ml, ai.onnx.preview.training) | {} |",
             covered.len()
         );
         let _ = writeln!(
@@ -337,6 +365,7 @@ fn run(dir: &Path, lib: &Library) -> Outcome {
         Err(e) => return Outcome::Fail(e.to_string()),
     };
     let graph = &imported.graph;
+    let atol = atol_of(&dir.file_name().unwrap_or_default().to_string_lossy());
     let mut values = Values::new(graph.tensors().len());
     for (t, k) in &imported.leaf_values {
         let v = match k.data() {
@@ -378,7 +407,7 @@ fn run(dir: &Path, lib: &Library) -> Outcome {
             ));
         }
         for (k, (&a, &e)) in got.iter().zip(&exp.values).enumerate() {
-            let ok = (a.is_nan() && e.is_nan()) || a == e || (a - e).abs() <= ATOL + RTOL * e.abs();
+            let ok = (a.is_nan() && e.is_nan()) || a == e || (a - e).abs() <= atol + RTOL * e.abs();
             if !ok {
                 return Outcome::Fail(format!(
                     "output `{name}` element {k}: got {a}, expected {e}"
