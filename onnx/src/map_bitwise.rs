@@ -1,6 +1,7 @@
 //! Lowering of ONNX's bitwise operators: BitwiseAnd / Or / Xor / Not and
-//! BitShift. The specs (`specs/onnx_bitwise.tdl`) take the integer width and
-//! signedness as attributes, read from the element type of the first input;
+//! BitShift. The specs (`specs/onnx_bitwise.tdl`) take the integer width
+//! (and BitwiseNot its signedness) as attributes, read from the element type
+//! of the first input;
 //! so that input's type must be known at import (a graph input, an
 //! initializer, a constant or a supplied value).
 
@@ -40,10 +41,14 @@ fn operands(l: &mut Lower, n: &Node) -> LResult<(TensorId, TensorId)> {
 
 /// BitwiseAnd / BitwiseOr / BitwiseXor with numpy broadcasting.
 pub fn binary(l: &mut Lower, n: &Node, m: &Mapping) -> LResult<Vec<Out>> {
-    let (bits, signed) = width(l, n.input(0).unwrap_or_default())?;
+    // Negative values are two's complement whatever the signedness.
+    let (bits, _) = width(l, n.input(0).unwrap_or_default())?;
     let (a, b) = operands(l, n)?;
-    let attrs: [Attr; 2] = [("bits", int(bits)), ("signed", int(i64::from(signed)))];
-    Ok(vec![Out::T(l.emit1(m.specs[0], &[a, b], &attrs)?)])
+    Ok(vec![Out::T(l.emit1(
+        m.specs[0],
+        &[a, b],
+        &[("bits", int(bits))],
+    )?)])
 }
 
 /// BitwiseNot.

@@ -1,5 +1,5 @@
-//! Lowering of EyeLike (`eye_like`) and TensorScatter (`tensor_scatter`,
-//! the key-value-cache write of opset 24).
+//! Lowering of EyeLike (`eye_like`), TensorScatter (`tensor_scatter`, the
+//! key-value-cache write of opset 24) and Det (`determinant`).
 
 use planner::graph::int;
 
@@ -73,4 +73,20 @@ pub fn tensor_scatter(l: &mut Lower, n: &Node, _m: &Mapping) -> LResult<Vec<Out>
         &[("circular", int(circular))],
     )?;
     Ok(vec![Out::T(l.reshape(y, &sp)?)])
+}
+
+/// Det: x [..., M, M] → y [...] (`determinant`).
+pub fn det(l: &mut Lower, n: &Node, _m: &Mapping) -> LResult<Vec<Out>> {
+    let Some(xn) = n.input(0) else {
+        return unsupported("input 0 is missing");
+    };
+    let s = shape(l, xn)?;
+    let r = s.len();
+    if r < 2 || s[r - 1] != s[r - 2] || s.contains(&0) {
+        return unsupported(format!(
+            "input of shape {s:?} (square matrices [..., M, M])"
+        ));
+    }
+    let x = l.tensor(xn)?;
+    Ok(vec![Out::T(l.emit1("determinant", &[x], &[])?)])
 }

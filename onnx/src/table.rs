@@ -211,12 +211,13 @@ pub const TABLE: &[Mapping] = &[
     row("CumProd", &["cumprod"], sh::cumsum),
     row("CumSum", &["cumsum"], sh::cumsum),
     row("DepthToSpace", &["swap_blocks"], sh::depth_space),
-    row("DFT", &["dft", "irfft"], sig::dft),
     row(
         "DequantizeLinear",
         &["dequantize", "dequantize_axis"],
         quant::dequantize,
     ),
+    row("Det", &["determinant"], tensor::det),
+    row("DFT", &["dft", "irfft"], sig::dft),
     row("Div", &["div", "div_trunc"], ew::binary),
     row("Dropout", &["identity", "dropout"], ew::dropout),
     row(
