@@ -165,6 +165,7 @@ pub const TABLE: &[Mapping] = &[
     una("Celu", &["celu"], &[("alpha", "alpha", 1.0)]),
     row("Clip", &["clip"], ew::clip),
     row("Col2Im", &["col2im3d"], ct::col2im),
+    row("Compress", &["gather", "embedding"], sh::compress),
     row("Concat", &["concat", "concat_channels"], sh::concat),
     row("Constant", &[], folded),
     row("ConstantOfShape", &[], folded),
