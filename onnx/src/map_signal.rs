@@ -1,5 +1,5 @@
 //! Lowering of ONNX's signal operators: HannWindow, HammingWindow,
-//! BlackmanWindow (`*_window` specs) and DFT (`dft`, `irfft`).
+//! BlackmanWindow (`*_window` specs), DFT (`dft`, `irfft`) and STFT (`stft`).
 //!
 //! A window's size input must be known at import time (a constant, or a
 //! value the caller supplied with `--input-value`): it is the output's
@@ -124,4 +124,66 @@ pub fn dft(l: &mut Lower, n: &Node, _m: &Mapping) -> LResult<Vec<Out>> {
     out.extend(&sx[a + 1..r - 1]);
     out.push(ys[3]);
     Ok(vec![Out::T(l.reshape(y, &out)?)])
+}
+
+/// STFT (opset 17): signal [B, S, C] (C = 1 real, 2 complex), `frame_step`
+/// and `frame_length` known at import, optional window [W] (default ones of
+/// the frame length), `onesided` (default 1).
+pub fn stft(l: &mut Lower, n: &Node, _m: &Mapping) -> LResult<Vec<Out>> {
+    let xn = n
+        .input(0)
+        .ok_or_else(|| crate::lower::NodeError::Unsupported("input 0 is missing".into()))?;
+    let sx = shape(l, xn)?;
+    if sx.len() != 3 || !(1..=2).contains(&sx[2]) || sx.contains(&0) {
+        return unsupported(format!(
+            "signal of shape {sx:?}: [batch, length, 1 (real) or 2 (complex)] is mapped"
+        ));
+    }
+    let step = known_int(l, n, 1, "frame_step")?
+        .ok_or_else(|| crate::lower::NodeError::Unsupported("frame_step is missing".into()))?;
+    let window = n.input(2);
+    let wlen = match window {
+        Some(w) => {
+            let sw = shape(l, w)?;
+            if sw.len() != 1 || sw[0] == 0 {
+                return unsupported(format!("window of shape {sw:?}"));
+            }
+            Some(sw[0])
+        }
+        None => None,
+    };
+    let len = match known_int(l, n, 3, "frame_length")? {
+        Some(v) => v,
+        None => wlen.unwrap_or(sx[1]) as i64,
+    };
+    if step < 1 || len < 1 || len as usize > sx[1] {
+        return unsupported(format!(
+            "frame_step {step}, frame_length {len} for a signal of length {}",
+            sx[1]
+        ));
+    }
+    let onesided = n.attrs.int("onesided", 1);
+    if !(0..=1).contains(&onesided) {
+        return unsupported(format!("onesided = {onesided}"));
+    }
+    let x = l.tensor(xn)?;
+    let w = match window {
+        Some(w) => l.tensor(w)?,
+        None => crate::map_elementwise::splat_const(
+            l,
+            &format!("{}#window", n.name),
+            &[len as usize],
+            1.0,
+        )?,
+    };
+    let y = l.emit1(
+        "stft",
+        &[x, w],
+        &[
+            ("step", int(step)),
+            ("len", int(len)),
+            ("onesided", int(onesided)),
+        ],
+    )?;
+    Ok(vec![Out::T(y)])
 }

@@ -437,6 +437,7 @@ pub const TABLE: &[Mapping] = &[
     row("Split", &["split_last"], sh::split),
     un("Sqrt", &["sqrt"]),
     row("Squeeze", &["reshape_2_1"], sh::view),
+    row("STFT", &["stft"], sig::stft),
     row("Sub", &["sub"], ew::binary),
     row("Sum", &["add"], ew::variadic),
     una("Swish", &["swish"], &[("alpha", "alpha", 1.0)]),

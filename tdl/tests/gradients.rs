@@ -888,6 +888,17 @@ const TABLE: &[OpCfg] = &[
         dims: &[("C", 1, 2)],
         ..cfg("irfft")
     },
+    // STFT: frames overlapping (step < len) or not, windows shorter and
+    // longer than the DFT, real and complex signals.
+    OpCfg {
+        attrs: &[
+            ("step", &[1.0, 2.0]),
+            ("len", &[1.0, 2.0, 3.0]),
+            ("onesided", &[0.0, 1.0]),
+        ],
+        dims: &[("C", 1, 2), ("S", 3, 5)],
+        ..cfg("stft")
+    },
     OpCfg {
         inputs: &[("idx", Gen::Ids("D0"))],
         dims: &[("K", 1, 1)],
