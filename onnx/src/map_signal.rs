@@ -1,5 +1,6 @@
 //! Lowering of ONNX's signal operators: HannWindow, HammingWindow,
-//! BlackmanWindow (`*_window` specs), DFT (`dft`, `irfft`) and STFT (`stft`).
+//! BlackmanWindow (`*_window` specs), DFT (`dft`, `irfft`), STFT (`stft`)
+//! and MelWeightMatrix (`mel_weight_matrix`).
 //!
 //! A window's size input must be known at import time (a constant, or a
 //! value the caller supplied with `--input-value`): it is the output's
@@ -7,7 +8,7 @@
 //! signal axis is moved into the middle of a [P, N, Q, C] view (P: the dims
 //! before it, Q: the dims between it and the trailing real/imaginary dim C).
 
-use planner::graph::int;
+use planner::graph::{float, int};
 
 use crate::lower::{unsupported, LResult, Lower, Out};
 use crate::map_elementwise::shape;
@@ -183,6 +184,51 @@ pub fn stft(l: &mut Lower, n: &Node, _m: &Mapping) -> LResult<Vec<Out>> {
             ("step", int(step)),
             ("len", int(len)),
             ("onesided", int(onesided)),
+        ],
+    )?;
+    Ok(vec![Out::T(y)])
+}
+
+/// MelWeightMatrix (opset 17): num_mel_bins, dft_length, sample_rate,
+/// lower_edge_hertz and upper_edge_hertz must be known at import (they are
+/// the spec's attributes; the output is a constant of the graph).
+pub fn mel_weight_matrix(l: &mut Lower, n: &Node, _m: &Mapping) -> LResult<Vec<Out>> {
+    let mut ints = Vec::new();
+    for (i, what) in [(0, "num_mel_bins"), (1, "dft_length"), (2, "sample_rate")] {
+        match known_int(l, n, i, what)? {
+            Some(v) if v > 0 => ints.push(v),
+            Some(v) => return unsupported(format!("{what} = {v}")),
+            None => return unsupported(format!("{what} is missing")),
+        }
+    }
+    let mut floats = Vec::new();
+    for (i, what) in [(3, "lower_edge_hertz"), (4, "upper_edge_hertz")] {
+        let v = n
+            .input(i)
+            .and_then(|name| l.arg_data(name))
+            .filter(|d| d.values.len() == 1)
+            .map(|d| d.values[0]);
+        match v {
+            Some(v) if v >= 0.0 => floats.push(v),
+            _ => {
+                return unsupported(format!(
+                    "{what} must be one non-negative value known at import time"
+                ))
+            }
+        }
+    }
+    let name = n.input(0).expect("checked by known_int");
+    let x = l.tensor(name)?;
+    let x = l.reshape(x, &[])?;
+    let y = l.emit1(
+        "mel_weight_matrix",
+        &[x],
+        &[
+            ("bins", int(ints[0])),
+            ("len", int(ints[1])),
+            ("rate", int(ints[2])),
+            ("lo", float(floats[0])),
+            ("hi", float(floats[1])),
         ],
     )?;
     Ok(vec![Out::T(y)])

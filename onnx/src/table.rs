@@ -321,6 +321,11 @@ pub const TABLE: &[Mapping] = &[
     ),
     row("MaxUnpool", &["maxunpool", "pad"], nn::max_unpool),
     row("Mean", &["add", "scale"], ew::variadic),
+    row(
+        "MelWeightMatrix",
+        &["mel_weight_matrix"],
+        sig::mel_weight_matrix,
+    ),
     row("MeanVarianceNormalization", &["layernorm"], nn::mvn),
     row("Min", &["minimum"], ew::variadic),
     un("Mish", &["mish"]),
