@@ -38,7 +38,7 @@ fn per_tensor(
 ) -> LResult<Vec<Out>> {
     let groups = 2 + states;
     let inputs = n.n_inputs().saturating_sub(2);
-    if inputs == 0 || inputs % groups != 0 {
+    if inputs == 0 || !inputs.is_multiple_of(groups) {
         return unsupported(format!(
             "{} inputs after R and T; expected {groups} per optimized tensor",
             inputs
