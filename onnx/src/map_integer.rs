@@ -1,13 +1,16 @@
-//! Lowering of ONNX's integer products: MatMulInteger (`matmul_integer`)
-//! and ConvInteger (the operands less their zero points with `sub`, then
-//! the Conv lowering, [`crate::map_nn::conv_of`]).
+//! Lowering of ONNX's integer products: MatMulInteger (`matmul_integer`),
+//! ConvInteger (the operands less their zero points with `sub`, then the
+//! Conv lowering, [`crate::map_nn::conv_of`]) and QLinearMatMul
+//! (`matmul_integer`, `scale` by the requantization factor, `quantize`).
 
-use planner::graph::TensorId;
+use planner::graph::{float, TensorId};
+use tdl::AttrValue;
 
 use crate::lower::{unsupported, LResult, Lower, Out};
 use crate::map_elementwise::{broadcast_binary, shape, splat_const};
 use crate::mapping::Mapping;
 use crate::node::Node;
+use crate::tensor::Elem;
 
 /// Zero point input `i` as a scalar graph tensor (0 when omitted); `None`
 /// when it holds more than one value.
@@ -23,27 +26,47 @@ fn scalar_zero_point(l: &mut Lower, n: &Node, i: usize) -> LResult<Option<Tensor
     Ok(Some(l.reshape(t, &[])?))
 }
 
-/// MatMulInteger: A [..., M, K] (rank ≥ 2), B [K, N], scalar zero points
-/// (per-row or per-column zero points are not mapped).
+/// MatMulInteger: A [..., M, K] (rank ≥ 2), B [K, N] or [..., K, N]
+/// (batch dims broadcast), scalar zero points (per-row or per-column zero
+/// points are not mapped).
 pub fn matmul_integer(l: &mut Lower, n: &Node, _m: &Mapping) -> LResult<Vec<Out>> {
     let (Some(an), Some(bn)) = (n.input(0), n.input(1)) else {
         return unsupported("A and B are required");
     };
-    let (sa, sb) = (shape(l, an)?, shape(l, bn)?);
-    if sa.len() < 2 || sb.len() != 2 {
-        return unsupported(format!(
-            "A of shape {sa:?} and B of shape {sb:?} (A of rank ≥ 2 and a 2-D B are mapped)"
-        ));
-    }
     let (Some(az), Some(bz)) = (scalar_zero_point(l, n, 2)?, scalar_zero_point(l, n, 3)?) else {
         return unsupported("per-row or per-column zero points (scalar ones are mapped)");
     };
+    Ok(vec![Out::T(integer_product(l, an, bn, az, bz)?)])
+}
+
+/// `matmul_integer` (2-D b) or `batch_matmul_integer` (b with batch dims,
+/// both operands broadcast to the common batch shape) of the named operands.
+fn integer_product(
+    l: &mut Lower,
+    an: &str,
+    bn: &str,
+    az: TensorId,
+    bz: TensorId,
+) -> LResult<TensorId> {
+    let (sa, sb) = (shape(l, an)?, shape(l, bn)?);
+    if sa.len() < 2 || sb.len() < 2 {
+        return unsupported(format!(
+            "a of shape {sa:?} and b of shape {sb:?} (operands of rank ≥ 2 are mapped)"
+        ));
+    }
     let (a, b) = (l.tensor(an)?, l.tensor(bn)?);
-    Ok(vec![Out::T(l.emit1(
-        "matmul_integer",
-        &[a, b, az, bz],
-        &[],
-    )?)])
+    if sb.len() == 2 {
+        return l.emit1("matmul_integer", &[a, b, az, bz], &[]);
+    }
+    let (ba, bb) = (&sa[..sa.len() - 2], &sb[..sb.len() - 2]);
+    let batch = crate::lower::broadcast_shape(ba, bb).ok_or_else(|| {
+        crate::lower::NodeError::Unsupported(format!(
+            "batch dims {ba:?} and {bb:?} do not broadcast"
+        ))
+    })?;
+    let a = l.broadcast_to(a, &[&batch[..], &sa[sa.len() - 2..]].concat())?;
+    let b = l.broadcast_to(b, &[&batch[..], &sb[sb.len() - 2..]].concat())?;
+    l.emit1("batch_matmul_integer", &[a, b, az, bz], &[])
 }
 
 /// ConvInteger: x - x_zero_point (a scalar) and w - w_zero_point (a scalar
@@ -87,4 +110,57 @@ pub fn conv_integer(l: &mut Lower, n: &Node, _m: &Mapping) -> LResult<Vec<Out>> 
         }
     };
     Ok(vec![Out::T(crate::map_nn::conv_of(l, n, x, w, None)?)])
+}
+
+/// A scalar scale known at import, in float32 (what ONNX's reference
+/// computes with for float32 scales); float16 / bfloat16 scales are not
+/// mapped (the reference multiplies them in their own precision).
+fn f32_scale(l: &Lower, n: &Node, i: usize) -> LResult<f32> {
+    let Some(name) = n.input(i) else {
+        return unsupported(format!("input {i} (a scale) is missing"));
+    };
+    match l.arg_data(name) {
+        Some(d) if d.values.len() == 1 && matches!(d.elem, Elem::F32 | Elem::F64) => {
+            Ok(d.values[0] as f32)
+        }
+        Some(d) if d.values.len() == 1 => unsupported(format!(
+            "scale `{name}` of element type {:?} (float32 scales are mapped)",
+            d.elem
+        )),
+        _ => unsupported(format!(
+            "scale `{name}` must be one value known at import time (a constant, an initializer \
+             or --input-value {name}=...)"
+        )),
+    }
+}
+
+/// QLinearMatMul: y = saturate(round((A - a_zp) · (B - b_zp) · a_scale ·
+/// b_scale / y_scale) + y_zp) onto y_zero_point's integer type; scalar
+/// float32 scales known at import and scalar zero points (ONNX's reference
+/// forms the factor a_scale · b_scale / y_scale in float32).
+pub fn qlinear_matmul(l: &mut Lower, n: &Node, _m: &Mapping) -> LResult<Vec<Out>> {
+    let (Some(an), Some(bn)) = (n.input(0), n.input(3)) else {
+        return unsupported("a and b are required");
+    };
+    let factor = f32_scale(l, n, 1)? * f32_scale(l, n, 4)? / f32_scale(l, n, 6)?;
+    let (Some(az), Some(bz), Some(yz)) = (
+        scalar_zero_point(l, n, 2)?,
+        scalar_zero_point(l, n, 5)?,
+        scalar_zero_point(l, n, 7)?,
+    ) else {
+        return unsupported("per-row or per-column zero points (scalar ones are mapped)");
+    };
+    let to = n.input(7).map_or(Elem::UInt(8), |z| l.elem_of(z));
+    let Some((lo, hi)) = crate::map_quant::int_range(to) else {
+        return unsupported(format!("output type {to:?} (integer outputs are mapped)"));
+    };
+    let c = integer_product(l, an, bn, az, bz)?;
+    let d = l.emit1("scale", &[c], &[("alpha", float(f64::from(factor)))])?;
+    let one = splat_const(l, &format!("{}#unit_scale", n.name), &[], 1.0)?;
+    let y = l.emit1(
+        "quantize",
+        &[d, one, yz],
+        &[("lo", AttrValue::Int(lo)), ("hi", AttrValue::Int(hi))],
+    )?;
+    Ok(vec![Out::T(y)])
 }

@@ -358,6 +358,16 @@ pub const TABLE: &[Mapping] = &[
     ),
     row("Pow", &["pow"], ew::binary),
     row(
+        "QLinearMatMul",
+        &[
+            "matmul_integer",
+            "batch_matmul_integer",
+            "scale",
+            "quantize",
+        ],
+        integer::qlinear_matmul,
+    ),
+    row(
         "QuantizeLinear",
         &["quantize", "quantize_axis"],
         quant::quantize,
