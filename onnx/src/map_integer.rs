@@ -1,7 +1,8 @@
 //! Lowering of ONNX's integer products: MatMulInteger (`matmul_integer`),
 //! ConvInteger (the operands less their zero points with `sub`, then the
-//! Conv lowering, [`crate::map_nn::conv_of`]) and QLinearMatMul
-//! (`matmul_integer`, `scale` by the requantization factor, `quantize`).
+//! Conv lowering, [`crate::map_nn::conv_of`]), QLinearMatMul
+//! (`matmul_integer`, `scale` by the requantization factor, `quantize`) and
+//! QLinearConv (the same after the shifted convolution).
 
 use planner::graph::{float, TensorId};
 use tdl::AttrValue;
@@ -73,10 +74,21 @@ fn integer_product(
 /// or one per output channel), then the Conv lowering with the node's
 /// attributes.
 pub fn conv_integer(l: &mut Lower, n: &Node, _m: &Mapping) -> LResult<Vec<Out>> {
-    let (Some(xn), Some(wn)) = (n.input(0), n.input(1)) else {
+    Ok(vec![Out::T(shifted_conv(l, n, [0, 2, 1, 3], None)?)])
+}
+
+/// The convolution of x - x_zero_point with w - w_zero_point (inputs at
+/// positions `[x, x_zero_point, w, w_zero_point]`), plus `bias`.
+fn shifted_conv(
+    l: &mut Lower,
+    n: &Node,
+    [xi, xzi, wi, wzi]: [usize; 4],
+    bias: Option<TensorId>,
+) -> LResult<TensorId> {
+    let (Some(xn), Some(wn)) = (n.input(xi), n.input(wi)) else {
         return unsupported("x and w are required");
     };
-    let x = match n.input(2) {
+    let x = match n.input(xzi) {
         None => l.tensor(xn)?,
         Some(z) if shape(l, z)?.iter().product::<usize>() == 1 => {
             let t = l.tensor(z)?;
@@ -88,7 +100,7 @@ pub fn conv_integer(l: &mut Lower, n: &Node, _m: &Mapping) -> LResult<Vec<Out>> 
         Some(z) => return unsupported(format!("x_zero_point `{z}` must hold one value")),
     };
     let sw = shape(l, wn)?;
-    let w = match n.input(3) {
+    let w = match n.input(wzi) {
         None => l.tensor(wn)?,
         Some(z) => {
             let numel: usize = shape(l, z)?.iter().product();
@@ -109,7 +121,73 @@ pub fn conv_integer(l: &mut Lower, n: &Node, _m: &Mapping) -> LResult<Vec<Out>> 
             broadcast_binary(l, "sub", wn, &zn)?
         }
     };
-    Ok(vec![Out::T(crate::map_nn::conv_of(l, n, x, w, None)?)])
+    crate::map_nn::conv_of(l, n, x, w, bias)
+}
+
+/// QLinearConv: the convolution of the zero-point-shifted integers (plus the
+/// int32 bias), times x_scale · w_scale / y_scale (w_scale a scalar or one
+/// per output channel; float32 scales known at import), quantized onto
+/// y_zero_point's integer type.
+pub fn qlinear_conv(l: &mut Lower, n: &Node, _m: &Mapping) -> LResult<Vec<Out>> {
+    let xs = f32_scale(l, n, 1)?;
+    let ys = f32_scale(l, n, 6)?;
+    let ws = f32_scales(l, n, 4)?;
+    let factors: Vec<f64> = ws.iter().map(|&w| f64::from(xs * w / ys)).collect();
+    let bias = match n.input(8) {
+        Some(b) => Some(l.tensor(b)?),
+        None => None,
+    };
+    let c = shifted_conv(l, n, [0, 2, 3, 5], bias)?;
+    let d = if factors.len() == 1 {
+        l.emit1("scale", &[c], &[("alpha", float(factors[0]))])?
+    } else {
+        let name = format!("{}#requantize", n.name);
+        l.define_known(
+            &name,
+            crate::lower::Known {
+                elem: Elem::F32,
+                shape: vec![factors.len()],
+                src: crate::lower::Src::Dense(crate::tensor::Data {
+                    elem: Elem::F32,
+                    shape: vec![factors.len()],
+                    values: factors,
+                }),
+                kind: crate::lower::Kind::Constant,
+            },
+        );
+        let f = l.tensor(&name)?;
+        l.emit1("channel_mul", &[c, f], &[])?
+    };
+    let Some(yz) = scalar_zero_point(l, n, 7)? else {
+        return unsupported("y_zero_point must hold one value");
+    };
+    let to = n.input(7).map_or(Elem::UInt(8), |z| l.elem_of(z));
+    let Some((lo, hi)) = crate::map_quant::int_range(to) else {
+        return unsupported(format!("output type {to:?} (integer outputs are mapped)"));
+    };
+    let one = splat_const(l, &format!("{}#unit_scale", n.name), &[], 1.0)?;
+    let y = l.emit1(
+        "quantize",
+        &[d, one, yz],
+        &[("lo", AttrValue::Int(lo)), ("hi", AttrValue::Int(hi))],
+    )?;
+    Ok(vec![Out::T(y)])
+}
+
+/// The float32 values of a scale known at import (one or per channel).
+fn f32_scales(l: &Lower, n: &Node, i: usize) -> LResult<Vec<f32>> {
+    let Some(name) = n.input(i) else {
+        return unsupported(format!("input {i} (a scale) is missing"));
+    };
+    match l.arg_data(name) {
+        Some(d) if !d.values.is_empty() && matches!(d.elem, Elem::F32 | Elem::F64) => {
+            Ok(d.values.iter().map(|&v| v as f32).collect())
+        }
+        _ => unsupported(format!(
+            "scale `{name}` must be float32 values known at import time (a constant, an \
+             initializer or --input-value {name}=...)"
+        )),
+    }
 }
 
 /// A scalar scale known at import, in float32 (what ONNX's reference

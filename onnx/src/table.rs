@@ -358,6 +358,25 @@ pub const TABLE: &[Mapping] = &[
     ),
     row("Pow", &["pow"], ew::binary),
     row(
+        "QLinearConv",
+        &[
+            "sub",
+            "conv2d",
+            "conv2d_bias",
+            "conv2d_group",
+            "conv2d_group_bias",
+            "conv1d",
+            "conv2d_ext",
+            "conv2d_group_ext",
+            "conv3d_group_ext",
+            "channel_bias_add",
+            "scale",
+            "channel_mul",
+            "quantize",
+        ],
+        integer::qlinear_conv,
+    ),
+    row(
         "QLinearMatMul",
         &[
             "matmul_integer",
