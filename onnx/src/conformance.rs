@@ -47,6 +47,31 @@ pub const RTOL: f64 = 1e-3;
 /// Absolute tolerance (ONNX backend tests).
 pub const ATOL: f64 = 1e-7;
 
+/// Cases judged with a looser absolute tolerance, and why: expected values
+/// that carry the float32 rounding noise of the reference implementation
+/// where the exact value is 0 (onnxruntime keeps such overrides in its
+/// `onnx_backend_test_series_overrides.jsonc`). Listed in the report.
+pub const ATOL_OVERRIDES: &[(&str, f64, &str)] = &[
+    (
+        "test_dft_inverse",
+        1e-6,
+        "numpy's complex64 inverse FFT leaves 1.9e-7 where the exact value is 0 (outputs up to 49.5)",
+    ),
+    (
+        "test_dft_inverse_opset19",
+        1e-6,
+        "numpy's complex64 inverse FFT leaves 1.9e-7 where the exact value is 0 (outputs up to 49.5)",
+    ),
+];
+
+/// The absolute tolerance of case `case` ([`ATOL`] unless overridden).
+pub fn atol_of(case: &str) -> f64 {
+    ATOL_OVERRIDES
+        .iter()
+        .find(|(c, _, _)| *c == case)
+        .map_or(ATOL, |&(_, a, _)| a)
+}
+
 /// Outcome of one case.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Outcome {
@@ -317,12 +342,13 @@ fn run(dir: &Path, lib: &Library) -> (Outcome, Vec<String>) {
             (result, fixed) = (r, f);
         }
     }
-    (compare(result, &expected), fixed)
+    let atol = atol_of(&dir.file_name().unwrap_or_default().to_string_lossy());
+    (compare(result, &expected, atol), fixed)
 }
 
 /// Run an import result with the interpreter and compare its outputs with
-/// `expected`.
-fn compare(result: Result<Imported, OnnxError>, expected: &[Data]) -> Outcome {
+/// `expected` (absolute tolerance `atol`, see [`atol_of`]).
+fn compare(result: Result<Imported, OnnxError>, expected: &[Data], atol: f64) -> Outcome {
     let imported = match result {
         Ok(i) => i,
         Err(OnnxError::Node { reason, .. }) => {
@@ -385,7 +411,7 @@ fn compare(result: Result<Imported, OnnxError>, expected: &[Data]) -> Outcome {
             ));
         }
         for (k, (&a, &e)) in got.iter().zip(&exp.values).enumerate() {
-            let ok = (a.is_nan() && e.is_nan()) || a == e || (a - e).abs() <= ATOL + RTOL * e.abs();
+            let ok = (a.is_nan() && e.is_nan()) || a == e || (a - e).abs() <= atol + RTOL * e.abs();
             if !ok {
                 return Outcome::Fail(format!(
                     "output `{name}` element {k}: got {a}, expected {e}"

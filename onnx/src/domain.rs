@@ -1,6 +1,8 @@
 //! Operator domains other than ai.onnx, for the error of a node in one.
 //!
-//! The mapping table covers ai.onnx only. A node of another domain is an
+//! The mapping table covers ai.onnx and the tensor functions of ai.onnx.ml
+//! (Binarizer, ArrayFeatureExtractor) and ai.onnx.preview.training (Adagrad,
+//! Adam, Momentum). A node of another domain, or another op of those, is an
 //! [`crate::OnnxError::Domain`] error whose text comes from [`explain`]: what
 //! the domain is, whether tofu could ever train a model through the node
 //! (its parameters are tensors and it is differentiable) and what to do.
@@ -33,9 +35,9 @@ pub fn explain(domain: &str, op_type: &str) -> (Trainable, String) {
         ),
         "ai.onnx.preview.training" => (
             Trainable::AsAiOnnx,
-            "it is one of ONNX's training operators (Gradient, Momentum, Adagrad, Adam); tofu \
-             builds the backward pass and the optimizer itself: import the inference model and \
-             pass --training"
+            "it is one of ONNX's training operators (Gradient; tofu maps Momentum, Adagrad and \
+             Adam); tofu builds the backward pass itself: import the inference model and pass \
+             --training"
                 .into(),
         ),
         "org.pytorch.aten" => (
@@ -56,7 +58,8 @@ pub fn explain(domain: &str, op_type: &str) -> (Trainable, String) {
             Trainable::Unknown,
             "it is a custom domain: tofu does not know what its operators compute, so it cannot \
              tell whether they are differentiable; the mapping table (onnx/src/table.rs) covers \
-             ai.onnx only: rewrite the node with ai.onnx operators"
+             ai.onnx (and a few ai.onnx.ml and training operators): rewrite the node with ai.onnx \
+             operators"
                 .into(),
         ),
     }
@@ -79,7 +82,7 @@ fn ml(op_type: &str) -> (Trainable, String) {
              write it as ai.onnx Gemm with initializers)"
         }
         "LabelEncoder" | "CategoryMapper" | "DictVectorizer" | "ZipMap" | "OneHotEncoder"
-        | "Binarizer" => "an encoder of labels, strings or maps: not differentiable",
+        => "an encoder of labels, strings or maps: not differentiable",
         _ => "a classical machine-learning operator whose parameters are node attributes, not tensors",
     };
     (

@@ -52,7 +52,7 @@ pub enum OnnxError {
         /// Opset version of ai.onnx.
         opset: i64,
     },
-    /// A node's domain is not ai.onnx (the table maps ai.onnx only).
+    /// A node's domain is not ai.onnx and the table has no row for it there.
     #[error(
         "`{path}`: node `{node}` uses {op_type} of the domain `{domain}` (opset {opset}), which tofu does not map: \
          {}. To import the rest of the model, pass `--opaque-unsupported` (the node becomes an opaque \

@@ -6,7 +6,7 @@
 //! inputs) and gives its outputs as known values:
 //!
 //! * `Constant`, `ConstantOfShape` (a splat: weights of the light models are
-//!   never materialised), `Shape`, `Size`, `EyeLike`, `Range`: always
+//!   never materialised), `Shape`, `Size`, `Range`: always
 //!   (Shape and Size need only the input's shape);
 //! * views (`Reshape`, `Flatten`, `Squeeze`, `Unsqueeze`, `Identity`) of a
 //!   known value: the same elements under a new shape, keeping its kind, so a
@@ -129,28 +129,6 @@ pub fn fold(l: &Lower, n: &Node) -> LResult<Option<Vec<Known>>> {
                 elem: a.elem,
                 shape: vec![count],
                 values: vals,
-            })]
-        }
-        "EyeLike" => {
-            let Some(s) = n.input(0).and_then(|x| l.shape_of(x)) else {
-                return Ok(None);
-            };
-            if s.len() != 2 {
-                return Err(NodeError::Unsupported("input of rank ≠ 2".into()));
-            }
-            let k = n.attrs.int("k", 0);
-            let mut v = vec![0.0; s[0] * s[1]];
-            for i in 0..s[0] {
-                let j = i as i64 + k;
-                if j >= 0 && (j as usize) < s[1] {
-                    v[i * s[1] + j as usize] = 1.0;
-                }
-            }
-            let elem = Elem::from_code(n.attrs.int("dtype", 1) as i32).unwrap_or(Elem::F32);
-            vec![dense(Data {
-                elem,
-                shape: s,
-                values: v,
             })]
         }
         "Reshape" | "Flatten" | "Squeeze" | "Unsqueeze" | "Identity" => {

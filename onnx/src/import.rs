@@ -293,7 +293,7 @@ impl Pass<'_, '_> {
         let domain = normalise_domain(&np.domain);
         let why = if let Some((attr, nodes)) = node.attrs.subgraph() {
             Some(opaque::Why::Subgraph(attr, nodes))
-        } else if domain != AI_ONNX || table::lookup(&np.op_type).is_none() {
+        } else if table::lookup_in(domain, &np.op_type).is_none() {
             Some(opaque::Why::NoMapping)
         } else {
             None

@@ -189,6 +189,22 @@ pub fn ints_or(n: &Node, name: &str, k: usize, default: usize) -> LResult<Vec<us
 pub fn conv(l: &mut Lower, n: &Node, _m: &Mapping) -> LResult<Vec<Out>> {
     let x = input(l, n, 0)?;
     let w = input(l, n, 1)?;
+    let bias = match n.input(2) {
+        Some(b) => Some(l.tensor(b)?),
+        None => None,
+    };
+    Ok(vec![Out::T(conv_of(l, n, x, w, bias)?)])
+}
+
+/// [`conv`] of graph tensors x [B, CI, …] and w [CO, CI / group, …] (and a
+/// bias [CO]), with the node's attributes (ConvInteger's shifted operands).
+pub fn conv_of(
+    l: &mut Lower,
+    n: &Node,
+    x: TensorId,
+    w: TensorId,
+    bias: Option<TensorId>,
+) -> LResult<TensorId> {
     let (sx, sw) = (l.shape(x), l.shape(w));
     let k = sx.len().saturating_sub(2);
     if !(1..=3).contains(&k) || sw.len() != sx.len() {
@@ -202,13 +218,8 @@ pub fn conv(l: &mut Lower, n: &Node, _m: &Mapping) -> LResult<Vec<Out>> {
     if group < 1 {
         return unsupported(format!("group = {group}"));
     }
-    let bias = match n.input(2) {
-        Some(b) => Some(l.tensor(b)?),
-        None => None,
-    };
     if k == 3 {
-        let y = crate::map_conv_transpose::conv3d(l, x, w, bias, group, (&strides, &dil, &p))?;
-        return Ok(vec![Out::T(y)]);
+        return crate::map_conv_transpose::conv3d(l, x, w, bias, group, (&strides, &dil, &p));
     }
     if p[..k] != p[k..] || (k == 1 && group != 1) {
         let win = Window {
@@ -216,7 +227,7 @@ pub fn conv(l: &mut Lower, n: &Node, _m: &Mapping) -> LResult<Vec<Out>> {
             dil,
             pads: p,
         };
-        return Ok(vec![Out::T(conv_ext(l, x, w, bias, group, &win)?)]);
+        return conv_ext(l, x, w, bias, group, &win);
     }
     if k == 1 {
         let y = l.emit1(
@@ -228,11 +239,10 @@ pub fn conv(l: &mut Lower, n: &Node, _m: &Mapping) -> LResult<Vec<Out>> {
                 ("dilation", int(dil[0] as i64)),
             ],
         )?;
-        let y = match bias {
-            Some(b) => l.emit1("channel_bias_add", &[y, b], &[])?,
-            None => y,
+        return match bias {
+            Some(b) => l.emit1("channel_bias_add", &[y, b], &[]),
+            None => Ok(y),
         };
-        return Ok(vec![Out::T(y)]);
     }
     let mut attrs: Vec<Attr> = vec![
         ("stride_h", int(strides[0] as i64)),
@@ -253,7 +263,7 @@ pub fn conv(l: &mut Lower, n: &Node, _m: &Mapping) -> LResult<Vec<Out>> {
     }
     let mut ins = vec![x, w];
     ins.extend(bias);
-    Ok(vec![Out::T(l.emit1(spec, &ins, &attrs)?)])
+    l.emit1(spec, &ins, &attrs)
 }
 
 /// Strides, dilations and pads [begin…, end…] of a 1-D or 2-D convolution.

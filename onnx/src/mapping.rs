@@ -11,8 +11,10 @@ pub type LowerFn = fn(&mut Lower, &Node, &Mapping) -> LResult<Vec<Out>>;
 
 /// One row of the table.
 pub struct Mapping {
-    /// ONNX op type (domain ai.onnx).
+    /// ONNX op type.
     pub op: &'static str,
+    /// Its domain ([`crate::proto::AI_ONNX`], `ai.onnx.ml`, `ai.onnx.preview.training`).
+    pub domain: &'static str,
     /// TDL specs the node lowers to (empty: folded at import).
     pub specs: &'static [&'static str],
     /// ONNX float attribute → spec attribute, with ONNX's default.

@@ -1,7 +1,8 @@
 //! THE mapping table: every ONNX operator tofu imports, the TDL specs it
 //! lowers to, and the function that does it.
 //!
-//! One row per ai.onnx operator. `specs` lists every spec the lowering may
+//! One row per operator: ai.onnx, and the tensor functions of ai.onnx.ml
+//! and ai.onnx.preview.training (each row names its domain). `specs` lists every spec the lowering may
 //! emit for the operator itself (shape plumbing such as `reshape_A_B`,
 //! `swap_blocks` and `broadcast_R` is not listed); a row with no specs is
 //! folded at import time ([`crate::fold`]). `attrs` maps ONNX float
@@ -18,18 +19,41 @@ use crate::map_grid_sample as gs;
 use crate::map_nll as nll;
 use crate::mapping::{LowerFn, Mapping};
 use crate::node::Node;
+use crate::proto::AI_ONNX;
+use crate::{map_bitwise as bit, map_integer as integer, map_ml as ml, map_signal as sig};
 use crate::{map_einsum as es, map_gather_elements as ge, map_gather_nd as gnd};
 use crate::{map_elementwise as ew, map_nn as nn, map_reduce as red, map_shape as sh};
 use crate::{map_quant as quant, map_resize as rs, map_rotary as rot, rnn};
+use crate::{map_tensor as tensor, map_training as train};
 
 const fn row(op: &'static str, specs: &'static [&'static str], lower: LowerFn) -> Mapping {
     Mapping {
         op,
+        domain: AI_ONNX,
         specs,
         attrs: &[],
         lower,
     }
 }
+
+/// A row of another domain (`ai.onnx.ml`, `ai.onnx.preview.training`).
+const fn row_in(
+    domain: &'static str,
+    op: &'static str,
+    specs: &'static [&'static str],
+    lower: LowerFn,
+) -> Mapping {
+    Mapping {
+        op,
+        domain,
+        specs,
+        attrs: &[],
+        lower,
+    }
+}
+
+const ML: &str = "ai.onnx.ml";
+const TRAINING: &str = "ai.onnx.preview.training";
 
 const fn un(op: &'static str, spec: &'static [&'static str]) -> Mapping {
     row(op, spec, ew::unary)
@@ -42,6 +66,7 @@ const fn una(
 ) -> Mapping {
     Mapping {
         op,
+        domain: AI_ONNX,
         specs: spec,
         attrs,
         lower: ew::unary,
@@ -82,6 +107,8 @@ const RNN_SPECS: &[&str] = &[
 /// The table (sorted by op type).
 pub const TABLE: &[Mapping] = &[
     un("Abs", &["abs"]),
+    row_in(TRAINING, "Adagrad", &["onnx_adagrad"], train::adagrad),
+    row_in(TRAINING, "Adam", &["onnx_adam"], train::adam),
     un("Acos", &["acos"]),
     un("Acosh", &["acosh"]),
     row("Add", &["add", "bias_add", "channel_bias_add"], ew::binary),
@@ -91,6 +118,12 @@ pub const TABLE: &[Mapping] = &[
         gs::affine_grid,
     ),
     row("And", &["logical_and"], ew::binary),
+    row_in(
+        ML,
+        "ArrayFeatureExtractor",
+        &["take_last"],
+        ml::array_feature_extractor,
+    ),
     row("ArgMax", &["argmax", "argmax_last"], red::arg),
     row("ArgMin", &["argmin", "argmin_last"], red::arg),
     un("Asin", &["asin"]),
@@ -98,6 +131,20 @@ pub const TABLE: &[Mapping] = &[
     un("Atan", &["atan"]),
     un("Atanh", &["atanh"]),
     row("AveragePool", &["avgpool2d_ext", "avgpool3d_ext"], nn::pool),
+    Mapping {
+        attrs: &[("threshold", "threshold", 0.0)],
+        ..row_in(ML, "Binarizer", &["binarizer"], ew::unary)
+    },
+    row(
+        "BitShift",
+        &["bit_shift_left", "bit_shift_right"],
+        bit::bit_shift,
+    ),
+    row("BitwiseAnd", &["bitwise_and"], bit::binary),
+    row("BitwiseNot", &["bitwise_not"], bit::not),
+    row("BitwiseOr", &["bitwise_or"], bit::binary),
+    row("BitwiseXor", &["bitwise_xor"], bit::binary),
+    row("BlackmanWindow", &["blackman_window"], sig::window),
     row(
         "BatchNormalization",
         &[
@@ -118,6 +165,7 @@ pub const TABLE: &[Mapping] = &[
     una("Celu", &["celu"], &[("alpha", "alpha", 1.0)]),
     row("Clip", &["clip"], ew::clip),
     row("Col2Im", &["col2im3d"], ct::col2im),
+    row("Compress", &["gather", "embedding"], sh::compress),
     row("Concat", &["concat", "concat_channels"], sh::concat),
     row("Constant", &[], folded),
     row("ConstantOfShape", &[], folded),
@@ -146,6 +194,19 @@ pub const TABLE: &[Mapping] = &[
         ],
         ct::conv_transpose,
     ),
+    row(
+        "ConvInteger",
+        &[
+            "sub",
+            "conv2d",
+            "conv2d_group",
+            "conv1d",
+            "conv2d_ext",
+            "conv2d_group_ext",
+            "conv3d_group_ext",
+        ],
+        integer::conv_integer,
+    ),
     un("Cos", &["cos"]),
     un("Cosh", &["cosh"]),
     row("CumProd", &["cumprod"], sh::cumsum),
@@ -156,6 +217,8 @@ pub const TABLE: &[Mapping] = &[
         &["dequantize", "dequantize_axis"],
         quant::dequantize,
     ),
+    row("Det", &["determinant"], tensor::det),
+    row("DFT", &["dft", "irfft"], sig::dft),
     row("Div", &["div", "div_trunc"], ew::binary),
     row("Dropout", &["identity", "dropout"], ew::dropout),
     row(
@@ -173,7 +236,7 @@ pub const TABLE: &[Mapping] = &[
     un("Erf", &["erf"]),
     un("Exp", &["exp"]),
     row("Expand", &["broadcast_1"], sh::expand),
-    row("EyeLike", &[], folded),
+    row("EyeLike", &["eye_like"], tensor::eye_like),
     row("Flatten", &["reshape_4_2"], sh::view),
     un("Floor", &["floor"]),
     row("Gather", &["gather", "embedding"], sh::gather),
@@ -213,6 +276,8 @@ pub const TABLE: &[Mapping] = &[
     ),
     row("GroupNormalization", &["groupnorm"], nn::groupnorm),
     row("GRU", RNN_SPECS, rnn::gru),
+    row("HammingWindow", &["hamming_window"], sig::window),
+    row("HannWindow", &["hann_window"], sig::window),
     una(
         "HardSigmoid",
         &["hard_sigmoid"],
@@ -243,6 +308,11 @@ pub const TABLE: &[Mapping] = &[
     row("LpPool", &["lppool3d_ext"], nn::pool),
     row("LSTM", RNN_SPECS, rnn::lstm),
     row("MatMul", &["matmul", "dense", "batch_matmul"], nn::matmul),
+    row(
+        "MatMulInteger",
+        &["matmul_integer"],
+        integer::matmul_integer,
+    ),
     row("Max", &["maximum"], ew::variadic),
     row(
         "MaxPool",
@@ -251,10 +321,21 @@ pub const TABLE: &[Mapping] = &[
     ),
     row("MaxUnpool", &["maxunpool", "pad"], nn::max_unpool),
     row("Mean", &["add", "scale"], ew::variadic),
+    row(
+        "MelWeightMatrix",
+        &["mel_weight_matrix"],
+        sig::mel_weight_matrix,
+    ),
     row("MeanVarianceNormalization", &["layernorm"], nn::mvn),
     row("Min", &["minimum"], ew::variadic),
     un("Mish", &["mish"]),
     row("Mod", &["mod_floor", "mod_trunc"], ew::modulo),
+    row_in(
+        TRAINING,
+        "Momentum",
+        &["onnx_momentum", "onnx_nesterov"],
+        train::momentum,
+    ),
     row(
         "Mul",
         &["mul", "bias_mul", "channel_mul", "scale"],
@@ -276,6 +357,35 @@ pub const TABLE: &[Mapping] = &[
         sh::pad,
     ),
     row("Pow", &["pow"], ew::binary),
+    row(
+        "QLinearConv",
+        &[
+            "sub",
+            "conv2d",
+            "conv2d_bias",
+            "conv2d_group",
+            "conv2d_group_bias",
+            "conv1d",
+            "conv2d_ext",
+            "conv2d_group_ext",
+            "conv3d_group_ext",
+            "channel_bias_add",
+            "scale",
+            "channel_mul",
+            "quantize",
+        ],
+        integer::qlinear_conv,
+    ),
+    row(
+        "QLinearMatMul",
+        &[
+            "matmul_integer",
+            "batch_matmul_integer",
+            "scale",
+            "quantize",
+        ],
+        integer::qlinear_matmul,
+    ),
     row(
         "QuantizeLinear",
         &["quantize", "quantize_axis"],
@@ -361,6 +471,7 @@ pub const TABLE: &[Mapping] = &[
     row("Split", &["split_last"], sh::split),
     un("Sqrt", &["sqrt"]),
     row("Squeeze", &["reshape_2_1"], sh::view),
+    row("STFT", &["stft"], sig::stft),
     row("Sub", &["sub"], ew::binary),
     row("Sum", &["add"], ew::variadic),
     una("Swish", &["swish"], &[("alpha", "alpha", 1.0)]),
@@ -371,6 +482,7 @@ pub const TABLE: &[Mapping] = &[
         &["thresholded_relu"],
         &[("alpha", "alpha", 1.0)],
     ),
+    row("TensorScatter", &["tensor_scatter"], tensor::tensor_scatter),
     row("Tile", &["tile_last"], sh::tile),
     row("TopK", &["topk"], red::topk),
     row("Transpose", &["swap_blocks", "transpose"], sh::transpose),
@@ -385,12 +497,17 @@ pub const TABLE: &[Mapping] = &[
     row("Xor", &["logical_xor"], ew::binary),
 ];
 
-/// The row of an ai.onnx op type.
+/// The row of an op type (op types are unique across the table's domains).
 pub fn lookup(op: &str) -> Option<&'static Mapping> {
     TABLE.iter().find(|m| m.op == op)
 }
 
-/// ai.onnx operators that lower to at least one TDL spec (coverage).
+/// The row of op type `op` in `domain` (normalised: `""` is ai.onnx).
+pub fn lookup_in(domain: &str, op: &str) -> Option<&'static Mapping> {
+    lookup(op).filter(|m| m.domain == domain)
+}
+
+/// Operators that lower to at least one TDL spec (coverage).
 pub fn covered_ops() -> impl Iterator<Item = &'static str> {
     TABLE.iter().filter(|m| !m.specs.is_empty()).map(|m| m.op)
 }

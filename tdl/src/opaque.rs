@@ -24,13 +24,31 @@ pub struct OpaqueInfo {
 }
 
 /// Every opaque function the interpreter implements.
-pub const KNOWN: &[OpaqueInfo] = &[OpaqueInfo {
-    name: "cholesky",
-    arity: 1,
-    result_rank: |r| r.first().copied().unwrap_or(0),
-    eval: cholesky,
-    doc: "lower-triangular L with L·Lᵀ = A for a symmetric positive-definite [n, n] slice",
-}];
+pub const KNOWN: &[OpaqueInfo] = &[
+    OpaqueInfo {
+        name: "cholesky",
+        arity: 1,
+        result_rank: |r| r.first().copied().unwrap_or(0),
+        eval: cholesky,
+        doc: "lower-triangular L with L·Lᵀ = A for a symmetric positive-definite [n, n] slice",
+    },
+    OpaqueInfo {
+        name: "det",
+        arity: 1,
+        result_rank: |_| 0,
+        eval: det,
+        doc: "determinant of a square [n, n] slice (LU with partial pivoting)",
+    },
+    OpaqueInfo {
+        name: "adjugate",
+        arity: 1,
+        result_rank: |r| r.first().copied().unwrap_or(0),
+        eval: adjugate,
+        doc:
+            "adjugate adj(A) of a square [n, n] slice (transposed cofactors; A·adj(A) = det(A)·I, \
+              defined for singular A too)",
+    },
+];
 
 /// Look an opaque function up by name.
 pub fn lookup(name: &str) -> Option<&'static OpaqueInfo> {
@@ -68,5 +86,83 @@ fn cholesky(args: &[Tensor]) -> Result<Tensor, String> {
     Ok(Tensor {
         shape: vec![n, n],
         data: l,
+    })
+}
+
+/// The side of a square matrix slice, or the error naming `what`.
+fn square(a: &Tensor, what: &str) -> Result<usize, String> {
+    if a.shape.len() != 2 || a.shape[0] != a.shape[1] {
+        return Err(format!(
+            "{what} needs a square matrix slice, got shape {:?}",
+            a.shape
+        ));
+    }
+    Ok(a.shape[0])
+}
+
+/// Determinant of the row-major n×n matrix `m` by LU with partial pivoting.
+fn det_of(mut m: Vec<f64>, n: usize) -> f64 {
+    let mut d = 1.0;
+    for c in 0..n {
+        let p = (c..n)
+            .max_by(|&i, &j| m[i * n + c].abs().total_cmp(&m[j * n + c].abs()))
+            .unwrap_or(c);
+        if m[p * n + c] == 0.0 {
+            return 0.0;
+        }
+        if p != c {
+            for k in 0..n {
+                m.swap(p * n + k, c * n + k);
+            }
+            d = -d;
+        }
+        let piv = m[c * n + c];
+        d *= piv;
+        for i in c + 1..n {
+            let f = m[i * n + c] / piv;
+            for k in c..n {
+                m[i * n + k] -= f * m[c * n + k];
+            }
+        }
+    }
+    d
+}
+
+fn det(args: &[Tensor]) -> Result<Tensor, String> {
+    let n = square(&args[0], "det")?;
+    Ok(Tensor {
+        shape: vec![],
+        data: vec![det_of(args[0].data.clone(), n)],
+    })
+}
+
+fn adjugate(args: &[Tensor]) -> Result<Tensor, String> {
+    let a = &args[0];
+    let n = square(a, "adjugate")?;
+    if n == 1 {
+        return Ok(Tensor {
+            shape: vec![1, 1],
+            data: vec![1.0],
+        });
+    }
+    let mut adj = vec![0.0; n * n];
+    for r in 0..n {
+        for c in 0..n {
+            // Minor without row r and column c; adj[c, r] is its cofactor.
+            let minor: Vec<f64> = (0..n)
+                .filter(|&i| i != r)
+                .flat_map(|i| {
+                    (0..n)
+                        .filter(move |&j| j != c)
+                        .map(move |j| a.data[i * n + j])
+                })
+                .collect();
+            let sign = if (r + c) % 2 == 0 { 1.0 } else { -1.0 };
+            adj[c * n + r] = sign * det_of(minor, n - 1);
+        }
+    }
+    Ok(Tensor {
+        shape: vec![n, n],
+        data: adj,
     })
 }

@@ -175,6 +175,13 @@ fn pool_fixup(_: &mut BTreeMap<String, usize>, a: &mut Attrs) {
         set(a, &format!("pad_{ax}"), p);
     }
 }
+/// TensorScatter in linear mode needs wi + U ≤ S for every row: ids are
+/// drawn in [0, S), so U = 1 and wi < S always fit; circular mode takes U ≤ S.
+fn tensor_scatter_fixup(d: &mut BTreeMap<String, usize>, a: &mut Attrs) {
+    let (s, u) = (d["S"], d["U"]);
+    let u = if int(a, "circular") == 0 { 1 } else { u.min(s) };
+    d.insert("U".into(), u);
+}
 fn group_fixup(d: &mut BTreeMap<String, usize>, a: &mut Attrs) {
     let g = int(a, "groups") as usize;
     for (name, per) in [("CI", "CIG"), ("C", "")] {
@@ -842,6 +849,55 @@ const TABLE: &[OpCfg] = &[
     OpCfg {
         inputs: &[("ids", Gen::Ids("V"))],
         ..cfg("embedding")
+    },
+    OpCfg {
+        inputs: &[("ids", Gen::Ids("N"))],
+        ..cfg("take_last")
+    },
+    // Binarizer: piecewise constant; inputs kept off its threshold.
+    OpCfg {
+        attrs: &[("threshold", &[0.0, 0.5])],
+        ..cfg("binarizer")
+    },
+    OpCfg {
+        attrs: &[("k", &[-1.0, 0.0, 2.0])],
+        ..cfg("eye_like")
+    },
+    // TensorScatter: write positions anywhere in the cache (circular) or
+    // where the update fits (linear, U ≤ S - max(wi) by the fixup).
+    OpCfg {
+        inputs: &[("wi", Gen::Ids("S"))],
+        attrs: &[("circular", &[0.0, 1.0])],
+        dims: &[("S", 2, 4), ("U", 1, 2)],
+        fixup: Some(tensor_scatter_fixup),
+        ..cfg("tensor_scatter")
+    },
+    // DFT: real and complex input, padded and truncated lengths, forward,
+    // inverse and one-sided.
+    OpCfg {
+        attrs: &[
+            ("len", &[1.0, 3.0, 4.0, 5.0]),
+            ("inverse", &[0.0, 1.0]),
+            ("onesided", &[0.0, 1.0]),
+        ],
+        dims: &[("C", 1, 2)],
+        ..cfg("dft")
+    },
+    OpCfg {
+        attrs: &[("len", &[1.0, 4.0, 5.0, 6.0])],
+        dims: &[("C", 1, 2)],
+        ..cfg("irfft")
+    },
+    // STFT: frames overlapping (step < len) or not, windows shorter and
+    // longer than the DFT, real and complex signals.
+    OpCfg {
+        attrs: &[
+            ("step", &[1.0, 2.0]),
+            ("len", &[1.0, 2.0, 3.0]),
+            ("onesided", &[0.0, 1.0]),
+        ],
+        dims: &[("C", 1, 2), ("S", 3, 5)],
+        ..cfg("stft")
     },
     OpCfg {
         inputs: &[("idx", Gen::Ids("D0"))],

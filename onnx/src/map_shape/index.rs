@@ -1,5 +1,6 @@
 //! Operators whose output follows element positions: Gather (`gather`,
-//! `embedding`; known negative indices normalised), OneHot (`one_hot`,
+//! `embedding`; known negative indices normalised), Compress (the same, at
+//! the true positions of a condition known at import), OneHot (`one_hot`,
 //! `one_hot_values`), Trilu (`trilu`), ReverseSequence (`reverse_sequence`).
 
 use planner::graph::{int, TensorId};
@@ -23,9 +24,16 @@ pub fn gather(l: &mut Lower, n: &Node, _m: &Mapping) -> LResult<Vec<Out>> {
         .input(1)
         .ok_or_else(|| NodeError::Unsupported("indices are missing".into()))?;
     let ids = normalised_ids(l, n, ids_name, sd[axis])?;
+    Ok(vec![Out::T(gather_of(l, data, axis, ids)?)])
+}
+
+/// `data` gathered at `ids` (non-negative, any shape) along `axis`: the ids'
+/// dims replace that axis.
+fn gather_of(l: &mut Lower, data: TensorId, axis: usize, ids: TensorId) -> LResult<TensorId> {
+    let sd = l.shape(data);
     let si = l.shape(ids);
     if axis == 0 && sd.len() == 2 && !si.is_empty() {
-        return Ok(vec![Out::T(l.emit1("embedding", &[data, ids], &[])?)]);
+        return l.emit1("embedding", &[data, ids], &[]);
     }
     let m: usize = si.iter().product();
     let ids1 = l.reshape(ids, &[m])?;
@@ -47,7 +55,67 @@ pub fn gather(l: &mut Lower, n: &Node, _m: &Mapping) -> LResult<Vec<Out>> {
         .chain(0..k)
         .chain((axis..r - 1).map(|d| k + d))
         .collect();
-    Ok(vec![Out::T(l.permute(g, &perm)?)])
+    l.permute(g, &perm)
+}
+
+/// Compress: the slices along `axis` (the flattened input when absent) where
+/// `condition` is true, gathered at the condition's true positions; the
+/// condition must be known at import (a constant, or `--input-value`), as it
+/// decides the output's shape. Positions past the condition's end are dropped.
+pub fn compress(l: &mut Lower, n: &Node, _m: &Mapping) -> LResult<Vec<Out>> {
+    let data = input(l, n, 0)?;
+    let Some(cond_name) = n.input(1) else {
+        return unsupported("the condition is missing");
+    };
+    let Some(cond) = l.arg_data(cond_name) else {
+        return unsupported(format!(
+            "the condition (`{cond_name}`) must be known at import time (a constant, an \
+             initializer or --input-value {cond_name}=...): it decides the output's shape"
+        ));
+    };
+    let (data, axis) = match n.attrs.get("axis") {
+        Some(a) => {
+            let r = l.shape(data).len();
+            (data, axis_of(a.i, r)?)
+        }
+        None => {
+            let numel: usize = l.shape(data).iter().product();
+            (l.reshape(data, &[numel])?, 0)
+        }
+    };
+    let dim = l.shape(data)[axis];
+    let ids: Vec<f64> = cond
+        .values
+        .iter()
+        .take(dim)
+        .enumerate()
+        .filter(|(_, &c)| c != 0.0)
+        .map(|(i, _)| i as f64)
+        .collect();
+    if ids.is_empty() || l.shape(data).contains(&0) {
+        let mut s = l.shape(data);
+        s[axis] = 0;
+        return Ok(vec![Out::C(super::empty(
+            l.elem_of(n.input(0).unwrap_or_default()),
+            s,
+        ))]);
+    }
+    let ids_name = format!("{}.indices", n.name);
+    l.define_known(
+        &ids_name,
+        Known {
+            elem: crate::tensor::Elem::Int(64),
+            shape: vec![ids.len()],
+            src: Src::Dense(Data {
+                elem: crate::tensor::Elem::Int(64),
+                shape: vec![ids.len()],
+                values: ids,
+            }),
+            kind: Kind::Constant,
+        },
+    );
+    let ids = l.tensor(&ids_name)?;
+    Ok(vec![Out::T(gather_of(l, data, axis, ids)?)])
 }
 
 fn normalised_ids(l: &mut Lower, n: &Node, name: &str, dim: usize) -> LResult<TensorId> {

@@ -14,7 +14,7 @@ pub mod index;
 pub mod last_axis;
 pub mod view;
 
-pub use index::{gather, one_hot, reverse_sequence, trilu};
+pub use index::{compress, gather, one_hot, reverse_sequence, trilu};
 pub use last_axis::{
     center_crop_pad, concat, cumsum, pad, slice, slice_args, slice_indices, split, tile,
 };
