@@ -86,11 +86,16 @@ def batchnorm_on_batch_statistics(model):
         rank = ranks.get(n.input[0], 4) or 4
         axes = [0, *range(2, rank)]
         p = f"_tofu_bn{i}_"
-        g.initializer.extend([
+        consts = [
             numpy_helper.from_array(np.array(eps, np.float32), p + "eps"),
             numpy_helper.from_array(np.array([-1] + [1] * (rank - 2), np.int64), p + "shape"),
-            numpy_helper.from_array(np.array(axes, np.int64), p + "axes"),
-        ])
+        ]
+        if opset >= 18:
+            consts.append(numpy_helper.from_array(np.array(axes, np.int64), p + "axes"))
+        g.initializer.extend(consts)
+        if model.ir_version < 4:
+            # Before IR 4 every initializer is also a graph input.
+            g.input.extend(helper.make_tensor_value_info(c.name, c.data_type, list(c.dims)) for c in consts)
 
         def mean(x, out):
             if opset >= 18:
