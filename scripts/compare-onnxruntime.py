@@ -49,6 +49,9 @@ def ensure_venv():
     except ImportError:
         pass
     py = os.path.join(VENV, "bin", "python")
+    if os.environ.get("TOFU_ORT_VENV_TRIED"):
+        fail(f"the venv {VENV} lacks {' '.join(PACKAGES)} after installing them: remove it and run again")
+    os.environ["TOFU_ORT_VENV_TRIED"] = "1"
     if os.path.realpath(sys.prefix) == os.path.realpath(VENV):
         subprocess.check_call([py, "-m", "pip", "install", "-q", *PACKAGES])
         os.execv(py, [py, *sys.argv])
