@@ -13,11 +13,12 @@
 //!   feeds them (`onnx/backend/test/runner/__init__.py`,
 //!   `generate_dummy_data(random=False)`: `arange(n).reshape(shape) / n` as
 //!   f32, dynamic dims 1). Two run by default; the other seven take minutes
-//!   each on 2 cores, so they are ignored:
+//!   each on 2 cores, so they are ignored (densenet121 does not match, see
+//!   its test):
 //!
 //! ```text
 //! cargo build --release -p tofu
-//! TOFU_BIN=target/release/tofu cargo test --release -p tofu-tests --test run_outputs -- --ignored
+//! TOFU_BIN=$PWD/target/release/tofu cargo test --release -p tofu-tests --test run_outputs -- --ignored
 //! ```
 
 use std::collections::HashMap;
@@ -493,8 +494,15 @@ fn light_resnet50_matches_onnx_reference_output() {
     light("resnet50");
 }
 
+/// Does not match (5.0e-2 at k = 1): the reference is ONNX inference, batch
+/// normalization on its running statistics, while the saved forward of a
+/// training plan normalizes on the batch's statistics; with the model's
+/// BatchNormalization rewritten to batch statistics, onnxruntime agrees
+/// within 9e-7 (`scripts/compare-onnxruntime.py`). The other eight
+/// references do not tell the two apart (every output is the uniform
+/// softmax 1/1000 of their constant weights).
 #[test]
-#[ignore = "minutes: run with --release -- --ignored"]
+#[ignore = "reference uses batch norm's running statistics; the saved training-step forward, batch statistics"]
 fn light_densenet121_matches_onnx_reference_output() {
     light("densenet121");
 }
