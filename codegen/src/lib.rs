@@ -36,6 +36,7 @@ pub mod error;
 mod exchange;
 pub mod generate;
 pub mod given;
+pub mod given_save;
 pub mod local;
 pub mod program;
 pub mod validate;

@@ -17,7 +17,7 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::Path;
 
-use planner::graph::{training_graph, Graph, Optimizer, TensorId};
+use planner::graph::{training_graph, Graph, GraphOutput, Optimizer, TensorId};
 use tdl::Library;
 
 use crate::attr::Attrs;
@@ -451,11 +451,26 @@ impl Pass<'_, '_> {
             .map_err(|e| graph_err(path, "<graph inputs>", e))?;
         let leaf_values = std::mem::take(&mut l.leaf_values);
         s.forward_ops = l.total_emitted;
-        let graph_out = if self.opts.training {
+        let mut graph_out = if self.opts.training {
             training_step(l, graph, self.opts, path, library, &mut s, &self.origins)?
         } else {
             l.b.into_graph()
         };
+        // Forward tensors keep their ids in the training graph.
+        let mut named: Vec<GraphOutput> = Vec::new();
+        for (name, o) in &outputs {
+            if let Output::Tensor(t) = o {
+                if !named.iter().any(|n| &n.name == name) {
+                    named.push(GraphOutput {
+                        name: name.clone(),
+                        tensor: *t,
+                    });
+                }
+            }
+        }
+        graph_out
+            .set_outputs(named)
+            .map_err(|e| graph_err(path, "<graph outputs>", e))?;
         Ok(Imported {
             graph: graph_out,
             outputs,

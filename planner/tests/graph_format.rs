@@ -3,7 +3,9 @@
 //! and the position, never a panic).
 
 use planner::graph::format::{from_json, load, save, to_json, FormatError};
-use planner::graph::{float, DType, Fill, Graph, GraphBuilder, MemoryReport, Optimizer, TensorId};
+use planner::graph::{
+    float, DType, Fill, Graph, GraphBuilder, GraphOutput, MemoryReport, Optimizer, TensorId,
+};
 use planner::zoo::{GptConfig, MlpConfig, Model, RnnConfig, WResNetConfig};
 use proptest::prelude::*;
 use tdl::Library;
@@ -246,6 +248,42 @@ fn broken_references_are_named() {
     let first_out = bad["ops"][0]["outputs"][0].clone();
     bad["ops"][1]["outputs"][0] = first_out;
     assert!(invalid(&bad).contains("is already produced by ops[0]"));
+}
+
+/// The model's named outputs (ONNX graph outputs) round-trip, survive
+/// the training graph, and a bad one is named.
+#[test]
+fn named_outputs_round_trip_and_bad_ones_are_named() {
+    let mut g = Model::Mlp(MlpConfig::tiny()).forward(lib()).unwrap();
+    let last = TensorId(g.tensors().len() as u32 - 1);
+    let outputs = vec![GraphOutput {
+        name: "logits".into(),
+        tensor: last,
+    }];
+    g.set_outputs(outputs.clone()).unwrap();
+    assert_round_trip(&g);
+    let trained = planner::graph::training_graph(&g, lib(), &Optimizer::default()).unwrap();
+    assert_eq!(trained.outputs(), &outputs[..]);
+    let mut v: serde_json::Value = serde_json::from_str(&to_json(&g)).unwrap();
+    assert_eq!(v["outputs"][0]["name"], "logits");
+    v["outputs"][0]["tensor"] = serde_json::json!(9999);
+    match from_json(&v.to_string()) {
+        Err(FormatError::Invalid(e)) => assert!(
+            e.to_string()
+                .starts_with("outputs[0]: tensor id 9999 is out of range"),
+            "{e}"
+        ),
+        other => panic!("expected an invalid-graph error, got {other:?}"),
+    }
+    let twice = vec![outputs[0].clone(), outputs[0].clone()];
+    assert!(g
+        .set_outputs(twice)
+        .unwrap_err()
+        .to_string()
+        .contains("given twice"));
+    let no_outputs = Model::Mlp(MlpConfig::tiny()).forward(lib()).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&to_json(&no_outputs)).unwrap();
+    assert!(v.get("outputs").is_none(), "absent when empty");
 }
 
 #[test]

@@ -13,6 +13,8 @@ pub mod plan_topology;
 pub mod run;
 pub mod run_estimate;
 pub mod run_launched;
+pub mod run_outputs;
+pub mod run_print;
 pub mod run_verify;
 pub mod ssp;
 pub mod ssp_bench;

@@ -83,6 +83,11 @@ pub struct Args {
     /// `DIR/rank-<r>.json`.
     #[arg(long, value_name = "DIR")]
     pub save_programs: Option<PathBuf>,
+    /// Run the forward pass once and write the model's outputs (by their
+    /// ONNX names, gathered from the ranks), and the synthetic inputs and
+    /// weights it ran on, to this `.safetensors` file (`run_outputs.rs`).
+    #[arg(long, value_name = "FILE")]
+    pub save_outputs: Option<PathBuf>,
     /// Print the static cost model of one step on the CUDA backend for
     /// this GPU (`h100`, `h200`) instead of running: per operator the
     /// kernels, bytes, FLOPs and roofline time. Needs no GPU.
@@ -133,6 +138,9 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
             given.extend(read_given(&graph, p, kind)?);
         }
     }
+    if let Some(path) = &args.save_outputs {
+        return super::run_outputs::run(&args, &graph, &progs, &given, path);
+    }
     if args.backend == "cpu" {
         if let Some(env) = rendezvous::Env::from_env().map_err(|e| miette::miette!("{e}"))? {
             return super::run_launched::run(&args, &progs, opts, &given, env);
@@ -151,80 +159,7 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
         None
     };
     let verified = verification.as_ref().map(|(v, _)| v.passed());
-    let bytes = report.bytes_sent_per_rank();
-    let per_step: u64 = progs.programs.iter().map(|p| p.bytes_sent()).sum();
-    let collective: u64 = progs
-        .programs
-        .iter()
-        .map(|p| p.collective_bytes_sent())
-        .sum();
-    let share = if per_step == 0 {
-        0.0
-    } else {
-        collective as f64 / per_step as f64
-    };
-    if !report.op_seconds.is_empty() {
-        let (from, steps) = if args.steps > 1 {
-            (2, &report.step_seconds[1..])
-        } else {
-            (1, &report.step_seconds[..])
-        };
-        let total: f64 = report.op_seconds.iter().map(|o| o.1).sum();
-        eprintln!(
-            "TOFU_PROFILE: rank 0 seconds per operator over steps {from}..{} \
-             (each instruction synchronised; the first step's start-up left out):",
-            args.steps
-        );
-        for (op, s) in report.op_seconds.iter().take(24) {
-            eprintln!("  {op:<32} {s:>10.4}");
-        }
-        eprintln!(
-            "  {:<32} {total:>10.4} of {:.4} s in those steps",
-            "all instructions",
-            steps.iter().sum::<f64>()
-        );
-    }
-    if args.json {
-        let v = serde_json::json!({
-            "plan": args.plan.display().to_string(),
-            "backend": args.backend,
-            "workers": file.workers,
-            "steps": args.steps,
-            "step_seconds": report.step_seconds,
-            "bytes_sent_per_rank": bytes,
-            "predicted_bytes_per_rank": progs.predicted_bytes_per_rank.iter().map(|b| b * args.steps as u64).collect::<Vec<_>>(),
-            "peak_bytes_per_rank": report.peak_bytes_per_rank,
-            "comm_seconds_per_rank": (0..file.workers).map(|r| report.comm_seconds.iter().map(|s| s[r]).sum::<f64>()).collect::<Vec<_>>(),
-            "verified": verified,
-            "max_rel_error": verification.as_ref().map(|(v, _)| v.max_rel_error),
-            "verify": verification.as_ref().map(|(v, one)| super::run_verify::details(v, one)),
-            "collective_share": share,
-            "op_seconds": report.op_seconds,
-        });
-        println!("{v}");
-    } else {
-        println!(
-            "{} on {} {} workers, {} step(s)",
-            graph.name(),
-            file.workers,
-            args.backend.to_uppercase(),
-            args.steps
-        );
-        for (s, t) in report.step_seconds.iter().enumerate() {
-            println!(
-                "step {s}: {:.4} s, bytes sent per rank {:?}",
-                t, report.bytes_sent[s]
-            );
-        }
-        println!("peak bytes per rank: {:?}", report.peak_bytes_per_rank);
-        println!(
-            "bytes moved by collectives: {:.1}% (the rest by grouped send/recv)",
-            100.0 * share
-        );
-        if let Some((v, one)) = &verification {
-            super::run_verify::print(v, one);
-        }
-    }
+    super::run_print::print(&args, &file, &graph, &progs, &report, verification.as_ref());
     Ok(if verified == Some(false) {
         ExitCode::FAILURE
     } else {
@@ -244,7 +179,11 @@ fn save_programs(dir: &std::path::Path, progs: &Programs) -> miette::Result<()> 
 }
 
 /// Leaf values from `path` (safetensors, or an ONNX model's initializers).
-fn read_given(graph: &Graph, path: &std::path::Path, kind: Kind) -> miette::Result<Given> {
+pub(super) fn read_given(
+    graph: &Graph,
+    path: &std::path::Path,
+    kind: Kind,
+) -> miette::Result<Given> {
     let name = path.display().to_string();
     let bytes = std::fs::read(path).map_err(|e| miette::miette!("{name}: {e}"))?;
     let given = if path.extension().is_some_and(|e| e == "onnx") {
@@ -263,7 +202,15 @@ fn read_given(graph: &Graph, path: &std::path::Path, kind: Kind) -> miette::Resu
     } else {
         from_safetensors(graph, &name, &bytes, kind)
     };
-    given.map_err(|e| miette::miette!("{e}"))
+    given.map_err(|e| match &e {
+        runner::GivenError::Shape { name, want, .. } => miette::miette!(
+            help = format!(
+                "write `{name}` at shape {want:?}, or plan the model for this shape (`tofu plan MODEL.onnx --input-shape {name}=…`)"
+            ),
+            "{e}"
+        ),
+        _ => miette::miette!("{e}"),
+    })
 }
 
 /// The backend × communicator of the flags.

@@ -13,6 +13,7 @@
 //!   "version": 1,                    // this reader accepts 1
 //!   "name": "mlp-2-8",               // model name
 //!   "loss": 7,                       // tensor id of the scalar loss (optional)
+//!   "outputs": [{"name": "logits", "tensor": 5}],  // (optional) the model's named outputs
 //!   "groups": [{"op": 0}, {"tensor": 3}],      // Tofu §4.2.1 groups, by anchor
 //!   "tensors": [{
 //!     "name": "fc0.w", "shape": [8, 8], "dtype": "f32",   // f32 f16 bf16 f64 i32 i64 u8 bool
@@ -52,6 +53,7 @@ use serde::{Deserialize, Serialize};
 use super::error::GraphError;
 use super::ids::TensorId;
 use super::ir::{Graph, Group, Op, Tensor};
+use super::outputs::GraphOutput;
 
 /// The value of the `format` field.
 pub const FORMAT: &str = "tofu-graph";
@@ -105,6 +107,8 @@ struct FileOut<'a> {
     name: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
     loss: Option<TensorId>,
+    #[serde(skip_serializing_if = "<[GraphOutput]>::is_empty")]
+    outputs: &'a [GraphOutput],
     groups: &'a [Group],
     tensors: &'a [Tensor],
     ops: &'a [Op],
@@ -120,6 +124,8 @@ struct FileIn {
     name: String,
     #[serde(default)]
     loss: Option<TensorId>,
+    #[serde(default)]
+    outputs: Vec<GraphOutput>,
     groups: Vec<Group>,
     tensors: Vec<Tensor>,
     ops: Vec<Op>,
@@ -139,6 +145,7 @@ pub fn to_json(graph: &Graph) -> String {
         version: VERSION,
         name: graph.name(),
         loss: graph.loss(),
+        outputs: graph.outputs(),
         groups: graph.groups(),
         tensors: graph.tensors(),
         ops: graph.ops(),
@@ -186,13 +193,9 @@ pub fn from_json(text: &str) -> Result<Graph, FormatError> {
             found: file.version,
         });
     }
-    Ok(Graph::from_parts(
-        file.name,
-        file.ops,
-        file.tensors,
-        file.groups,
-        file.loss,
-    )?)
+    let mut graph = Graph::from_parts(file.name, file.ops, file.tensors, file.groups, file.loss)?;
+    graph.set_outputs(file.outputs)?;
+    Ok(graph)
 }
 
 /// Write a graph file atomically (a temporary file in the same directory, then rename).

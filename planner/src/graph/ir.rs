@@ -26,6 +26,7 @@ use tdl::{Attrs, Binding, Library, OpSpec};
 
 use super::error::GraphError;
 use super::ids::{GroupId, OpId, TensorId};
+use super::outputs::GraphOutput;
 
 /// Element type of a tensor (how it is stored and moved; arithmetic runs in
 /// f32, see `codegen::wire`).
@@ -244,6 +245,8 @@ pub struct Graph {
     tensors: Vec<Tensor>,
     groups: Vec<Group>,
     loss: Option<TensorId>,
+    /// The model's outputs by name (ONNX graph outputs), see `outputs.rs`.
+    pub(super) outputs: Vec<GraphOutput>,
     topo: Topology,
 }
 
@@ -254,6 +257,7 @@ impl PartialEq for Graph {
             && self.tensors == other.tensors
             && self.groups == other.groups
             && self.loss == other.loss
+            && self.outputs == other.outputs
     }
 }
 
@@ -266,6 +270,7 @@ impl Graph {
             tensors: Vec::new(),
             groups: Vec::new(),
             loss: None,
+            outputs: Vec::new(),
             topo: Topology::default(),
         }
     }
@@ -402,6 +407,7 @@ impl Graph {
             tensors,
             groups,
             loss,
+            outputs: Vec::new(),
             topo: Topology::default(),
         };
         g.topo.producer = vec![None; nt];

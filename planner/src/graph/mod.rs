@@ -11,7 +11,7 @@
 //! `build.rs` forward construction, `training.rs` backward + update,
 //! `optimizer.rs` optimizer kinds,
 //! `memory.rs` accounting, `format.rs` JSON, `attrs.rs` attribute encoding,
-//! `execute.rs` reference execution.
+//! `execute.rs` reference execution, `outputs.rs` the model's named outputs.
 
 mod attrs;
 mod build;
@@ -22,6 +22,7 @@ mod ids;
 mod ir;
 pub mod memory;
 mod optimizer;
+mod outputs;
 mod training;
 
 pub use build::{float, int, Attr, GraphBuilder};
@@ -30,4 +31,5 @@ pub use ids::{GroupId, OpId, TensorId};
 pub use ir::{DType, Fill, Graph, Group, Op, OpRole, Tensor, TensorRole};
 pub use memory::{MemoryClass, MemoryReport};
 pub use optimizer::Optimizer;
+pub use outputs::GraphOutput;
 pub use training::training_graph;
