@@ -238,6 +238,8 @@ fn library_kernels_on_larger_shapes() {
         (3, 8, 1, 1, 12, 3, 2, (0, 1)),
         (2, 1, 3, 4, 10, 3, 2, (0, 1)),
         (1, 1, 5, 3, 9, 3, 1, (1, 1)),
+        // 1×1 with end pads only: the gradients' dy is larger than x.
+        (2, 2, 2, 3, 6, 1, 1, (0, 2)),
     ] {
         let g = groups as i64;
         let o = (hw as i64 + pt + pb - k as i64) / s + 1;

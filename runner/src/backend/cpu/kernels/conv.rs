@@ -88,8 +88,17 @@ impl Geom {
     }
 
     /// Whether the column matrix equals the input image (1×1, stride 1, no pad).
+    /// (A gradient's dy may be larger than the input, its windows past the
+    /// input reading the padding, so the sizes are compared too.)
     fn identity_cols(&self) -> bool {
-        self.kh == 1 && self.kw == 1 && self.sh == 1 && self.sw == 1 && self.ph == 0 && self.pw == 0
+        self.kh == 1
+            && self.kw == 1
+            && self.sh == 1
+            && self.sw == 1
+            && self.ph == 0
+            && self.pw == 0
+            && self.oh == self.h
+            && self.ow == self.w
     }
 
     /// Unroll image `x` (`[ci, h, w]`) into `col` (`[ci·kh·kw, oh·ow]`).
