@@ -23,6 +23,7 @@ it for information.
 
 Usage (a developer's machine, not CI):
   python3 scripts/compare-onnxruntime.py MODEL.onnx OUT.safetensors [--tolerance 1e-4] [--json]
+      [--input-value NAME=V[,V...]]   (an input the plan fixed with `tofu plan --input-value`)
 onnxruntime, onnx, safetensors and numpy are pip-installed into the venv
 ~/.cache/tofu/ort-venv on first use (the script then re-runs itself there).
 """
@@ -135,6 +136,13 @@ def main():
     ap.add_argument("outputs", help="the file of `tofu run --save-outputs`")
     ap.add_argument("--tolerance", type=float, default=1e-4)
     ap.add_argument("--json", action="store_true", help="print one JSON object")
+    ap.add_argument(
+        "--input-value",
+        action="append",
+        default=[],
+        metavar="NAME=V[,V...]",
+        help="a graph input tofu fixed at import (`tofu plan --input-value`, e.g. sr=16000): fed with these values",
+    )
     args = ap.parse_args()
     ensure_venv()
 
@@ -171,9 +179,22 @@ def main():
     if forward.startswith("training-step"):
         rewritten = batchnorm_on_batch_statistics(model)
     inits = {t.name for t in g.initializer}
+    fixed = {}
+    for item in args.input_value:
+        name, _, vals = item.partition("=")
+        try:
+            fixed[name] = [float(v) for v in vals.split(",")]
+        except ValueError:
+            fail(f"--input-value {item}: expected NAME=V[,V...] with numbers")
     feeds = {}
     for inp in g.input:
         if inp.name in inits:
+            continue
+        if inp.name in fixed:
+            dtype = helper.tensor_dtype_to_np_dtype(inp.type.tensor_type.elem_type)
+            dims = [d.dim_value for d in inp.type.tensor_type.shape.dim]
+            value = np.array(fixed[inp.name], dtype=dtype)
+            feeds[inp.name] = value.reshape(dims) if dims and int(np.prod(dims)) == value.size else value.reshape(()) if value.size == 1 and not dims else value
             continue
         if inp.name not in tofu:
             fail(f"{args.outputs}: no tensor `{inp.name}` (a graph input): run tofu without --inputs, or with an --inputs file that has it")
