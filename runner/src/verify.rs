@@ -165,12 +165,6 @@ pub fn judge(
     }
 }
 
-/// Whether a comparison needs the sensitivity run: some tensor's error
-/// exceeds `tol`.
-pub fn needs_sensitivity(run: &RunReport, reference: &RunReport, tol: f64) -> bool {
-    max_rel_error(run, reference).0 > tol
-}
-
 /// The floating-point leaves of `program` (every tensor a buffer of it is
 /// filled with at allocation: weights, inputs, labels, optimizer state),
 /// whole, from `given` where it has them and else from their fill or known

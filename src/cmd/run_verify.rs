@@ -11,7 +11,6 @@
 use codegen::Programs;
 use planner::graph::Graph;
 use planner::plan::model::Model;
-use runner::verify::needs_sensitivity;
 use runner::{judge, perturbed_leaves, Given, RunOptions, RunReport, Verification};
 use tdl::Library;
 
@@ -34,20 +33,16 @@ pub(super) fn verify(
     let one =
         codegen::generate_unpartitioned(graph, lib, model).map_err(|e| miette::miette!("{e}"))?;
     let reference = execute(args, &one, opts, None, given)?;
-    let perturbed = if needs_sensitivity(report, &reference, TOLERANCE) {
-        let mut g = given.clone();
-        g.extend(
-            perturbed_leaves(&one.programs[0], opts.seed, given)
-                .map_err(|e| miette::miette!("{e}"))?,
-        );
-        Some(execute(args, &one, opts, None, &g)?)
-    } else {
-        None
-    };
-    Ok((
-        judge(report, &reference, perturbed.as_ref(), TOLERANCE),
-        one,
-    ))
+    let plain = judge(report, &reference, None, TOLERANCE);
+    if plain.passed() {
+        return Ok((plain, one));
+    }
+    let mut g = given.clone();
+    g.extend(
+        perturbed_leaves(&one.programs[0], opts.seed, given).map_err(|e| miette::miette!("{e}"))?,
+    );
+    let perturbed = execute(args, &one, opts, None, &g)?;
+    Ok((judge(report, &reference, Some(&perturbed), TOLERANCE), one))
 }
 
 /// The tensors of a verdict worth naming, as JSON: `failed` (every tensor
