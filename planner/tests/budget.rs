@@ -39,6 +39,7 @@ fn enumerate(g: &Graph, lib: &Library, factor: usize) -> Vec<(u64, u64)> {
         clusters: &clusters,
         factors: &factors,
         rule: LayoutRule::Free,
+        tensor_parallel: false,
         topology: None,
         memo: None,
     };

@@ -42,6 +42,7 @@ fn check(name: &str, model: zoo::Model) -> (Graph, usize) {
     let (g, lib) = (&graph, &lib);
     let cache = StrategyCache::new();
     let p = plan(g, lib, &cache, 4, SearchKind::CriticalDp).unwrap();
+    eprintln!("{name}: kept {}, {} bytes", p.choice, p.comm_bytes);
     let groups = group_ops(g, &p.op_comm_bytes);
     let moving: Vec<usize> = (0..g.ops().len())
         .filter(|&i| p.op_comm_bytes[i] > 0)
@@ -105,7 +106,7 @@ fn count_named(g: &Graph, pattern: &str) -> usize {
 fn rnn_steps_and_layers_fold_with_the_right_counts_and_bytes() {
     let cfg = RnnConfig {
         layers: 3,
-        hidden: 64,
+        hidden: 256,
         embed: 32,
         steps: 6,
         vocab: 50,

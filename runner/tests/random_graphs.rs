@@ -241,6 +241,55 @@ fn runs_include_all_to_all_and_broadcast_instructions() {
     assert!(a2a > 0 && bcast > 0, "all-to-all {a2a}, broadcast {bcast}");
 }
 
+/// Megatron's layout inside the random cases: with `matmul` weights split
+/// by columns and rows in the tensor-parallel group and the batch split
+/// across groups, some plans keep activations replicated inside the group
+/// (split at the data-parallel level, whole at the tensor-parallel one) and
+/// run their operators replicated; those plans run exactly too.
+#[test]
+fn runs_include_activations_replicated_inside_a_split() {
+    use proptest::strategy::ValueTree;
+    use proptest::test_runner::TestRunner;
+    let mut runner = TestRunner::deterministic();
+    let mut checked = 0;
+    for _ in 0..24 {
+        let d = desc().new_tree(&mut runner).unwrap().current();
+        if d.batch < 2 || !d.layers.iter().any(|l| matches!(l, Layer::Dense(_))) {
+            continue;
+        }
+        let g = build(&d).unwrap();
+        let cache = StrategyCache::new();
+        let model = Model::new(&g, lib(), &cache).unwrap();
+        let r1 = reference(&g, &model, 1).unwrap();
+        for k in [4, 6] {
+            let opts = PlanOptions {
+                tensor_parallel: Some(2),
+                ..PlanOptions::default()
+            };
+            check_one_opts(
+                &cpu,
+                &format!("{d:?}"),
+                &g,
+                &model,
+                &cache,
+                k,
+                "megatron".parse().unwrap(),
+                opts,
+                1,
+                &r1,
+            )
+            .unwrap();
+            checked += 1;
+        }
+    }
+    let replicated = partition::SPLIT_THEN_REPLICATED.with(|c| c.get());
+    println!("{replicated} of {checked} megatron runs replicate a split activation");
+    assert!(
+        replicated > 0,
+        "no plan replicated an activation inside a split"
+    );
+}
+
 proptest! {
     #![proptest_config(ProptestConfig {
         cases: cases(),

@@ -19,7 +19,7 @@ use super::cluster::Topology;
 use super::coarse::CoarseGraph;
 use super::coarsen::{coarsen, Cluster};
 use super::cost::{exact_cost_memo, CostMemo};
-use super::decisions::{Decisions, LayoutRule, OpChoice};
+use super::decisions::{has_tensor_parallel_weights, Decisions, LayoutRule, OpChoice};
 use super::level::{ClusterConfig, LevelInput, LevelProblem};
 use super::memory::per_worker;
 use super::memory_price::MemoryPrice;
@@ -58,6 +58,9 @@ pub(crate) struct Candidates<'a> {
     problems: ProblemMemo,
     /// Pair costs by op kind, shared by every level of every candidate.
     costs: CostMemo,
+    /// The graph has weights Megatron-LM splits
+    /// ([`has_tensor_parallel_weights`]).
+    tensor_parallel: bool,
 }
 
 /// Level problems by (candidate index, level, the outer levels' decisions).
@@ -99,6 +102,7 @@ impl<'a> Candidates<'a> {
             limits: opts.limits,
             problems: Mutex::default(),
             costs: CostMemo::default(),
+            tensor_parallel: has_tensor_parallel_weights(graph),
         })
     }
 
@@ -227,6 +231,7 @@ fn plan_levels(
         clusters,
         factors: &factors,
         rule: LayoutRule::Free,
+        tensor_parallel: ctx.tensor_parallel,
         topology: topology.as_ref(),
         memo: Some(&ctx.costs),
     };

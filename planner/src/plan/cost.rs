@@ -447,6 +447,13 @@ impl<'a> CostModel<'a> {
     /// reduced across workers: the tensor's own split dim where it has one,
     /// else [`CostModel::virtual_splits`]' axis (partials are reduced into
     /// these chunks, which are then all-gathered within each replica group).
+    /// A virtual axis that the tensor splits at another level is replaced by
+    /// the largest dim it splits nowhere (when one is at least the level's
+    /// factor): chunks of a dim split again at another level would cut
+    /// across the replica group's tile, and the reduction would fall back to
+    /// every owner gathering every partial (twice a ring all-reduce's bytes
+    /// for a hybrid data-parallel gradient, e.g. a row-split weight under
+    /// data parallelism).
     pub(crate) fn staged_splits(
         &self,
         op: OpId,
@@ -455,10 +462,19 @@ impl<'a> CostModel<'a> {
         shape: &[usize],
         splits: &[Option<u32>],
     ) -> Vec<Option<u32>> {
+        let own: Vec<u32> = splits.iter().flatten().copied().collect();
+        let free = (0..shape.len() as u32)
+            .filter(|d| !own.contains(d))
+            .max_by_key(|&d| (shape[d as usize], u32::MAX - d));
         self.virtual_splits(op, slot, choices, shape)
             .into_iter()
             .zip(splits)
-            .map(|(v, s)| s.or(v))
+            .zip(&self.factors[..splits.len().min(self.factors.len())])
+            .map(|((v, s), &p)| match (s, v, free) {
+                (Some(s), ..) => Some(*s),
+                (None, Some(v), Some(f)) if own.contains(&v) && shape[f as usize] >= p => Some(f),
+                (None, v, _) => v,
+            })
             .collect()
     }
 

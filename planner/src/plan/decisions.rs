@@ -62,7 +62,13 @@ pub enum LayoutRule {
     AllRow,
     /// Megatron-LM's tensor parallelism: the weights of matmuls split as
     /// [`weight_split`] says (with their gradients and optimizer state),
-    /// every other weight-like tensor replicated; activations as [`LayoutRule::Free`].
+    /// every other weight-like tensor replicated; activations split along
+    /// any dim as under [`LayoutRule::Free`] or, when the graph has weights
+    /// [`weight_split`] splits, also **replicated** inside the group whatever
+    /// their size (Megatron keeps LayerNorm inputs, residuals and the
+    /// row-parallel matmuls' all-reduced outputs whole on every rank of a
+    /// tensor-parallel group; the operators on them then run replicated,
+    /// [`OpChoice::Replicate`]).
     TensorParallel,
 }
 
@@ -70,6 +76,11 @@ impl LayoutRule {
     /// Candidate layouts (split dim, or `None`: replicated) of tensor `t` at
     /// `level` under this rule, after the outer levels' decisions `d`
     /// (`factors`: every level's worker factor, outermost first).
+    /// `tensor_parallel`: the graph has weights [`weight_split`] splits
+    /// ([`has_tensor_parallel_weights`]); only then may
+    /// [`LayoutRule::TensorParallel`] replicate an activation at a level
+    /// (without split weights, a replicated activation at a tensor-parallel
+    /// level would only be a redundant copy: every worker the whole model).
     pub(crate) fn layouts(
         self,
         graph: &Graph,
@@ -77,6 +88,7 @@ impl LayoutRule {
         t: TensorId,
         d: &Decisions,
         level: usize,
+        tensor_parallel: bool,
     ) -> Vec<Option<u32>> {
         let p = factors[level];
         let shape = local_shape(graph, factors, t, d, level);
@@ -101,7 +113,11 @@ impl LayoutRule {
             _ => splittable.clone(),
         };
         let weight_like = is_weight_like(graph, t);
-        if matches!(self, LayoutRule::Free | LayoutRule::TensorParallel)
+        if self == LayoutRule::TensorParallel && tensor_parallel && !weight_like {
+            // Replicated inside the tensor-parallel group, split or not at
+            // the outer (data-parallel) levels.
+            out.push(None);
+        } else if matches!(self, LayoutRule::Free | LayoutRule::TensorParallel)
             && !(self == LayoutRule::TensorParallel && weight_like)
             && replicated_so_far
             && (bytes <= REPLICATE_MAX_BYTES
@@ -147,7 +163,7 @@ fn local_shape(
 }
 
 /// Whether `t` is a weight, a weight's gradient or optimizer state.
-fn is_weight_like(graph: &Graph, t: TensorId) -> bool {
+pub(crate) fn is_weight_like(graph: &Graph, t: TensorId) -> bool {
     let tensor = graph.tensor(t);
     match tensor.role {
         TensorRole::Weight | TensorRole::OptimizerState => true,
@@ -198,7 +214,7 @@ pub fn weight_split(graph: &Graph, t: TensorId) -> Option<u32> {
     for op in forward {
         let here = match op.spec.as_str() {
             "embedding" | "dense_nt" => Some(0),
-            "dense" if op.inputs.get(1) == Some(&w) => {
+            "dense" | "matmul" if op.inputs.get(1) == Some(&w) => {
                 Some(if feeds_residual(graph, op.outputs[0]) {
                     0
                 } else {
@@ -212,6 +228,15 @@ pub fn weight_split(graph: &Graph, t: TensorId) -> Option<u32> {
         }
     }
     dim
+}
+
+/// Whether some weight of `graph` is split by [`weight_split`] (a
+/// transformer's matmul, embedding or output projection): the graphs on
+/// which [`LayoutRule::TensorParallel`] may replicate activations.
+pub fn has_tensor_parallel_weights(graph: &Graph) -> bool {
+    graph.tensors().iter().enumerate().any(|(i, t)| {
+        t.role == TensorRole::Weight && weight_split(graph, TensorId(i as u32)).is_some()
+    })
 }
 
 /// Whether `t` (through `bias_add`s) is read by an `add`.

@@ -50,6 +50,11 @@ pub struct LevelInput<'a> {
     pub factors: &'a [usize],
     /// Layout restriction.
     pub rule: LayoutRule,
+    /// The graph has weights Megatron-LM splits
+    /// ([`super::decisions::has_tensor_parallel_weights`]): under
+    /// [`LayoutRule::TensorParallel`], activations may be replicated and
+    /// operator clusters run replicated.
+    pub tensor_parallel: bool,
     /// With a topology, costs are estimated nanoseconds of communication
     /// ([`super::topology`]) instead of bytes.
     pub topology: Option<&'a Topology>,
@@ -129,6 +134,22 @@ impl LevelInput<'_> {
             .unwrap_or(OpChoice::Replicate)
     }
 
+    /// Whether an op cluster may run replicated at a tensor-parallel level:
+    /// none of its ops touches a weight-like tensor (weight, its gradient,
+    /// optimizer state) above [`REPLICATE_MAX_BYTES`]. Norms, activations,
+    /// residual adds and attention's weightless ops qualify; matmuls and
+    /// convolutions, whose compute and weights are what tensor parallelism
+    /// divides, never run whole on every worker of a group.
+    fn replicable(&self, c: &Cluster) -> bool {
+        c.ops().all(|o| {
+            let op = self.graph.op(o);
+            op.inputs.iter().chain(&op.outputs).all(|t| {
+                !super::decisions::is_weight_like(self.graph, *t)
+                    || self.graph.tensor(*t).bytes() <= REPLICATE_MAX_BYTES
+            })
+        })
+    }
+
     /// Every configuration of a cluster at `level`.
     pub fn configs(&self, c: &Cluster, d: &Decisions, level: usize) -> Vec<ClusterConfig> {
         let all_tensors = |layouts: &[Option<u32>]| -> Vec<(TensorId, Option<u32>)> {
@@ -142,9 +163,14 @@ impl LevelInput<'_> {
             // Enumerate the first tensor slot's layouts; other tensor slots and
             // every op follow that dim.
             let root: Vec<Option<u32>> = match c.tensor_slots.first() {
-                Some(slot) => self
-                    .rule
-                    .layouts(self.graph, self.factors, slot[0], d, level),
+                Some(slot) => self.rule.layouts(
+                    self.graph,
+                    self.factors,
+                    slot[0],
+                    d,
+                    level,
+                    self.tensor_parallel,
+                ),
                 None => vec![None],
             };
             return root
@@ -154,7 +180,14 @@ impl LevelInput<'_> {
                         .tensor_slots
                         .iter()
                         .map(|s| {
-                            let opts = self.rule.layouts(self.graph, self.factors, s[0], d, level);
+                            let opts = self.rule.layouts(
+                                self.graph,
+                                self.factors,
+                                s[0],
+                                d,
+                                level,
+                                self.tensor_parallel,
+                            );
                             if opts.contains(&l) {
                                 l
                             } else {
@@ -191,6 +224,19 @@ impl LevelInput<'_> {
                 .into_iter()
                 .flat_map(|p| opts.iter().map(move |o| [p.clone(), vec![*o]].concat()))
                 .collect();
+        }
+        if self.rule == LayoutRule::TensorParallel
+            && self.tensor_parallel
+            && !per_slot.is_empty()
+            && self.replicable(c)
+        {
+            // The whole cluster (a forward op and its backward ops) computed
+            // on every worker of the group, on replicated inputs: what
+            // Megatron does with LayerNorm, residual adds and dropout.
+            let all = vec![OpChoice::Replicate; per_slot.len()];
+            if !configs.contains(&all) {
+                configs.push(all);
+            }
         }
         configs
             .into_iter()

@@ -29,6 +29,28 @@ thread_local! {
     /// (all-to-all, broadcast) instructions in the programs this thread ran
     /// and checked with [`run_plan_opts`] (a run that failed counts nothing).
     pub static EXCHANGE_COLLECTIVES: Cell<(usize, usize)> = const { Cell::new((0, 0)) };
+    /// Runs this thread checked with [`run_plan_opts`] whose plan replicates
+    /// an activation (or an activation's gradient) at a level inside one
+    /// where it is split: the tensor-parallel layout (issue 28).
+    pub static SPLIT_THEN_REPLICATED: Cell<usize> = const { Cell::new(0) };
+}
+
+/// Whether a plan replicates some activation or activation gradient at a
+/// level inside one that splits it (Megatron's replicated activations within
+/// a tensor-parallel group under data parallelism).
+pub fn replicates_split_activations(g: &Graph, d: &Decisions) -> bool {
+    use planner::graph::TensorRole;
+    g.tensors().iter().zip(&d.tensors).any(|(t, levels)| {
+        let activation = match t.role {
+            TensorRole::Activation => true,
+            TensorRole::Gradient => t
+                .grad_of
+                .is_some_and(|f| g.tensor(f).role != TensorRole::Weight),
+            _ => false,
+        };
+        let first_split = levels.iter().position(Option::is_some);
+        activation && first_split.is_some_and(|i| levels[i..].iter().any(Option::is_none))
+    })
 }
 
 /// Seed of the synthetic data of every run.
@@ -146,6 +168,9 @@ pub fn run_plan_opts(
     let bcast = instrs
         .filter(|i| matches!(i, Instr::Broadcast { .. }))
         .count();
+    if replicates_split_activations(g, &p.decisions) {
+        SPLIT_THEN_REPLICATED.with(|c| c.set(c.get() + 1));
+    }
     EXCHANGE_COLLECTIVES.with(|c| {
         let (a, b) = c.get();
         c.set((a + a2a, b + bcast));
