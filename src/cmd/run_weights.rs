@@ -121,7 +121,11 @@ pub fn read_onnx(
                 leaf.name,
                 leaf.shape,
                 decl.shape,
-                if graph.producer(p).is_some() { ", computed" } else { "" }
+                if graph.producer(p).is_some() {
+                    ", computed"
+                } else {
+                    ""
+                }
             ));
         }
         let data = known

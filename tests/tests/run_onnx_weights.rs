@@ -260,8 +260,7 @@ fn plan_records_the_import_options() {
     let onnx = dir.join("constants.onnx");
     std::fs::write(&onnx, constant_weights_model(&w, &b, &wt, &we)).unwrap();
     let plan = plan_with(&dir, &onnx, 1, &["--input-value", "sr=16000"]);
-    let file: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(&plan).unwrap()).unwrap();
+    let file: serde_json::Value = serde_json::from_slice(&std::fs::read(&plan).unwrap()).unwrap();
     assert_eq!(
         file["import"]["onnx"]["input_value"],
         serde_json::json!(["sr=16000"]),
