@@ -9,7 +9,11 @@ the model's outputs by their ONNX names, and the seeded synthetic inputs
 and weights it ran on when none were given; this script feeds onnxruntime
 those inputs and puts those weights in place of the model's initializers of
 the same names (so a graph-only export, whose external weight data is not
-there, runs on tofu's synthetic weights), then compares. tofu's forward
+there, runs on tofu's synthetic weights), then compares. Weights that are
+no initializers (in `Constant` nodes or `If` branches, as Paddle's and
+spox's exporters write them) cannot be substituted: run tofu with
+`--weights MODEL.onnx` for such a model (the script refuses a file with
+synthetic values it cannot give onnxruntime). tofu's forward
 of a training plan is a training step's (its file says so in the metadata
 `tofu.forward`): batch normalization on the batch's statistics, dropout as
 the identity; the script rewrites the model's inference-mode
@@ -67,7 +71,8 @@ def batchnorm_on_batch_statistics(model):
     """Rewrite each inference-mode BatchNormalization node as the same
     normalization on the batch's statistics (mean and biased variance over
     every axis but the channels), which is what a training step computes
-    and so what tofu's forward of a training plan holds. Gives the count."""
+    and so what tofu's forward of a training plan holds. Gives the names of
+    the rewritten nodes' inputs."""
     import numpy as np
     import onnx
     from onnx import helper, numpy_helper
@@ -79,13 +84,13 @@ def batchnorm_on_batch_statistics(model):
         ranks = {v.name: len(v.type.tensor_type.shape.dim) for v in [*inferred.value_info, *inferred.input]}
     except Exception:  # noqa: BLE001 (shape inference is a convenience here)
         ranks = {}
-    nodes, count = [], 0
+    nodes, rewritten = [], []
     for i, n in enumerate(g.node):
         training = any(a.name == "training_mode" and a.i for a in n.attribute)
         if n.op_type != "BatchNormalization" or training or len([o for o in n.output if o]) > 1:
             nodes.append(n)
             continue
-        count += 1
+        rewritten.append(n.input[0])
         eps = next((a.f for a in n.attribute if a.name == "epsilon"), 1e-5)
         rank = ranks.get(n.input[0], 4) or 4
         axes = [0, *range(2, rank)]
@@ -122,7 +127,7 @@ def batchnorm_on_batch_statistics(model):
         ]
     del g.node[:]
     g.node.extend(nodes)
-    return count
+    return rewritten
 
 
 def fail(message):
@@ -168,6 +173,33 @@ def main():
                 fail(f"{args.outputs}: `{init.name}` has shape {list(value.shape)}, the model's is {list(init.dims)}")
             g.initializer[i].CopyFrom(numpy_helper.from_array(value, init.name))
             substituted.append(init.name)
+    # A synthetic value tofu ran on that is no initializer (a weight in a
+    # `Constant` node or an `If` branch, as Paddle's and spox's exporters
+    # write them; a view the import folded) cannot be given to onnxruntime:
+    # the two would run on different weights.
+    outputs = {o.name for o in g.output}
+    inputs = {i.name for i in g.input}
+    constants = {}
+
+    def collect(graph):
+        for n in graph.node:
+            if n.op_type == "Constant" and n.output and any(a.name == "value" for a in n.attribute):
+                constants[n.output[0]] = numpy_helper.to_array(next(a.t for a in n.attribute if a.name == "value"))
+            for a in n.attribute:
+                for sub in [a.g] if a.HasField("g") else list(a.graphs):
+                    collect(sub)
+
+    collect(g)
+
+    def same_as_constant(name):
+        c = constants.get(name)
+        return c is not None and c.size == tofu[name].size and np.allclose(
+            tofu[name].astype(np.float64).ravel(), c.astype(np.float64).ravel(), rtol=1e-6, atol=0)
+
+    stray = sorted(
+        n for n in tofu
+        if n not in outputs and n not in inputs and n not in substituted and not same_as_constant(n)
+    )
     try:
         external_data_helper.load_external_data_for_model(model, os.path.dirname(os.path.abspath(args.model)))
     except (OSError, ValueError) as e:
@@ -175,7 +207,7 @@ def main():
             f"{args.model}: external weight data cannot be read ({e}); "
             "run tofu without --weights so it writes its synthetic weights, or put the data file beside the model"
         )
-    rewritten = 0
+    rewritten = []
     if forward.startswith("training-step"):
         rewritten = batchnorm_on_batch_statistics(model)
     inits = {t.name for t in g.initializer}
@@ -205,6 +237,37 @@ def main():
     sess = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
     names = [o.name for o in sess.get_outputs()]
     got = sess.run(names, feeds)
+    # Values tofu ran on that are neither initializers nor inputs: fine when
+    # onnxruntime computes the same (a ConstantOfShape splat, a folded
+    # Reshape of a Constant), else the two ran on different weights.
+    # Batch statistics over one value per channel (batch 1, 1×1 features)
+    # normalize everything to 0: the output is the bias whatever the input,
+    # and the comparison cannot see what feeds such a node.
+    produced = {o for n in g.node for o in n.output}
+    probed = list(dict.fromkeys([*rewritten, *(n for n in stray if n in produced)]))
+    values = {}
+    if probed:
+        probe = onnx.ModelProto()
+        probe.CopyFrom(model)
+        known = {o.name for o in probe.graph.output}
+        probe.graph.output.extend(helper.make_empty_tensor_value_info(x) for x in probed if x not in known)
+        psess = ort.InferenceSession(probe.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+        values = dict(zip(probed, psess.run(probed, feeds)))
+    stray = [
+        n for n in stray
+        if n not in values or values[n].size != tofu[n].size
+        or not np.allclose(tofu[n].astype(np.float64).ravel(), values[n].astype(np.float64).ravel(), rtol=1e-6, atol=0)
+    ]
+    if stray:
+        fail(
+            f"{args.outputs}: tofu ran on synthetic values that are not initializers of {args.model} "
+            f"({', '.join(stray[:5])}{', ...' if len(stray) > 5 else ''}); run tofu with "
+            "`--weights MODEL.onnx`, which gives it every value the model holds"
+        )
+    degenerate = [x for x in rewritten if values[x].ndim >= 2 and values[x].size == values[x].shape[1]]
+    if degenerate:
+        print(f"compare-onnxruntime: warning: {len(degenerate)} BatchNormalization on batch statistics over one value "
+              f"per channel (input {degenerate[0]}, ...): their outputs are their biases whatever their inputs", file=sys.stderr)
     rows = []
     worst = 0.0
     for name, ref in zip(names, got):
@@ -229,7 +292,8 @@ def main():
     if args.json:
         print(json.dumps({"model": args.model, "outputs": rows, "max_rel_error": worst,
                           "substituted_weights": len(substituted),
-                          "batchnorm_on_batch_statistics": rewritten, "ok": ok}))
+                          "batchnorm_on_batch_statistics": len(rewritten),
+                          "batchnorm_one_value_per_channel": len(degenerate), "ok": ok}))
     else:
         for r in rows:
             if r["error"] is None:
@@ -238,7 +302,7 @@ def main():
                 print(f"{r['output']:<32} {r['error']:.3e}  (element-wise max {r.get('elementwise', float('nan')):.3e}) {r.get('note', '')}")
         print(f"max relative error {worst:.3e} ({'ok' if ok else 'ABOVE ' + str(args.tolerance)}); "
               f"{len(substituted)} initializers from tofu's file; "
-              f"{rewritten} BatchNormalization on batch statistics (tofu's forward: {forward or 'unknown'})")
+              f"{len(rewritten)} BatchNormalization on batch statistics (tofu's forward: {forward or 'unknown'})")
     sys.exit(0 if ok else 1)
 
 

@@ -133,9 +133,14 @@ fn parse_bytes(s: &str) -> Result<u64, String> {
     Ok((v * mul as f64) as u64)
 }
 
+/// What [`load_graph`] gives.
+type Loaded = (String, Graph, Library, Option<serde_json::Value>);
+
 /// Build the graph the arguments name, with the operator library to plan it
 /// with (an ONNX import adds generated specs for opaque nodes).
-fn load_graph(args: &Args, lib: Library) -> miette::Result<(String, Graph, Library)> {
+/// Gives the name, the graph, the library and, for an ONNX import, the
+/// plan file's `import` record ([`super::run_weights::record`]).
+fn load_graph(args: &Args, lib: Library) -> miette::Result<Loaded> {
     match (&args.file, &args.model) {
         (Some(path), _) => {
             let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("");
@@ -154,11 +159,12 @@ fn load_graph(args: &Args, lib: Library) -> miette::Result<(String, Graph, Libra
                 };
                 let opts = super::graph_onnx::options(&onnx_args)?;
                 let imported = onnx::load_graph_with(path, &lib, &opts).map_err(|e| miette::miette!("{e}"))?;
-                return Ok((path.display().to_string(), imported.graph, imported.library));
+                let record = super::run_weights::record(&onnx_args);
+                return Ok((path.display().to_string(), imported.graph, imported.library, Some(record)));
             }
             let g = format::load(path).map_err(|e| miette::miette!("{}: {e}", path.display()))?;
             g.check_shapes(&lib).map_err(|e| miette::miette!("{}: {e}", path.display()))?;
-            Ok((path.display().to_string(), g, lib))
+            Ok((path.display().to_string(), g, lib, None))
         }
         (None, Some(name)) => {
             let mut m = zoo::Model::parse(name).into_diagnostic()?;
@@ -171,7 +177,7 @@ fn load_graph(args: &Args, lib: Library) -> miette::Result<(String, Graph, Libra
             let opt = Optimizer::from_name(&args.optimizer)
                 .ok_or_else(|| miette::miette!("unknown optimizer `{}`: expected sgd, momentum or adam", args.optimizer))?;
             let g = m.training(&lib, &opt).into_diagnostic()?;
-            Ok((m.name(), g, lib))
+            Ok((m.name(), g, lib, None))
         }
         (None, None) => Err(miette::miette!(
             "say what to plan: `--model NAME` (e.g. --model mlp-8-8192), a graph file `tofu plan graph.json` or an ONNX model `tofu plan model.onnx`"
@@ -189,7 +195,7 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
         return Err(miette::miette!("--workers must be at least 1"));
     }
     let lib = Library::shipped().map_err(|e| miette::miette!("loading the operator specs: {e}"))?;
-    let (name, graph, lib) = load_graph(&args, lib)?;
+    let (name, graph, lib, import) = load_graph(&args, lib)?;
     let cache = StrategyCache::new();
     if let Some(t) = args.tensor_parallel {
         if t == 0 || !args.workers.is_multiple_of(t) {
@@ -230,7 +236,8 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
             }
         }
     };
-    let file = PlanFile::new(&graph, &results.model, &planned);
+    let mut file = PlanFile::new(&graph, &results.model, &planned);
+    file.import = import;
     if let Some(path) = &args.output {
         file.save(path).into_diagnostic()?;
     }

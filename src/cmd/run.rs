@@ -28,7 +28,7 @@ use interval::cache::StrategyCache;
 use planner::graph::Graph;
 use planner::plan::PlanFile;
 use runner::choose::{BackendKind, CudaComm, ExecChoice};
-use runner::given::{from_named, from_safetensors, Kind};
+use runner::given::{from_safetensors, Kind};
 use runner::{Given, RunOptions, RunReport};
 use tdl::Library;
 
@@ -67,8 +67,9 @@ pub struct Args {
     #[arg(long)]
     pub verify: bool,
     /// Initial weights (and optimizer state) by tensor name: a
-    /// `.safetensors` file, or an `.onnx` file whose initializers are the
-    /// imported graph's weights. Shapes are checked.
+    /// `.safetensors` file, or the `.onnx` model the plan was imported from
+    /// (its initializers and `Constant` values, float and integer, as the
+    /// import read them). Shapes are checked.
     #[arg(long)]
     pub weights: Option<PathBuf>,
     /// The graph inputs (data, labels, ids) by tensor name, a
@@ -135,7 +136,7 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
     let mut given = Given::new();
     for (path, kind) in [(&args.weights, Kind::Weights), (&args.inputs, Kind::Inputs)] {
         if let Some(p) = path {
-            given.extend(read_given(&graph, p, kind)?);
+            given.extend(read_given(&graph, &file, &args, p, kind)?);
         }
     }
     if let Some(path) = &args.save_outputs {
@@ -178,31 +179,21 @@ fn save_programs(dir: &std::path::Path, progs: &Programs) -> miette::Result<()> 
     Ok(())
 }
 
-/// Leaf values from `path` (safetensors, or an ONNX model's initializers).
+/// Leaf values from `path`: safetensors, or for `--weights` an ONNX model
+/// (every value its import took from it, [`super::run_weights`]).
 pub(super) fn read_given(
     graph: &Graph,
+    file: &PlanFile,
+    args: &Args,
     path: &std::path::Path,
     kind: Kind,
 ) -> miette::Result<Given> {
     let name = path.display().to_string();
+    if kind == Kind::Weights && path.extension().is_some_and(|e| e == "onnx") {
+        return super::run_weights::read_onnx(graph, &args.plan, file.import.as_ref(), path);
+    }
     let bytes = std::fs::read(path).map_err(|e| miette::miette!("{name}: {e}"))?;
-    let given = if path.extension().is_some_and(|e| e == "onnx") {
-        let model = onnx::proto::decode(&bytes, path).map_err(|e| miette::miette!("{e}"))?;
-        let mut tensors = Vec::new();
-        for t in &model.proto.graph.initializer {
-            let d = onnx::tensor::decode(t)
-                .map_err(|e| miette::miette!("{name}: `{}`: {e}", t.name))?;
-            tensors.push((
-                t.name.clone(),
-                d.shape,
-                d.values.iter().map(|&x| x as f32).collect(),
-            ));
-        }
-        from_named(graph, &name, tensors, kind, true)
-    } else {
-        from_safetensors(graph, &name, &bytes, kind)
-    };
-    given.map_err(|e| match &e {
+    from_safetensors(graph, &name, &bytes, kind).map_err(|e| match &e {
         runner::GivenError::Shape { name, want, .. } => miette::miette!(
             help = format!(
                 "write `{name}` at shape {want:?}, or plan the model for this shape (`tofu plan MODEL.onnx --input-shape {name}=…`)"

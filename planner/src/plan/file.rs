@@ -23,7 +23,12 @@
 //!   `gpus_per_node`, `intra_bytes_per_s`, `inter_bytes_per_s`) and `load`
 //!   (`bytes` and estimated `seconds` per step over the inter-node and the
 //!   intra-node links, in that order), what the search minimised;
-//! * `graph_sha256` and `graph` (the `tofu-graph` JSON document).
+//! * `graph_sha256` and `graph` (the `tofu-graph` JSON document);
+//! * `import` (only for a graph imported from a model file): how it was
+//!   imported, e.g. `{"onnx": {"input_shape": […], "input_value": […], …}}`
+//!   (`tofu plan`'s importer flags), so `tofu run --weights MODEL.onnx` can
+//!   import the model again and read every value the import took from it;
+//!   opaque to the planner.
 
 use std::path::Path;
 
@@ -111,6 +116,10 @@ pub struct PlanFile {
     pub graph_sha256: String,
     /// The graph, as a `tofu-graph` document.
     pub graph: serde_json::Value,
+    /// How the graph was imported from a model file (see the module doc);
+    /// absent otherwise and in plans written before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub import: Option<serde_json::Value>,
 }
 
 /// Why a plan file cannot be used.
@@ -227,6 +236,7 @@ impl PlanFile {
             links: planned.links,
             graph_sha256: graph_sha256(graph),
             graph: serde_json::from_str(&doc).unwrap_or(serde_json::Value::Null),
+            import: None,
         }
     }
 
