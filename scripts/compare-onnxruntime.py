@@ -25,7 +25,9 @@ The error is normwise, as `tofu run --verify` measures it
 the element-wise largest |tofu - ort| / max(|ort|, 1e-6) is printed beside
 it for information.
 
-Usage (a developer's machine, not CI):
+Usage (`--setup` only creates the venv; scripts/fetch-onnxruntime.sh, which
+scripts/test.sh runs, calls it):
+  python3 scripts/compare-onnxruntime.py --setup
   python3 scripts/compare-onnxruntime.py MODEL.onnx OUT.safetensors [--tolerance 1e-4] [--json]
       [--input-value NAME=V[,V...]]   (an input the plan fixed with `tofu plan --input-value`)
 onnxruntime, onnx, safetensors and numpy are pip-installed into the venv
@@ -136,6 +138,12 @@ def fail(message):
 
 
 def main():
+    if sys.argv[1:] == ["--setup"]:
+        # scripts/fetch-onnxruntime.sh: create the venv (a no-op when it
+        # has the packages) and stop.
+        ensure_venv()
+        print(f"onnxruntime venv ready: {VENV}")
+        return 0
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("model", help="the .onnx model tofu planned")
     ap.add_argument("outputs", help="the file of `tofu run --save-outputs`")

