@@ -581,6 +581,20 @@ fn name_of(spec: &OpSpec, facts: &[StmtFacts], combo: &[Option1]) -> String {
         .join(", ")
 }
 
+/// Whether the element read determines the split variable's value: some
+/// dim is aligned one-to-one ([`DimRegion::Split`], [`DimRegion::Block`]) or
+/// a flattened index is read whole (a quotient beside its remainder).
+fn determines_part(dims: &[DimRegion]) -> bool {
+    dims.iter().any(|d| match d {
+        DimRegion::Split { .. } | DimRegion::Block { .. } => true,
+        DimRegion::Residue { den, offset } => dims.contains(&DimRegion::Quotient {
+            den: den.clone(),
+            offset: offset.clone(),
+        }),
+        _ => false,
+    })
+}
+
 /// The exact regions of a candidate, or why there are none.
 fn verdict(
     spec: &OpSpec,
@@ -636,11 +650,12 @@ fn verdict(
                 }
             }
             // A condition decides which elements are read. That is exact if
-            // the element determines `v` (an aligned dim). Otherwise a
+            // the element determines `v` (an aligned dim, a block, or a
+            // quotient with its remainder; a quotient alone does not). Otherwise a
             // condition on `v` alone makes the region depend on the part in a
             // way a box cannot say (reject), and a condition on data makes
             // the read set data: the dims are needed whole.
-            if !dims.iter().any(DimRegion::is_split) {
+            if !determines_part(&dims) {
                 if let Some(g) = site.guards.iter().find(|g| g.vars.contains(&v) && !g.data) {
                     return Err(format!(
                         "whether `{}` is read depends on `{vname}` through the condition `{}`",

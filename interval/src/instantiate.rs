@@ -101,7 +101,8 @@ impl OpStrategies {
     ///
     /// Errors: `parts < 2`; shapes or attributes that do not fit the
     /// analysed spec (input count, rank, mismatching dims, unknown or missing
-    /// attributes); a division by zero in a shape or range expression.
+    /// attributes); a division by zero in a shape expression or a region's
+    /// coefficient (a split variable's range that divides by zero is empty).
     pub fn instantiate(
         &self,
         input_shapes: &[Vec<usize>],
@@ -145,7 +146,9 @@ impl OpStrategies {
         output_shapes: &[Vec<usize>],
         parts: usize,
     ) -> Result<ConcreteStrategy, InstantiateError> {
-        let extent = self.eval(v, &s.extent)?.max(0);
+        // A range that divides by zero is never iterated by the interpreter
+        // unless the output is non-empty (then it fails there): no elements.
+        let extent = self.eval(v, &s.extent).map_or(0, |e| e.max(0));
         let mut out = Vec::with_capacity(parts);
         for i in 0..parts {
             let (lo, hi) = part_range(extent, parts, i);
