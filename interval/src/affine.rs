@@ -296,7 +296,10 @@ impl Poly {
             (_, Some(0)) => None,
             (_, Some(1)) => Some(n.clone()),
             (Some(a), Some(b)) => floor_div(a, b).map(Poly::constant),
-            _ => Some(Poly::atom(Atom::Quot(Param::of_poly(n)?, Param::of_poly(d)?))),
+            _ => Some(Poly::atom(Atom::Quot(
+                Param::of_poly(n)?,
+                Param::of_poly(d)?,
+            ))),
         }
     }
 

@@ -14,8 +14,8 @@
 use tdl::bind::eval_dim;
 use tdl::{AttrValue, Attrs, DimEntry, DimExpr};
 
-use crate::error::InstantiateError;
 use crate::affine::floor_div;
+use crate::error::InstantiateError;
 use crate::interval::DimRegion;
 pub use crate::region::Region;
 use crate::strategy::{OpStrategies, SplitKind, Strategy};
@@ -253,9 +253,7 @@ impl OpStrategies {
                 let (q, c) = (poly(den)?, poly(offset)?);
                 let (first, last) = (l + c, h - 1 + c);
                 match (floor_div(first, q), floor_div(last, q)) {
-                    (Some(a), Some(b)) if q > 0 && a == b => {
-                        (first - a * q, last - b * q + 1)
-                    }
+                    (Some(a), Some(b)) if q > 0 && a == b => (first - a * q, last - b * q + 1),
                     (Some(_), Some(_)) if q > 0 => {
                         exact = first.rem_euclid(q) == 0 && (last + 1).rem_euclid(q) == 0;
                         (0, q)

@@ -214,8 +214,8 @@ impl DimRegion {
 /// A polynomial shown bare when it is one symbol or a constant, else in parentheses.
 fn atomic(op: &OpSpec, p: &Poly) -> String {
     let shown = p.show(op).to_string();
-    let single = p.as_constant().is_some()
-        || matches!(p.terms().collect::<Vec<_>>().as_slice(), [([_], 1)]);
+    let single =
+        p.as_constant().is_some() || matches!(p.terms().collect::<Vec<_>>().as_slice(), [([_], 1)]);
     if single {
         shown
     } else {

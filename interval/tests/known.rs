@@ -223,7 +223,9 @@ fn split_heads_splits_heads_in_contiguous_blocks() {
     assert!(!h.inputs[0].data_dependent);
     // B = 2, S = 3, D = 12 with 4 heads of 3: two parts hold heads [0, 2)
     // and [2, 4), i.e. model-dim columns [0, 6) and [6, 12).
-    let inst = s.instantiate(&[vec![2, 3, 12]], &heads_attrs(4), 2).unwrap();
+    let inst = s
+        .instantiate(&[vec![2, 3, 12]], &heads_attrs(4), 2)
+        .unwrap();
     let parts = &inst.strategies[1].parts;
     assert_eq!(parts[0].range, (0, 2));
     assert_eq!(
@@ -250,7 +252,9 @@ fn merge_heads_splits_the_model_dim_by_heads() {
     assert!(s.rejected.is_empty(), "{:?}", s.rejected);
     // x[B = 2, NH = 4, S = 3, DH = 5], y[2, 3, 20]. Two parts: k in [0, 10)
     // and [10, 20) are heads [0, 2) and [2, 4), whole: exact.
-    let inst = s.instantiate(&[vec![2, 4, 3, 5]], &tdl::Attrs::new(), 2).unwrap();
+    let inst = s
+        .instantiate(&[vec![2, 4, 3, 5]], &tdl::Attrs::new(), 2)
+        .unwrap();
     let parts = &inst.strategies[2].parts;
     let x = |p: &interval::PartRegions| p.inputs[0].clone().unwrap().0;
     assert_eq!(x(&parts[0]), [(0, 2), (0, 2), (0, 3), (0, 5)]);
@@ -258,15 +262,18 @@ fn merge_heads_splits_the_model_dim_by_heads() {
     assert!(parts.iter().all(|p| p.exact == [true]));
     // Three parts cut heads: k in [0, 7), [7, 14), [14, 20) need heads
     // [0, 2), [1, 3), [2, 4) — a stated superset, not exact.
-    let inst = s.instantiate(&[vec![2, 4, 3, 5]], &tdl::Attrs::new(), 3).unwrap();
+    let inst = s
+        .instantiate(&[vec![2, 4, 3, 5]], &tdl::Attrs::new(), 3)
+        .unwrap();
     let parts = &inst.strategies[2].parts;
     let heads: Vec<(i64, i64)> = parts.iter().map(|p| x(p)[1]).collect();
     assert_eq!(heads, [(0, 2), (1, 3), (2, 4)]);
     assert!(parts.iter().all(|p| p.exact == [false]));
     // A part inside one head reads exactly its columns of that head.
-    let inst = s.instantiate(&[vec![1, 1, 1, 8]], &tdl::Attrs::new(), 4).unwrap();
+    let inst = s
+        .instantiate(&[vec![1, 1, 1, 8]], &tdl::Attrs::new(), 4)
+        .unwrap();
     let p = &inst.strategies[2].parts[1];
     assert_eq!(x(p), [(0, 1), (0, 1), (0, 1), (2, 4)]);
     assert_eq!(p.exact, [true]);
 }
-

@@ -452,5 +452,8 @@ fn head_ops_are_sound_and_exact_where_aligned() {
         })
         .unwrap();
     let flat = FLAT_EXACT_CHECKS.load(std::sync::atomic::Ordering::Relaxed) - before;
-    assert!(flat >= 20, "too few aligned merge_heads parts checked exactly: {flat}");
+    assert!(
+        flat >= 20,
+        "too few aligned merge_heads parts checked exactly: {flat}"
+    );
 }
