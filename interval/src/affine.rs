@@ -14,7 +14,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
 use serde::Serialize;
-use tdl::{AttrId, AttrValue, DimId, OpSpec, VarId};
+use tdl::{AttrId, AttrValue, DimExpr, DimId, OpSpec, VarId};
 
 /// A symbol of a monomial. Variables range; dims and attributes are constants
 /// of the op known only at instantiation.
@@ -26,6 +26,66 @@ pub enum Atom {
     Dim(DimId),
     /// An int attribute.
     Attr(AttrId),
+    /// The floor quotient `n // d` of two parameters (`D // heads`, `rot // 2`):
+    /// a constant of the op like a dim, known at instantiation. Only
+    /// parameter-only quotients become atoms; a quotient of a variable stays
+    /// non-affine.
+    Quot(Param, Param),
+}
+
+/// A parameter of the op: a dim, an int attribute or an integer constant
+/// (the operands of [`Atom::Quot`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+pub enum Param {
+    /// A symbolic dimension size.
+    Dim(DimId),
+    /// An int attribute.
+    Attr(AttrId),
+    /// An integer constant.
+    Const(i64),
+}
+
+impl Param {
+    /// The parameter a one-atom (or constant) polynomial is, if it is one.
+    pub fn of_poly(p: &Poly) -> Option<Param> {
+        if let Some(c) = p.as_constant() {
+            return Some(Param::Const(c));
+        }
+        match p.terms().collect::<Vec<_>>().as_slice() {
+            [([Atom::Dim(d)], 1)] => Some(Param::Dim(*d)),
+            [([Atom::Attr(a)], 1)] => Some(Param::Attr(*a)),
+            _ => None,
+        }
+    }
+
+    fn eval(self, dims: &[i64], attrs: &[AttrValue]) -> i64 {
+        match self {
+            Param::Dim(d) => dims[d.0 as usize],
+            Param::Attr(a) => attr_int(attrs[a.0 as usize]),
+            Param::Const(c) => c,
+        }
+    }
+
+    fn name(self, op: &OpSpec) -> String {
+        match self {
+            Param::Dim(d) => atom_name(op, Atom::Dim(d)),
+            Param::Attr(a) => atom_name(op, Atom::Attr(a)),
+            Param::Const(c) => c.to_string(),
+        }
+    }
+}
+
+/// `a // b` rounded toward negative infinity (TDL's `//`); `None` for `b = 0`.
+pub fn floor_div(a: i64, b: i64) -> Option<i64> {
+    if b == 0 {
+        return None;
+    }
+    let q = a.div_euclid(b);
+    Some(if b < 0 && a.rem_euclid(b) != 0 {
+        q - 1
+    } else {
+        q
+    })
 }
 
 /// A polynomial with integer coefficients over [`Atom`]s, in canonical form:
@@ -193,7 +253,8 @@ impl Poly {
         out
     }
 
-    /// Value under concrete dims and attributes; `None` if it holds a variable.
+    /// Value under concrete dims and attributes; `None` if it holds a
+    /// variable or a quotient by zero.
     pub fn eval(&self, dims: &[i64], attrs: &[AttrValue]) -> Option<i64> {
         let mut s = 0i64;
         for (m, &c) in &self.terms {
@@ -203,11 +264,43 @@ impl Poly {
                     Atom::Var(_) => return None,
                     Atom::Dim(d) => dims[d.0 as usize],
                     Atom::Attr(x) => attr_int(attrs[x.0 as usize]),
+                    Atom::Quot(n, d) => floor_div(n.eval(dims, attrs), d.eval(dims, attrs))?,
                 };
             }
             s += t;
         }
         Some(s)
+    }
+
+    /// The polynomial of a shape expression (a variable's range, a dim of a
+    /// tensor); a quotient of two parameters becomes an [`Atom::Quot`].
+    /// `None` for `%`, `min`, `max` or any other quotient.
+    pub fn of_dim(e: &DimExpr) -> Option<Poly> {
+        Some(match e {
+            DimExpr::Const(c) => Poly::constant(*c),
+            DimExpr::Dim(d) => Poly::atom(Atom::Dim(*d)),
+            DimExpr::Attr(a) => Poly::atom(Atom::Attr(*a)),
+            DimExpr::Add(a, b) => Poly::of_dim(a)?.add(&Poly::of_dim(b)?),
+            DimExpr::Sub(a, b) => Poly::of_dim(a)?.sub(&Poly::of_dim(b)?),
+            DimExpr::Mul(a, b) => Poly::of_dim(a)?.mul(&Poly::of_dim(b)?),
+            DimExpr::FloorDiv(a, b) => Poly::quotient(&Poly::of_dim(a)?, &Poly::of_dim(b)?)?,
+            DimExpr::Mod(..) | DimExpr::Min(..) | DimExpr::Max(..) => return None,
+        })
+    }
+
+    /// `n // d` as a polynomial: the folded constant, `n` itself for
+    /// `d = 1`, or an [`Atom::Quot`] of two parameters; `None` otherwise
+    /// (a variable, a product or a sum in either operand, or `d = 0`).
+    pub fn quotient(n: &Poly, d: &Poly) -> Option<Poly> {
+        match (n.as_constant(), d.as_constant()) {
+            (_, Some(0)) => None,
+            (_, Some(1)) => Some(n.clone()),
+            (Some(a), Some(b)) => floor_div(a, b).map(Poly::constant),
+            _ => Some(Poly::atom(Atom::Quot(
+                Param::of_poly(n)?,
+                Param::of_poly(d)?,
+            ))),
+        }
     }
 
     /// Display with the op's names (`2*o*stride + -1*pad`).
@@ -273,6 +366,7 @@ pub(crate) fn atom_name(op: &OpSpec, a: Atom) -> String {
             .attrs
             .get(x.0 as usize)
             .map_or_else(|| format!("a{}", x.0), |x| x.name.clone()),
+        Atom::Quot(n, d) => format!("({} // {})", n.name(op), d.name(op)),
     }
 }
 

@@ -18,10 +18,14 @@
 //!    the same input are joined ([`crate::interval::join`]). Any imprecision
 //!    rejects the candidate, with the reason; the rest are the strategies.
 //!
-//! Invariant: an accepted strategy's regions are exact — on concrete shapes
-//! the elements a part reads are exactly its region (up to elements the op
-//! never reads at all, e.g. data-dependent rows or strided gaps); the
-//! soundness proptest checks this against the interpreter.
+//! Invariant: an accepted strategy's regions are sound — on concrete shapes
+//! a part reads nothing outside its region — and exact (the elements a part
+//! reads are exactly its region, up to elements the op never reads at all,
+//! e.g. strided gaps) except where a superset is stated: a data-dependent
+//! read ([`crate::InputRegion::data_dependent`]) or a flattened index split
+//! off its block boundaries ([`crate::PartRegions::exact`], see
+//! [`crate::interval`]). The soundness proptest checks this against the
+//! interpreter.
 
 use std::collections::{BTreeSet, HashMap};
 
@@ -362,7 +366,9 @@ impl Walker<'_> {
                 for x in index {
                     self.walk(x, subst)?;
                     match self.index(x, subst)? {
-                        SiteIndex::Poly(p) => self.facts.opaque_vars.extend(p.vars()),
+                        SiteIndex::Poly(p) | SiteIndex::Div(p, _) | SiteIndex::Mod(p, _) => {
+                            self.facts.opaque_vars.extend(p.vars())
+                        }
                         SiteIndex::NonAffine(vs) => self.facts.opaque_vars.extend(vs),
                         SiteIndex::DataDependent | SiteIndex::Full => {}
                     }
@@ -377,6 +383,14 @@ impl Walker<'_> {
 fn apply(form: IndexForm, subst: &Subst) -> SiteIndex {
     match form {
         IndexForm::DataDependent => SiteIndex::DataDependent,
+        IndexForm::Div(num, den) => match apply(IndexForm::Poly(num), subst) {
+            SiteIndex::Poly(p) => SiteIndex::Div(p, den),
+            other => other,
+        },
+        IndexForm::Mod(num, den) => match apply(IndexForm::Poly(num), subst) {
+            SiteIndex::Poly(p) => SiteIndex::Mod(p, den),
+            other => other,
+        },
         IndexForm::NonAffine(vs) => {
             let mut out = BTreeSet::new();
             for v in vs {
@@ -384,7 +398,9 @@ fn apply(form: IndexForm, subst: &Subst) -> SiteIndex {
                     None => {
                         out.insert(v);
                     }
-                    Some(SiteIndex::Poly(p)) => out.extend(p.vars()),
+                    Some(SiteIndex::Poly(p) | SiteIndex::Div(p, _) | SiteIndex::Mod(p, _)) => {
+                        out.extend(p.vars())
+                    }
                     Some(SiteIndex::NonAffine(ws)) => out.extend(ws.iter().copied()),
                     Some(SiteIndex::DataDependent | SiteIndex::Full) => {
                         return SiteIndex::DataDependent
@@ -401,7 +417,11 @@ fn apply(form: IndexForm, subst: &Subst) -> SiteIndex {
                     Some(SiteIndex::DataDependent | SiteIndex::Full) => {
                         return SiteIndex::DataDependent
                     }
-                    Some(SiteIndex::NonAffine(_)) => nonaffine = true,
+                    // A quotient or remainder substituted into a polynomial
+                    // is no longer one.
+                    Some(SiteIndex::NonAffine(_) | SiteIndex::Div(..) | SiteIndex::Mod(..)) => {
+                        nonaffine = true
+                    }
                     _ => {}
                 }
             }
@@ -561,6 +581,20 @@ fn name_of(spec: &OpSpec, facts: &[StmtFacts], combo: &[Option1]) -> String {
         .join(", ")
 }
 
+/// Whether the element read determines the split variable's value: some
+/// dim is aligned one-to-one ([`DimRegion::Split`], [`DimRegion::Block`]) or
+/// a flattened index is read whole (a quotient beside its remainder).
+fn determines_part(dims: &[DimRegion]) -> bool {
+    dims.iter().any(|d| match d {
+        DimRegion::Split { .. } | DimRegion::Block { .. } => true,
+        DimRegion::Residue { den, offset } => dims.contains(&DimRegion::Quotient {
+            den: den.clone(),
+            offset: offset.clone(),
+        }),
+        _ => false,
+    })
+}
+
 /// The exact regions of a candidate, or why there are none.
 fn verdict(
     spec: &OpSpec,
@@ -599,12 +633,29 @@ fn verdict(
             for ix in &site.dims {
                 dims.push(classify(spec, ix, v).map_err(|r| format!("{r} (in `{}`)", site.shown))?);
             }
+            // A residue `(v + c) % q` is a box per part only beside its
+            // quotient `(v + c) // q` (a flattened index); alone it wraps.
+            for d in &dims {
+                if let DimRegion::Residue { den, offset } = d {
+                    let partner = DimRegion::Quotient {
+                        den: den.clone(),
+                        offset: offset.clone(),
+                    };
+                    if !dims.contains(&partner) {
+                        return Err(format!(
+                            "`{vname}` is in a non-affine index: a remainder without its quotient (in `{}`)",
+                            site.shown
+                        ));
+                    }
+                }
+            }
             // A condition decides which elements are read. That is exact if
-            // the element determines `v` (an aligned dim). Otherwise a
+            // the element determines `v` (an aligned dim, a block, or a
+            // quotient with its remainder; a quotient alone does not). Otherwise a
             // condition on `v` alone makes the region depend on the part in a
             // way a box cannot say (reject), and a condition on data makes
             // the read set data: the dims are needed whole.
-            if !dims.iter().any(DimRegion::is_split) {
+            if !determines_part(&dims) {
                 if let Some(g) = site.guards.iter().find(|g| g.vars.contains(&v) && !g.data) {
                     return Err(format!(
                         "whether `{}` is read depends on `{vname}` through the condition `{}`",

@@ -30,6 +30,12 @@ use crate::rules::{rules, IndexGraph, IndexLang};
 pub enum IndexForm {
     /// A polynomial over variables, dims and attributes.
     Poly(Poly),
+    /// `num // den` with `num` a polynomial and `den` free of variables (a
+    /// flattened index's outer coordinate, `k // DH`).
+    Div(Poly, Poly),
+    /// `num % den` with `num` a polynomial and `den` free of variables (a
+    /// flattened index's inner coordinate, `k % DH`).
+    Mod(Poly, Poly),
     /// Not a polynomial after canonicalisation; the variables it mentions.
     NonAffine(BTreeSet<VarId>),
     /// Holds a tensor read: its value is data, so the whole dim may be read.
@@ -209,10 +215,7 @@ impl Canonicaliser {
         };
         let extractor = Extractor::new(&runner.egraph, cost);
         let (_, best) = extractor.find_best(root);
-        let form = match from_lang(&best) {
-            Some(p) => IndexForm::Poly(p),
-            None => IndexForm::NonAffine(vars_of(e)),
-        };
+        let form = from_lang(&best).unwrap_or_else(|| IndexForm::NonAffine(vars_of(e)));
         self.memo.insert(key, form.clone());
         Ok(form)
     }
@@ -319,9 +322,12 @@ fn to_lang(
     Ok(Some(rec.add(node)))
 }
 
-/// Read a sum-of-products [`IndexLang`] term back as a [`Poly`]; `None` if
-/// floor division, modulo, min or max remain.
-fn from_lang(rec: &RecExpr<IndexLang>) -> Option<Poly> {
+/// Read a sum-of-products [`IndexLang`] term back: a [`Poly`] (a floor
+/// division of two parameters is an [`crate::affine::Atom::Quot`]), or at
+/// the root a floor division or modulo of a polynomial by a variable-free
+/// one ([`IndexForm::Div`], [`IndexForm::Mod`]); `None` if other floor
+/// divisions, modulos, min or max remain.
+fn from_lang(rec: &RecExpr<IndexLang>) -> Option<IndexForm> {
     let nodes = rec.as_ref();
     let mut val: Vec<Option<Poly>> = Vec::with_capacity(nodes.len());
     for n in nodes {
@@ -333,13 +339,24 @@ fn from_lang(rec: &RecExpr<IndexLang>) -> Option<Poly> {
             IndexLang::Sub([a, b]) => g(a).zip(g(b)).map(|(a, b)| a.sub(&b)),
             IndexLang::Mul([a, b]) => g(a).zip(g(b)).map(|(a, b)| a.mul(&b)),
             IndexLang::Neg(a) => g(a).map(|a| a.scale(-1)),
-            IndexLang::FloorDiv(_) | IndexLang::Mod(_) | IndexLang::Min(_) | IndexLang::Max(_) => {
-                None
-            }
+            IndexLang::FloorDiv([a, b]) => g(a).zip(g(b)).and_then(|(a, b)| Poly::quotient(&a, &b)),
+            IndexLang::Mod(_) | IndexLang::Min(_) | IndexLang::Max(_) => None,
         };
         val.push(p);
     }
-    val.pop().flatten()
+    if let Some(p) = val.last().cloned().flatten() {
+        return Some(IndexForm::Poly(p));
+    }
+    let g = |i: &Id| val[usize::from(*i)].clone();
+    let flat = |a: &Id, b: &Id| {
+        let (num, den) = (g(a)?, g(b)?);
+        (den.is_param_only() && !den.is_zero()).then_some((num, den))
+    };
+    match nodes.last()? {
+        IndexLang::FloorDiv([a, b]) => flat(a, b).map(|(n, d)| IndexForm::Div(n, d)),
+        IndexLang::Mod([a, b]) => flat(a, b).map(|(n, d)| IndexForm::Mod(n, d)),
+        _ => None,
+    }
 }
 
 fn parse_symbol(s: &str) -> Option<Atom> {

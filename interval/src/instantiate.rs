@@ -14,6 +14,7 @@
 use tdl::bind::eval_dim;
 use tdl::{AttrValue, Attrs, DimEntry, DimExpr};
 
+use crate::affine::floor_div;
 use crate::error::InstantiateError;
 use crate::interval::DimRegion;
 pub use crate::region::Region;
@@ -28,6 +29,13 @@ pub struct PartRegions {
     pub inputs: Vec<Option<Region>>,
     /// Per output: the box it writes (the whole output for a partial).
     pub outputs: Vec<Region>,
+    /// Per input: whether its box is exactly what the part reads of what
+    /// the op reads at all (false: a stated superset, from a flattened
+    /// index — [`DimRegion::Residue`] — whose part boundaries are not
+    /// multiples of the inner extent; see [`crate::interval`]). Data-dependent
+    /// reads are flagged on the strategy instead
+    /// ([`crate::InputRegion::data_dependent`]).
+    pub exact: Vec<bool>,
 }
 
 /// One strategy on concrete shapes.
@@ -93,7 +101,8 @@ impl OpStrategies {
     ///
     /// Errors: `parts < 2`; shapes or attributes that do not fit the
     /// analysed spec (input count, rank, mismatching dims, unknown or missing
-    /// attributes); a division by zero in a shape or range expression.
+    /// attributes); a division by zero in a shape expression or a region's
+    /// coefficient (a split variable's range that divides by zero is empty).
     pub fn instantiate(
         &self,
         input_shapes: &[Vec<usize>],
@@ -137,23 +146,30 @@ impl OpStrategies {
         output_shapes: &[Vec<usize>],
         parts: usize,
     ) -> Result<ConcreteStrategy, InstantiateError> {
-        let extent = self.eval(v, &s.extent)?.max(0);
+        // A range that divides by zero is never iterated by the interpreter
+        // unless the output is non-empty (then it fails there): no elements.
+        let extent = self.eval(v, &s.extent).map_or(0, |e| e.max(0));
         let mut out = Vec::with_capacity(parts);
         for i in 0..parts {
             let (lo, hi) = part_range(extent, parts, i);
             let mut inputs = Vec::with_capacity(s.inputs.len());
+            let mut exact = Vec::with_capacity(s.inputs.len());
             for (r, shape) in s.inputs.iter().zip(input_shapes) {
+                let mut whole_blocks = true;
                 let region = match &r.dims {
                     Some(dims) if lo < hi => {
                         let mut b = Vec::with_capacity(dims.len());
                         for (d, &n) in dims.iter().zip(shape) {
-                            b.push(self.dim_range(d, v, lo, hi, n as i64)?);
+                            let (range, aligned) = self.dim_range(d, v, lo, hi, n as i64)?;
+                            whole_blocks &= aligned;
+                            b.push(range);
                         }
                         Some(Region(b)).filter(|r| r.0.iter().all(|&(a, z)| a < z))
                     }
                     _ => None,
                 };
                 inputs.push(region);
+                exact.push(whole_blocks);
             }
             let outputs = output_shapes
                 .iter()
@@ -178,6 +194,7 @@ impl OpStrategies {
                 range: (lo, hi),
                 inputs,
                 outputs,
+                exact,
             });
         }
         Ok(ConcreteStrategy {
@@ -187,7 +204,9 @@ impl OpStrategies {
         })
     }
 
-    /// `[lo, hi)` of one input dim of size `n` for the part `[l, h)` (non-empty).
+    /// `[lo, hi)` of one input dim of size `n` for the part `[l, h)`
+    /// (non-empty), and whether that box is exact (false only for a
+    /// [`DimRegion::Residue`] whose part spans several blocks unaligned).
     fn dim_range(
         &self,
         d: &DimRegion,
@@ -195,22 +214,60 @@ impl OpStrategies {
         l: i64,
         h: i64,
         n: i64,
-    ) -> Result<(i64, i64), InstantiateError> {
-        let poly = |p: &crate::affine::Poly| p.eval(&v.dims, &v.attrs).unwrap_or(0);
+    ) -> Result<((i64, i64), bool), InstantiateError> {
+        let poly = |p: &crate::affine::Poly| {
+            p.eval(&v.dims, &v.attrs)
+                .ok_or_else(|| InstantiateError::Eval {
+                    op: self.spec.name.clone(),
+                    expr: p.show(&self.spec).to_string(),
+                })
+        };
+        let mut exact = true;
         let (lo, hi) = match d {
             DimRegion::Whole(_) => (0, n),
             DimRegion::Split { coef, offset } => {
-                let (a, c) = (poly(coef), poly(offset));
+                let (a, c) = (poly(coef)?, poly(offset)?);
                 if a >= 0 {
                     (a * l + c, a * (h - 1) + c + 1)
                 } else {
                     (a * (h - 1) + c, a * l + c + 1)
                 }
             }
+            DimRegion::Block { width, offset } => {
+                let (a, c) = (poly(width)?, poly(offset)?);
+                // A non-positive width is an empty inner range: nothing is read.
+                if a > 0 {
+                    (a * l + c, a * h + c)
+                } else {
+                    (0, 0)
+                }
+            }
+            DimRegion::Quotient { den, offset } => {
+                let (q, c) = (poly(den)?, poly(offset)?);
+                match (floor_div(l + c, q), floor_div(h - 1 + c, q)) {
+                    (Some(a), Some(b)) if q > 0 => (a, b + 1),
+                    _ => (0, n),
+                }
+            }
+            DimRegion::Residue { den, offset } => {
+                let (q, c) = (poly(den)?, poly(offset)?);
+                let (first, last) = (l + c, h - 1 + c);
+                match (floor_div(first, q), floor_div(last, q)) {
+                    (Some(a), Some(b)) if q > 0 && a == b => (first - a * q, last - b * q + 1),
+                    (Some(_), Some(_)) if q > 0 => {
+                        exact = first.rem_euclid(q) == 0 && (last + 1).rem_euclid(q) == 0;
+                        (0, q)
+                    }
+                    _ => {
+                        exact = false;
+                        (0, n)
+                    }
+                }
+            }
             DimRegion::Replicated(ranges) => {
                 let mut hull: Option<(i64, i64)> = None;
                 for r in ranges {
-                    let off = poly(&r.offset);
+                    let off = poly(&r.offset)?;
                     let (mut lo, mut hi) = (off, off + 1);
                     let mut empty = false;
                     for (coef, range) in &r.terms {
@@ -219,7 +276,7 @@ impl OpStrategies {
                             empty = true;
                             break;
                         }
-                        let span = poly(coef) * (ext - 1);
+                        let span = poly(coef)? * (ext - 1);
                         lo += span.min(0);
                         hi += span.max(0);
                     }
@@ -231,6 +288,6 @@ impl OpStrategies {
             }
         };
         let (lo, hi) = (lo.clamp(0, n), hi.clamp(0, n));
-        Ok(if lo < hi { (lo, hi) } else { (0, 0) })
+        Ok((if lo < hi { (lo, hi) } else { (0, 0) }, exact))
     }
 }

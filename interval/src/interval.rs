@@ -17,6 +17,24 @@
 //!   `o + dx`), `v` in a non-affine index (`v // 2`), or `v·w` → the candidate
 //!   is imprecise and rejected with a reason.
 //!
+//! * `a·v + w + c` where `w` is one other variable, coefficient 1, whose range
+//!   is `a` itself (symbolically: `D // heads` for both) → [`DimRegion::Block`]:
+//!   every `v` owns a contiguous block of `a` elements and the part reads
+//!   `[a·L + c, a·H + c)` exactly (split_heads' `h * (D // heads) + d`). A
+//!   quotient of parameters (`D // heads`) is an atom of the polynomial
+//!   ([`crate::affine::Atom::Quot`]).
+//! * `(v + c) // q` and `(v + c) % q` with `q` free of variables, the two
+//!   coordinates of a flattened index (merge_heads' `k // DH`, `k % DH`) →
+//!   [`DimRegion::Quotient`] (`[⌊(L+c)/q⌋, ⌊(H-1+c)/q⌋ + 1)`, exact) and
+//!   [`DimRegion::Residue`] (the hull of the residues: all of `[0, q)` once the
+//!   part spans two blocks). A residue must come with its quotient in the same
+//!   read (the analysis rejects it otherwise). Their box is exact when the
+//!   part's boundaries `L + c` and `H + c` are multiples of `q` (an even split
+//!   of `NH·DH` into `p | NH` parts) or the part lies inside one block; it is
+//!   otherwise a *stated superset*: [`crate::PartRegions::exact`] says which,
+//!   and the soundness proptest checks exactness where it is claimed and
+//!   soundness always.
+//!
 //! [`join`] combines the regions of several reads of the same input dim; a
 //! dim read both aligned with the split and independently of it (softmax's
 //! normalised axis), or aligned in two different ways (a halo, `x[i] + x[i+1]`),
@@ -34,6 +52,10 @@ use crate::affine::Poly;
 pub enum SiteIndex {
     /// A polynomial over variables, dims and attributes.
     Poly(Poly),
+    /// `num // den`, `den` free of variables (see [`crate::canon::IndexForm::Div`]).
+    Div(Poly, Poly),
+    /// `num % den`, `den` free of variables (see [`crate::canon::IndexForm::Mod`]).
+    Mod(Poly, Poly),
     /// Not a polynomial; the variables it depends on.
     NonAffine(BTreeSet<VarId>),
     /// Depends on tensor data (`table[ids[b], d]`).
@@ -105,6 +127,32 @@ pub enum DimRegion {
         /// `c` (free of variables).
         offset: Poly,
     },
+    /// Aligned with the split in blocks of `width`: `width · v + w + offset`
+    /// with `w` over `[0, width)`; the part `[L, H)` reads
+    /// `[width·L + offset, width·H + offset)`.
+    Block {
+        /// `a`, also the range of the inner variable (free of variables).
+        width: Poly,
+        /// `c` (free of variables).
+        offset: Poly,
+    },
+    /// Outer coordinate of a flattened index, `(v + offset) // den`: the part
+    /// `[L, H)` reads `[⌊(L+offset)/den⌋, ⌊(H-1+offset)/den⌋ + 1)`.
+    Quotient {
+        /// `q` (free of variables).
+        den: Poly,
+        /// `c` (free of variables).
+        offset: Poly,
+    },
+    /// Inner coordinate of a flattened index, `(v + offset) % den`, read
+    /// together with its [`DimRegion::Quotient`]: the hull of the residues
+    /// (see the module doc for when the box is exact).
+    Residue {
+        /// `q` (free of variables).
+        den: Poly,
+        /// `c` (free of variables).
+        offset: Poly,
+    },
     /// The same for every part: the hull of these ranges.
     Replicated(Vec<AffineRange>),
     /// The whole dim, the same for every part.
@@ -112,9 +160,19 @@ pub enum DimRegion {
 }
 
 impl DimRegion {
-    /// Whether the region moves with the part.
+    /// Whether the dim is split with the part (the input's layout is split
+    /// along it). A [`DimRegion::Residue`] is not: with aligned parts every
+    /// part reads the whole inner dim.
     pub fn is_split(&self) -> bool {
-        matches!(self, DimRegion::Split { .. })
+        matches!(
+            self,
+            DimRegion::Split { .. } | DimRegion::Block { .. } | DimRegion::Quotient { .. }
+        )
+    }
+
+    /// Whether the region depends on the part at all.
+    pub fn moves(&self) -> bool {
+        self.is_split() || matches!(self, DimRegion::Residue { .. })
     }
 
     /// Human-readable form with the op's names; `part` names the split range.
@@ -130,12 +188,47 @@ impl DimRegion {
                     (_, false) => format!("({c})*{part} + ({o})"),
                 }
             }
+            DimRegion::Block { width, offset } => {
+                let w = atomic(op, width);
+                if offset.is_zero() {
+                    format!("{part} in blocks of {w}")
+                } else {
+                    format!("{part} in blocks of {w} + ({})", offset.show(op))
+                }
+            }
+            DimRegion::Quotient { den, offset } => {
+                format!("{} // {}", shifted(op, part, offset), atomic(op, den))
+            }
+            DimRegion::Residue { den, offset } => {
+                format!("{} % {}", shifted(op, part, offset), atomic(op, den))
+            }
             DimRegion::Replicated(rs) => {
                 let parts: Vec<String> = rs.iter().map(|r| r.describe(op)).collect();
                 format!("all {}", parts.join(" ∪ "))
             }
             DimRegion::Whole(r) => format!("whole ({})", whole_reason_name(*r)),
         }
+    }
+}
+
+/// A polynomial shown bare when it is one symbol or a constant, else in parentheses.
+fn atomic(op: &OpSpec, p: &Poly) -> String {
+    let shown = p.show(op).to_string();
+    let single =
+        p.as_constant().is_some() || matches!(p.terms().collect::<Vec<_>>().as_slice(), [([_], 1)]);
+    if single {
+        shown
+    } else {
+        format!("({shown})")
+    }
+}
+
+/// `part` or `(part + (offset))`.
+fn shifted(op: &OpSpec, part: &str, offset: &Poly) -> String {
+    if offset.is_zero() {
+        part.to_string()
+    } else {
+        format!("({part} + ({}))", offset.show(op))
     }
 }
 
@@ -158,6 +251,20 @@ pub fn classify(op: &OpSpec, ix: &SiteIndex, v: VarId) -> Result<DimRegion, Stri
             Err(format!("`{}` is in a non-affine index", name(v)))
         }
         SiteIndex::NonAffine(_) => Ok(DimRegion::Whole(WholeReason::NonAffine)),
+        SiteIndex::Div(num, den) | SiteIndex::Mod(num, den) => {
+            if !num.vars().contains(&v) {
+                return Ok(DimRegion::Whole(WholeReason::NonAffine));
+            }
+            let offset = match num.split_var(v) {
+                Some((a, c)) if a.as_constant() == Some(1) && c.is_param_only() => c,
+                _ => return Err(format!("`{}` is in a non-affine index", name(v))),
+            };
+            let den = den.clone();
+            Ok(match ix {
+                SiteIndex::Div(..) => DimRegion::Quotient { den, offset },
+                _ => DimRegion::Residue { den, offset },
+            })
+        }
         SiteIndex::Poly(p) => {
             let shown = p.show(op).to_string();
             let Some((a, r)) = p.split_var(v) else {
@@ -174,6 +281,9 @@ pub fn classify(op: &OpSpec, ix: &SiteIndex, v: VarId) -> Result<DimRegion, Stri
                 ));
             }
             if !a.is_zero() {
+                if let Some(offset) = block_offset(op, &a, &r) {
+                    return Ok(DimRegion::Block { width: a, offset });
+                }
                 if let Some(w) = r.vars().into_iter().next() {
                     return Err(format!(
                         "interval + interval: `{}` and `{}` both range in `{shown}`",
@@ -203,22 +313,32 @@ pub fn classify(op: &OpSpec, ix: &SiteIndex, v: VarId) -> Result<DimRegion, Stri
     }
 }
 
+/// For `a·v + r`: the offset `c` when `r = w + c` for one variable `w` whose
+/// range is `a` (symbolically), so that every `v` owns the block
+/// `[a·v + c, a·v + c + a)`.
+fn block_offset(op: &OpSpec, a: &Poly, r: &Poly) -> Option<Poly> {
+    let vars = r.vars();
+    let [w] = vars.iter().copied().collect::<Vec<_>>()[..] else {
+        return None;
+    };
+    let (b, c) = r.split_var(w)?;
+    let range = Poly::of_dim(&op.vars[w.0 as usize].range)?;
+    (b.as_constant() == Some(1) && c.is_param_only() && range == *a).then_some(c)
+}
+
 /// Combine the regions of two reads of the same input dim; `Err(reason)` when
 /// their union is not an exact per-part region.
 pub fn join(a: DimRegion, b: DimRegion) -> Result<DimRegion, &'static str> {
     use DimRegion::*;
+    match (a.moves(), b.moves()) {
+        (true, true) if a == b => return Ok(a),
+        (true, true) => return Err("two reads need different parts of the dim (a halo)"),
+        (true, false) | (false, true) => return Err(
+            "the dim is read both with the part and independently of it (every part would recompute the rest)",
+        ),
+        (false, false) => {}
+    }
     match (a, b) {
-        (x @ Split { .. }, y @ Split { .. }) => {
-            if x == y {
-                Ok(x)
-            } else {
-                Err("two reads need different parts of the dim (a halo)")
-            }
-        }
-        (Split { .. }, _) | (_, Split { .. }) => {
-            Err("the dim is read both with the part and independently of it (every part would recompute the rest)")
-        }
-        (Whole(r), _) | (_, Whole(r)) => Ok(Whole(r)),
         (Replicated(mut x), Replicated(y)) => {
             for r in y {
                 if !x.contains(&r) {
@@ -227,5 +347,7 @@ pub fn join(a: DimRegion, b: DimRegion) -> Result<DimRegion, &'static str> {
             }
             Ok(Replicated(x))
         }
+        (Whole(r), _) | (_, Whole(r)) => Ok(Whole(r)),
+        (x, _) => Ok(x),
     }
 }

@@ -16,8 +16,12 @@
 //! [`strategy`] (results) → [`cache`] → [`instantiate`] → [`report`] (the
 //! `tofu strategies` table and JSON).
 //!
-//! Invariant: an accepted strategy's regions are exact; the soundness proptest
-//! (`tests/soundness.rs`) checks every shipped op against the interpreter.
+//! Invariant: an accepted strategy's regions are sound and exact, except
+//! where a superset is stated (data-dependent reads,
+//! [`InputRegion::data_dependent`]; a flattened index such as merge_heads'
+//! `k // DH`, `k % DH` split off its block boundaries, [`PartRegions::exact`]);
+//! the soundness proptest (`tests/soundness.rs`) checks every shipped op
+//! against the interpreter: soundness always, exactness where claimed.
 #![warn(missing_docs)]
 
 pub mod affine;

@@ -3,8 +3,9 @@
 //! Takes a library spec, example shapes (`name=dims` overrides, every other
 //! dim [`DEFAULT_DIM`]), attribute values and a part count; gives the text
 //! table (strategy, output layout, each input's layout, bytes each part
-//! reads for the example shape, assuming f32 = 4 bytes per element), the
-//! symbolic regions, the rejected candidates with reasons, and egg's stop
+//! reads for the example shape, assuming f32 = 4 bytes per element, marked
+//! `*` where the part's box is a stated superset of its reads, see
+//! [`crate::PartRegions::exact`]), the symbolic regions, the rejected candidates with reasons, and egg's stop
 //! when a limit stopped it — or the same as JSON (`saturation` always).
 //! Errors: a shape or attribute that does not fit, as [`ReportError`].
 
@@ -227,6 +228,7 @@ impl Report {
         header.extend(spec.inputs.iter().map(|t| t.name.clone()));
         header.push("bytes read per part".into());
         let mut rows = vec![header];
+        let mut superset = false;
         for (st, cs) in s.strategies.iter().zip(&self.instance.strategies) {
             let mut row = vec![st.name.clone()];
             for o in 0..spec.outputs.len() {
@@ -254,8 +256,13 @@ impl Report {
                 .parts
                 .iter()
                 .map(|p| {
-                    (p.inputs.iter().map(Region::count).sum::<u64>() * BYTES_PER_ELEMENT)
-                        .to_string()
+                    let b = p.inputs.iter().map(Region::count).sum::<u64>() * BYTES_PER_ELEMENT;
+                    if p.exact.iter().all(|&e| e) {
+                        b.to_string()
+                    } else {
+                        superset = true;
+                        format!("{b}*")
+                    }
                 })
                 .collect();
             row.push(bytes.join(" / "));
@@ -274,6 +281,12 @@ impl Report {
         }
         if s.strategies.is_empty() {
             let _ = writeln!(out, "(no exact strategy)");
+        }
+        if superset {
+            let _ = writeln!(
+                out,
+                "* a stated superset: the part's boundaries cut the blocks of a flattened index (`k // q`, `k % q`), so its box holds elements it does not read"
+            );
         }
         let _ = writeln!(
             out,

@@ -206,3 +206,74 @@ fn every_shipped_op_snapshot() {
     }
     insta::assert_snapshot!("library", out);
 }
+
+fn heads_attrs(heads: i64) -> tdl::Attrs {
+    [("heads".to_string(), tdl::AttrValue::Int(heads))].into()
+}
+
+#[test]
+fn split_heads_splits_heads_in_contiguous_blocks() {
+    // Megatron-LM's tensor parallelism: head h of y is the block
+    // x[..., h·(D / heads), (h + 1)·(D / heads)) of the model dim.
+    let s = analyse("split_heads", 0);
+    assert_eq!(names(&s), ["split b", "split h", "split s"]);
+    let h = s.get("split h").unwrap();
+    assert_eq!(h.output_layout(0), OutputLayout::Split { axis: 1 });
+    assert_eq!(h.inputs[0].layout(), InputLayout::Split { dims: vec![2] });
+    assert!(!h.inputs[0].data_dependent);
+    // B = 2, S = 3, D = 12 with 4 heads of 3: two parts hold heads [0, 2)
+    // and [2, 4), i.e. model-dim columns [0, 6) and [6, 12).
+    let inst = s
+        .instantiate(&[vec![2, 3, 12]], &heads_attrs(4), 2)
+        .unwrap();
+    let parts = &inst.strategies[1].parts;
+    assert_eq!(parts[0].range, (0, 2));
+    assert_eq!(
+        parts[0].inputs[0],
+        Some(interval::Region(vec![(0, 2), (0, 3), (0, 6)]))
+    );
+    assert_eq!(
+        parts[1].inputs[0],
+        Some(interval::Region(vec![(0, 2), (0, 3), (6, 12)]))
+    );
+    assert!(parts.iter().all(|p| p.exact == [true]));
+    // The inner coordinate stays rejected: `h` also ranges in its index.
+    assert_eq!(s.rejected.len(), 1);
+    assert!(s.rejected[0].name == "split d", "{:?}", s.rejected);
+}
+
+#[test]
+fn merge_heads_splits_the_model_dim_by_heads() {
+    let s = analyse("merge_heads", 0);
+    assert_eq!(names(&s), ["split b", "split s", "split k"]);
+    let k = s.get("split k").unwrap();
+    assert_eq!(k.output_layout(0), OutputLayout::Split { axis: 2 });
+    assert_eq!(k.inputs[0].layout(), InputLayout::Split { dims: vec![1] });
+    assert!(s.rejected.is_empty(), "{:?}", s.rejected);
+    // x[B = 2, NH = 4, S = 3, DH = 5], y[2, 3, 20]. Two parts: k in [0, 10)
+    // and [10, 20) are heads [0, 2) and [2, 4), whole: exact.
+    let inst = s
+        .instantiate(&[vec![2, 4, 3, 5]], &tdl::Attrs::new(), 2)
+        .unwrap();
+    let parts = &inst.strategies[2].parts;
+    let x = |p: &interval::PartRegions| p.inputs[0].clone().unwrap().0;
+    assert_eq!(x(&parts[0]), [(0, 2), (0, 2), (0, 3), (0, 5)]);
+    assert_eq!(x(&parts[1]), [(0, 2), (2, 4), (0, 3), (0, 5)]);
+    assert!(parts.iter().all(|p| p.exact == [true]));
+    // Three parts cut heads: k in [0, 7), [7, 14), [14, 20) need heads
+    // [0, 2), [1, 3), [2, 4) — a stated superset, not exact.
+    let inst = s
+        .instantiate(&[vec![2, 4, 3, 5]], &tdl::Attrs::new(), 3)
+        .unwrap();
+    let parts = &inst.strategies[2].parts;
+    let heads: Vec<(i64, i64)> = parts.iter().map(|p| x(p)[1]).collect();
+    assert_eq!(heads, [(0, 2), (1, 3), (2, 4)]);
+    assert!(parts.iter().all(|p| p.exact == [false]));
+    // A part inside one head reads exactly its columns of that head.
+    let inst = s
+        .instantiate(&[vec![1, 1, 1, 8]], &tdl::Attrs::new(), 4)
+        .unwrap();
+    let p = &inst.strategies[2].parts[1];
+    assert_eq!(x(p), [(0, 1), (0, 1), (0, 1), (2, 4)]);
+    assert_eq!(p.exact, [true]);
+}

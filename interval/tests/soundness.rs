@@ -23,7 +23,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 
-use interval::{OpStrategies, SplitKind, StrategyCache};
+use interval::{DimRegion, OpStrategies, SplitKind, StrategyCache};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
 use tdl::{
@@ -32,6 +32,10 @@ use tdl::{
 
 /// Part evaluations checked (reported, so a vacuous pass shows).
 static PART_CHECKS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Exactness checks of boxes of flattened indices (`k // q`, `k % q`) that
+/// claim to be exact (part boundaries on block boundaries).
+static FLAT_EXACT_CHECKS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 /// Most scalar evaluations a generated case may cost (keeps CI fast).
 const WORK_BUDGET: u64 = 1500;
@@ -162,7 +166,22 @@ fn check_case(
     seed: u64,
 ) -> Result<(), TestCaseError> {
     let expanded = &strategies.spec;
-    let shapes: Vec<Vec<usize>> = expanded
+    let shapes = shapes_of(expanded, sizes);
+    let mut attrs = Attrs::new();
+    for (a, &k) in expanded.attrs.iter().zip(picks) {
+        let v = match (a.ty, k) {
+            (_, 0) => a.default.unwrap_or(AttrValue::Int(1)),
+            (AttrType::Int, k) => AttrValue::Int([1, 2, 0][(k - 1) % 3]),
+            (AttrType::Float, _) => AttrValue::Float(0.5),
+        };
+        attrs.insert(a.name.clone(), v);
+    }
+    check_instance(spec, strategies, &shapes, &attrs, p, seed)
+}
+
+/// Input shapes of an expanded spec with `sizes` per dim id (cycled).
+fn shapes_of(expanded: &OpSpec, sizes: &[usize]) -> Vec<Vec<usize>> {
+    expanded
         .inputs
         .iter()
         .map(|t| {
@@ -174,18 +193,22 @@ fn check_case(
                 })
                 .collect()
         })
-        .collect();
-    let mut attrs = Attrs::new();
-    for (a, &k) in expanded.attrs.iter().zip(picks) {
-        let v = match (a.ty, k) {
-            (_, 0) => a.default.unwrap_or(AttrValue::Int(1)),
-            (AttrType::Int, k) => AttrValue::Int([1, 2, 0][(k - 1) % 3]),
-            (AttrType::Float, _) => AttrValue::Float(0.5),
-        };
-        attrs.insert(a.name.clone(), v);
-    }
+        .collect()
+}
+
+/// Check every strategy of `spec` on these shapes and attributes, `p` parts.
+fn check_instance(
+    spec: &OpSpec,
+    strategies: &OpStrategies,
+    shapes: &[Vec<usize>],
+    attrs: &Attrs,
+    p: usize,
+    seed: u64,
+) -> Result<(), TestCaseError> {
+    let expanded = &strategies.spec;
+    let shapes = shapes.to_vec();
     let binding = spec
-        .bind(&shapes, &attrs)
+        .bind(&shapes, attrs)
         .map_err(|e| TestCaseError::reject(e.to_string()))?;
     // Work estimate: per statement, the product of its variables' ranges.
     let work: u64 = binding
@@ -211,7 +234,7 @@ fn check_case(
     let inputs = make_inputs(&binding.spec, &shapes, seed);
     let (whole, whole_out) = trace(&binding, &inputs, &HashMap::new())
         .map_err(|e| TestCaseError::reject(e.to_string()))?;
-    let inst = strategies.instantiate(&shapes, &attrs, p).map_err(|e| {
+    let inst = strategies.instantiate(&shapes, attrs, p).map_err(|e| {
         TestCaseError::fail(format!("instantiate failed where bind succeeded: {e}"))
     })?;
     for (st, cs) in strategies.strategies.iter().zip(&inst.strategies) {
@@ -241,9 +264,19 @@ fn check_case(
                     );
                 }
                 let data_dependent = st.inputs[k].data_dependent;
-                if data_dependent {
-                    // Which elements are read is data: soundness only.
+                if data_dependent || !part.exact[k] {
+                    // Which elements are read is data, or the box is a
+                    // stated superset (a flattened index split off its
+                    // block boundaries): soundness only.
                     continue;
+                }
+                let flattened = st.inputs[k]
+                    .dims
+                    .iter()
+                    .flatten()
+                    .any(|d| matches!(d, DimRegion::Residue { .. }));
+                if flattened && reads[k].len() > 1 {
+                    FLAT_EXACT_CHECKS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 }
                 let expected: BTreeSet<Vec<i64>> =
                     whole[k].iter().filter(|e| inside(e)).cloned().collect();
@@ -383,4 +416,44 @@ fn every_shipped_op_is_sound_and_precise() {
 #[ignore]
 fn every_shipped_op_is_sound_and_precise_many_cases() {
     check_library(1024);
+}
+
+/// The transformer head ops at shapes where `heads` divides `D` (and any
+/// `NH`, `DH` for merge_heads), with p ∈ {2, 3, 4}: `split h` reads blocks of
+/// `D // heads`, `split k` reads whole heads when p divides NH (exact) and a
+/// stated superset otherwise; every region is checked against the interpreter.
+#[test]
+fn head_ops_are_sound_and_exact_where_aligned() {
+    let lib = Library::shipped().expect("shipped library loads");
+    let cache = StrategyCache::new();
+    let mut runner = TestRunner::new(Config {
+        cases: 160,
+        failure_persistence: None,
+        ..Config::default()
+    });
+    let strat = (
+        (1usize..=3, 1usize..=3),
+        (1usize..=4, 1usize..=3),
+        2usize..=4,
+        any::<u64>(),
+    );
+    let before = FLAT_EXACT_CHECKS.load(std::sync::atomic::Ordering::Relaxed);
+    runner
+        .run(&strat, |((b, s), (heads, c), p, seed)| {
+            let split = lib.get("split_heads").unwrap();
+            let st = cache.get(split, 0).unwrap();
+            prop_assert!(st.get("split h").is_some(), "split_heads lost `split h`");
+            let attrs: Attrs = [("heads".to_string(), AttrValue::Int(heads as i64))].into();
+            check_instance(split, &st, &[vec![b, s, heads * c]], &attrs, p, seed)?;
+            let merge = lib.get("merge_heads").unwrap();
+            let st = cache.get(merge, 0).unwrap();
+            prop_assert!(st.get("split k").is_some(), "merge_heads lost `split k`");
+            check_instance(merge, &st, &[vec![b, heads, s, c]], &Attrs::new(), p, seed)
+        })
+        .unwrap();
+    let flat = FLAT_EXACT_CHECKS.load(std::sync::atomic::Ordering::Relaxed) - before;
+    assert!(
+        flat >= 20,
+        "too few aligned merge_heads parts checked exactly: {flat}"
+    );
 }

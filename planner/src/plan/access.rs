@@ -69,11 +69,44 @@ impl Affine {
     }
 }
 
+/// One index of a read: an affine form, or the quotient or remainder of one
+/// by a positive constant (the coordinates of a flattened index, `k // DH`,
+/// `k % DH`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Form {
+    Affine(Affine),
+    Div(Affine, i64),
+    Mod(Affine, i64),
+}
+
+impl Form {
+    /// Smallest and largest value over a box (`None` if a range is empty);
+    /// for a remainder, the hull of the residues (all of `[0, q)` once the
+    /// affine part spans two blocks).
+    fn hull(&self, ranges: &[(i64, i64)]) -> Option<(i64, i64)> {
+        match self {
+            Form::Affine(a) => a.hull(ranges),
+            Form::Div(a, q) => {
+                let (lo, hi) = a.hull(ranges)?;
+                Some((lo.div_euclid(*q), hi.div_euclid(*q)))
+            }
+            Form::Mod(a, q) => {
+                let (lo, hi) = a.hull(ranges)?;
+                Some(if lo.div_euclid(*q) == hi.div_euclid(*q) {
+                    (lo.rem_euclid(*q), hi.rem_euclid(*q))
+                } else {
+                    (0, q - 1)
+                })
+            }
+        }
+    }
+}
+
 /// How one dim of one input is read.
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum DimRead {
-    /// By these affine indices (one per read site).
-    Affine(Vec<Affine>),
+    /// By these indices (one per read site).
+    Affine(Vec<Form>),
     /// Whole (data-dependent, opaque slice, non-affine).
     Whole,
 }
@@ -251,6 +284,24 @@ impl Walker<'_> {
         }
     }
 
+    /// The [`Form`] of an index, `None` if it has none (read whole).
+    fn form(&self, e: &Expr, env: &BTreeMap<VarId, Option<Affine>>) -> Option<Form> {
+        if let Some(a) = self.affine(e, env) {
+            return Some(Form::Affine(a));
+        }
+        let ExprKind::Binary(op @ (BinOp::FloorDiv | BinOp::Mod), x, y) = &e.kind else {
+            return None;
+        };
+        let (num, den) = (self.affine(x, env)?, self.affine(y, env)?);
+        if !den.terms.is_empty() || den.c <= 0 {
+            return None;
+        }
+        Some(match op {
+            BinOp::FloorDiv => Form::Div(num, den.c),
+            _ => Form::Mod(num, den.c),
+        })
+    }
+
     fn note_read(
         &mut self,
         input: usize,
@@ -262,7 +313,7 @@ impl Walker<'_> {
             let form = match ix {
                 Index::Expr(x) => {
                     self.expr(x, env, depth);
-                    self.affine(x, env)
+                    self.form(x, env)
                 }
                 _ => None,
             };
@@ -316,5 +367,70 @@ impl Walker<'_> {
             _ => {}
         }
         e.children().for_each(|c| self.expr(c, env, depth));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use tdl::{AttrValue, Attrs, Library, Tensor};
+
+    use super::*;
+
+    /// The hull of the elements the interpreter reads of input 0 when `var`
+    /// is restricted to `[lo, hi)`.
+    fn traced_hull(b: &Binding, var: VarId, lo: i64, hi: i64) -> Region {
+        let inputs: Vec<Tensor> = b
+            .input_shapes
+            .iter()
+            .map(|s| Tensor::new(s, vec![0.0; s.iter().product()]).unwrap())
+            .collect();
+        let rank = b.input_shapes[0].len();
+        let mut hull = vec![(i64::MAX, i64::MIN); rank];
+        let restrict: HashMap<VarId, (i64, i64)> = [(var, (lo, hi))].into();
+        tdl::evaluate_traced(b, &inputs, &restrict, &mut |i, idx| {
+            if i == 0 {
+                for (h, &x) in hull.iter_mut().zip(idx) {
+                    *h = (h.0.min(x), h.1.max(x + 1));
+                }
+            }
+        })
+        .unwrap();
+        Region(hull)
+    }
+
+    /// Every box of the head variable of split_heads (`h * (D // heads) + d`)
+    /// and merge_heads (`k // DH`, `k % DH`) needs exactly the hull of what
+    /// the interpreter reads.
+    #[test]
+    fn head_ops_regions_are_the_hull_of_the_reads() {
+        let lib = Library::shipped().unwrap();
+        let cases: [(&str, Vec<usize>, Attrs, &str); 2] = [
+            (
+                "split_heads",
+                vec![2, 3, 12],
+                [("heads".to_string(), AttrValue::Int(4))].into(),
+                "h",
+            ),
+            ("merge_heads", vec![2, 4, 3, 5], Attrs::new(), "k"),
+        ];
+        for (op, shape, attrs, var) in cases {
+            let b = lib.get(op).unwrap().bind(&[shape], &attrs).unwrap();
+            let v = VarId(b.spec.vars.iter().position(|x| x.name == var).unwrap() as u32);
+            let access = OpAccess::new(&b);
+            let n = access.var_ranges[v.0 as usize].1;
+            for lo in 0..n {
+                for hi in lo + 1..=n {
+                    let mut ranges = access.var_ranges.clone();
+                    ranges[v.0 as usize] = (lo, hi);
+                    assert_eq!(
+                        access.input_region(0, &ranges),
+                        traced_hull(&b, v, lo, hi),
+                        "{op} {var} in [{lo}, {hi})"
+                    );
+                }
+            }
+        }
     }
 }
