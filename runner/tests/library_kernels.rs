@@ -115,6 +115,7 @@ proptest! {
         check("div", &two, Attrs::new(), vec![v(5, -1.0, 1.0), v(6, 0.5, 2.0)]);
         check("div_grad_b", &three, Attrs::new(), vec![v(5, -1.0, 1.0), v(6, 0.5, 2.0), v(7, -1.0, 1.0)]);
         check("scale", one, floats(&[("alpha", lr)]), vec![v(5, -1.0, 1.0)]);
+        check("scale", one, floats(&[("alpha", lr as f32 as f64)]), vec![v(5, -1.0, 1.0)]);
         check("erf", one, Attrs::new(), vec![v(5, -3.0, 3.0)]);
         let mut with_nans = v(5, -1.0, 1.0);
         with_nans.iter_mut().step_by(3).for_each(|x| *x = f32::NAN);
@@ -522,4 +523,17 @@ proptest! {
         let swv = values(sw.iter().product(), seed ^ 3, -1.0, 1.0);
         check("swap_blocks", std::slice::from_ref(&sw), Attrs::new(), vec![swv]);
     }
+}
+
+/// A column sum large enough to run its column blocks in parallel (one
+/// case: the interpreter is slow on 270 000 elements).
+#[test]
+fn a_large_column_sum_equals_the_interpreter() {
+    let rows = vec![1800, 150];
+    check(
+        "sum_leading",
+        std::slice::from_ref(&rows),
+        Attrs::new(),
+        vec![values(1800 * 150, 7, -1.0, 1.0)],
+    );
 }

@@ -25,6 +25,10 @@ const BLOCK: usize = 1 << 14;
 /// Columns per parallel block of a column sum.
 const COLUMNS: usize = 64;
 
+/// Elements below which a column sum runs on one thread (one pass at
+/// memory speed takes less than a fork-join of the pool).
+const PARALLEL: usize = 1 << 18;
+
 /// The row length `N` (the bias's element count) of a bias op whose
 /// row-shaped tensor (`x` or `dy`) has shape `rows` and bias `bias`: the
 /// trailing dims of `rows` must be `bias`'s dims.
@@ -79,22 +83,26 @@ impl KernelImpl for SumLeading {
         if n == 0 {
             return Ok(());
         }
-        outputs[0]
-            .par_chunks_mut(COLUMNS)
-            .enumerate()
-            .for_each(|(blk, db)| {
-                let lo = blk * COLUMNS;
-                let mut acc = [0.0f64; COLUMNS];
-                let acc = &mut acc[..db.len()];
-                for row in dy.chunks_exact(n) {
-                    for (a, &v) in acc.iter_mut().zip(&row[lo..lo + db.len()]) {
-                        *a += v as f64;
-                    }
+        // Columns lo..lo + db.len(), each summed over the rows in order.
+        let columns = |lo: usize, db: &mut [f32]| {
+            let mut acc = vec![0.0f64; db.len()];
+            for row in dy.chunks_exact(n) {
+                for (a, &v) in acc.iter_mut().zip(&row[lo..lo + db.len()]) {
+                    *a += v as f64;
                 }
-                for (o, &a) in db.iter_mut().zip(acc.iter()) {
-                    *o = a as f32;
-                }
-            });
+            }
+            for (o, &a) in db.iter_mut().zip(&acc) {
+                *o = a as f32;
+            }
+        };
+        if dy.len() < PARALLEL {
+            columns(0, outputs[0]);
+        } else {
+            outputs[0]
+                .par_chunks_mut(COLUMNS)
+                .enumerate()
+                .for_each(|(blk, db)| columns(blk * COLUMNS, db));
+        }
         Ok(())
     }
 }
