@@ -26,6 +26,7 @@ pub mod compiled;
 pub mod conv;
 pub mod elementwise;
 pub mod embedding;
+pub mod f32_math;
 pub mod gemm;
 pub mod loss;
 pub mod lrn;
