@@ -1,5 +1,6 @@
 //! Property tests of the CPU library kernels (the GEMM family, convolutions,
 //! relu, gelu, erf and their gradients, add, mul, div and its gradient,
+//! where and its gradient, bias_add(2) and sum_leading(2),
 //! scale, identity, the ONNX shape ops, swap_blocks, optimizer updates, max pooling and its gradient, softmax /
 //! log-softmax / layer norm / cross-entropy and their gradients, embedding
 //! and gather with their scatter-add gradients) against the interpreter, the
@@ -114,11 +115,35 @@ proptest! {
         check("div", &two, Attrs::new(), vec![v(5, -1.0, 1.0), v(6, 0.5, 2.0)]);
         check("div_grad_b", &three, Attrs::new(), vec![v(5, -1.0, 1.0), v(6, 0.5, 2.0), v(7, -1.0, 1.0)]);
         check("scale", one, floats(&[("alpha", lr)]), vec![v(5, -1.0, 1.0)]);
+        check("scale", one, floats(&[("alpha", lr as f32 as f64)]), vec![v(5, -1.0, 1.0)]);
         check("erf", one, Attrs::new(), vec![v(5, -3.0, 3.0)]);
         let mut with_nans = v(5, -1.0, 1.0);
         with_nans.iter_mut().step_by(3).for_each(|x| *x = f32::NAN);
         check("is_nan", one, Attrs::new(), vec![with_nans]);
         check("erf_grad", &two, Attrs::new(), vec![v(5, -3.0, 3.0), v(6, -1.0, 1.0)]);
+        check("erf", one, Attrs::new(), vec![v(5, -6.0, 6.0)]);
+        check("erf_grad", &two, Attrs::new(), vec![v(5, -4.0, 4.0), v(6, -1.0, 1.0)]);
+        // A condition of zeros, ones, other values and NaNs.
+        let cond: Vec<f32> = v(7, -1.0, 1.0)
+            .iter()
+            .enumerate()
+            .map(|(i, &c)| match i % 4 { 0 => 0.0, 1 => f32::NAN, _ if c < 0.0 => 0.0, _ => c })
+            .collect();
+        check("where", &three, Attrs::new(), vec![cond.clone(), v(5, -1.0, 1.0), v(6, -1.0, 1.0)]);
+        check("where_grad", &two, Attrs::new(), vec![cond, v(6, -1.0, 1.0)]);
+        // Bias rows over the last one and two dims, and their column sums
+        // (a second case with rows longer than a block of columns).
+        for (rows, tail) in [(shape.clone(), 1), (shape.clone(), 2), (vec![3, 2, 150], 1)] {
+            if rows.len() < tail {
+                continue;
+            }
+            let bias = rows[rows.len() - tail..].to_vec();
+            let (add, sum) = if tail == 1 { ("bias_add", "sum_leading") } else { ("bias_add2", "sum_leading2") };
+            let r: usize = rows.iter().product();
+            check(add, &[rows.clone(), bias.clone()], Attrs::new(),
+                vec![values(r, seed ^ 8, -1.0, 1.0), values(bias.iter().product(), seed ^ 9, -1.0, 1.0)]);
+            check(sum, std::slice::from_ref(&rows), Attrs::new(), vec![values(r, seed ^ 10, -1.0, 1.0)]);
+        }
         check(
             "momentum_update",
             &three,
@@ -498,4 +523,17 @@ proptest! {
         let swv = values(sw.iter().product(), seed ^ 3, -1.0, 1.0);
         check("swap_blocks", std::slice::from_ref(&sw), Attrs::new(), vec![swv]);
     }
+}
+
+/// A column sum large enough to run its column blocks in parallel (one
+/// case: the interpreter is slow on 270 000 elements).
+#[test]
+fn a_large_column_sum_equals_the_interpreter() {
+    let rows = vec![1800, 150];
+    check(
+        "sum_leading",
+        std::slice::from_ref(&rows),
+        Attrs::new(),
+        vec![values(1800 * 150, 7, -1.0, 1.0)],
+    );
 }

@@ -8,7 +8,8 @@
 //! Which implementation runs is data, not code: [`Registry`] maps op names to
 //! library kernels ([`gemm`]: the matmul family on the `gemm` crate; [`conv`]:
 //! convolutions as im2col + gemm; [`elementwise`] and [`optim`]: hot
-//! elementwise ops and optimizer updates as contiguous loops; [`pool`]: max pooling and its gradient as direct loops; [`rows`]
+//! elementwise ops and optimizer updates as contiguous loops; [`bias`]:
+//! bias rows and their column-sum gradients; [`pool`]: max pooling and its gradient as direct loops; [`rows`]
 //! and [`loss`]: softmax, layer norm and cross-entropy row by row;
 //! [`embedding`]: row gathers and their scatter-add gradients; [`permute`]:
 //! transposes and attention's head split/merge as strided copies), and every other op (or a library kernel
@@ -20,10 +21,12 @@
 //! Keeps true: every kernel overwrites every element of every output (callers
 //! need not zero them); inputs are never written.
 
+pub mod bias;
 pub mod compiled;
 pub mod conv;
 pub mod elementwise;
 pub mod embedding;
+pub mod f32_math;
 pub mod gemm;
 pub mod loss;
 pub mod lrn;
@@ -294,6 +297,12 @@ pub const LIBRARY_KERNELS: &[(&str, &str, KernelFactory)] = &[
     ("erf", "elementwise", elementwise::erf),
     ("erf_grad", "elementwise", elementwise::erf_grad),
     ("is_nan", "elementwise", elementwise::is_nan),
+    ("bias_add", "elementwise", bias::bias_add),
+    ("bias_add2", "elementwise", bias::bias_add),
+    ("sum_leading", "column sum", bias::sum_leading),
+    ("sum_leading2", "column sum", bias::sum_leading),
+    ("where", "elementwise", elementwise::where_select),
+    ("where_grad", "elementwise", elementwise::where_grad),
     ("identity", "elementwise", elementwise::identity),
     ("gelu", "elementwise", elementwise::gelu),
     ("gelu_grad", "elementwise", elementwise::gelu_grad),

@@ -72,7 +72,41 @@ fn build(b: &Binding, dims: Vec<usize>, perm: Vec<usize>) -> Option<Box<dyn Kern
         && b.input_shapes[0].iter().product::<usize>() == elems
         && b.output_shapes.len() == 1
         && b.output_shapes[0].iter().product::<usize>() == elems;
+    let (dims, perm) = simplify(&dims, &perm);
     fits.then(|| Box::new(Permute { dims, perm }) as Box<dyn KernelImpl>)
+}
+
+/// The same permutation on fewer, longer axes: axes of size 1 dropped, and
+/// input axes that stay adjacent and in order in the output merged into one
+/// (e.g. `swap_blocks` of `[24, 128, 64, 1]` is a transpose of `[128, 64]`
+/// 24 times, written as rows of 128, not rows of 1).
+fn simplify(dims: &[usize], perm: &[usize]) -> (Vec<usize>, Vec<usize>) {
+    // Output order of the kept input axes.
+    let kept: Vec<usize> = perm.iter().copied().filter(|&p| dims[p] != 1).collect();
+    // Runs of consecutive input axes in output order.
+    let mut runs: Vec<(usize, usize)> = Vec::new();
+    for &p in &kept {
+        match runs.last_mut() {
+            Some((_, last))
+                if *last + 1 == p || (*last < p && (*last + 1..p).all(|a| dims[a] == 1)) =>
+            {
+                *last = p
+            }
+            _ => runs.push((p, p)),
+        }
+    }
+    // Each run becomes one axis; rank the runs by their first input axis.
+    let mut by_input: Vec<usize> = (0..runs.len()).collect();
+    by_input.sort_by_key(|&r| runs[r].0);
+    let new_dims: Vec<usize> = by_input
+        .iter()
+        .map(|&r| (runs[r].0..=runs[r].1).map(|a| dims[a]).product())
+        .collect();
+    let mut new_perm = vec![0; runs.len()];
+    for (axis, &r) in by_input.iter().enumerate() {
+        new_perm[r] = axis;
+    }
+    (new_dims, new_perm)
 }
 
 /// `transpose(x[M, N]) -> y[N, M]`.
