@@ -135,17 +135,21 @@ impl LevelInput<'_> {
     }
 
     /// Whether an op cluster may run replicated at a tensor-parallel level:
-    /// none of its ops touches a weight-like tensor (weight, its gradient,
-    /// optimizer state) above [`REPLICATE_MAX_BYTES`]. Norms, activations,
+    /// the only weight-like tensors (weights, their gradients, optimizer
+    /// state) its ops touch are vectors of at most [`REPLICATE_MAX_BYTES`]
+    /// (norm scales and shifts, biases). Norms, activation functions,
     /// residual adds and attention's weightless ops qualify; matmuls and
     /// convolutions, whose compute and weights are what tensor parallelism
-    /// divides, never run whole on every worker of a group.
+    /// divides, never run whole on every worker of a group, however small
+    /// their weights (else a small-weight CNN's tensor-parallel plan would
+    /// be the whole model on every worker).
     fn replicable(&self, c: &Cluster) -> bool {
         c.ops().all(|o| {
             let op = self.graph.op(o);
             op.inputs.iter().chain(&op.outputs).all(|t| {
+                let tensor = self.graph.tensor(*t);
                 !super::decisions::is_weight_like(self.graph, *t)
-                    || self.graph.tensor(*t).bytes() <= REPLICATE_MAX_BYTES
+                    || (tensor.shape.len() <= 1 && tensor.bytes() <= REPLICATE_MAX_BYTES)
             })
         })
     }
