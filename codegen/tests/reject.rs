@@ -38,11 +38,16 @@ struct Case {
 
 /// Tiny MLP planned for `k` workers with CriticalDP, its programs validated.
 fn case(k: usize, cache: &StrategyCache) -> Case {
+    case_with(k, cache, SearchKind::CriticalDp)
+}
+
+/// [`case`] planned by `search`.
+fn case_with(k: usize, cache: &StrategyCache, search: SearchKind) -> Case {
     let g = zoo::Model::Mlp(MlpConfig::tiny())
         .training(lib(), &Optimizer::Sgd { lr: 0.1 })
         .unwrap();
     let model = Model::new(&g, lib(), cache).unwrap();
-    let p = plan(&g, lib(), cache, k, SearchKind::CriticalDp).unwrap();
+    let p = plan(&g, lib(), cache, k, search).unwrap();
     let progs = generate(&g, lib(), &model, &p.factors, &p.decisions).unwrap();
     validate(&g, &model, &p.factors, &p.decisions, &progs).expect("untampered programs pass");
     Case { g, model, p, progs }
@@ -223,7 +228,9 @@ fn validator_rejects_a_tile_never_produced() {
 #[test]
 fn validator_rejects_a_send_without_its_receive() {
     let cache = StrategyCache::new();
-    let c = case(3, &cache);
+    // AllRow-Greedy's plan at k = 3 exchanges rows point to point
+    // (CriticalDP's plan of this MLP moves its bytes by collectives only).
+    let c = case_with(3, &cache, "allrow-greedy".parse().unwrap());
     // Redirect one send to the third rank: same bytes, same data flow on
     // the sender, but the receiver's receive has no send and the third rank
     // gets a send it does not receive.

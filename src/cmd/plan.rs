@@ -112,6 +112,12 @@ pub struct Args {
     /// ONNX: turn unsupported nodes into opaque operators instead of failing.
     #[arg(long)]
     opaque_unsupported: bool,
+    /// ONNX: plan the forward (inference) graph only: no loss, no backward,
+    /// no optimizer; batch normalization on the model's running statistics.
+    /// `tofu run --weights MODEL.onnx --save-outputs OUT` then runs the model
+    /// as onnxruntime does.
+    #[arg(long)]
+    inference: bool,
 }
 
 /// Parse `80G`, `512M`, `1073741824` (powers of 1024).
@@ -150,7 +156,7 @@ fn load_graph(args: &Args, lib: Library) -> miette::Result<Loaded> {
                     dims: args.dim.clone(),
                     input_shapes: args.input_shape.clone(),
                     input_values: args.input_value.clone(),
-                    training: true,
+                    training: !args.inference,
                     loss: args.loss.clone(),
                     optimizer: args.optimizer.clone(),
                     opaque_unsupported: args.opaque_unsupported,
@@ -162,11 +168,24 @@ fn load_graph(args: &Args, lib: Library) -> miette::Result<Loaded> {
                 let record = super::run_weights::record(&onnx_args);
                 return Ok((path.display().to_string(), imported.graph, imported.library, Some(record)));
             }
+            if args.inference {
+                return Err(miette::miette!(
+                    help = "a graph file is planned as it is: write the inference graph with `tofu graph MODEL.onnx -o graph.json` (no --training) and plan that",
+                    "{}: --inference applies to an ONNX model, not to a graph file",
+                    path.display()
+                ));
+            }
             let g = format::load(path).map_err(|e| miette::miette!("{}: {e}", path.display()))?;
             g.check_shapes(&lib).map_err(|e| miette::miette!("{}: {e}", path.display()))?;
             Ok((path.display().to_string(), g, lib, None))
         }
         (None, Some(name)) => {
+            if args.inference {
+                return Err(miette::miette!(
+                    help = "plan an ONNX model with --inference (`tofu plan MODEL.onnx --inference -k K`); zoo models are training graphs",
+                    "--inference applies to an ONNX model, not to the zoo model `{name}`"
+                ));
+            }
             let mut m = zoo::Model::parse(name).into_diagnostic()?;
             if let Some(b) = args.batch {
                 if b == 0 {

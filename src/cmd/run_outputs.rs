@@ -29,10 +29,15 @@ use super::run::Args;
 
 /// The file's metadata key saying which forward pass the outputs are of.
 pub const FORWARD_KEY: &str = "tofu.forward";
-/// Its value: a training step's forward, batch normalization on the
-/// batch's statistics (what training computes) and dropout as the identity
-/// (its expectation; random masks no other runtime could reproduce).
+/// Its value for a training plan: a training step's forward, batch
+/// normalization on the batch's statistics (what training computes) and
+/// dropout as the identity (its expectation; random masks no other runtime
+/// could reproduce).
 pub const FORWARD: &str = "training-step: batch-norm on batch statistics, dropout as identity";
+/// Its value for an inference plan (`tofu plan MODEL.onnx --inference`):
+/// the model's own forward, batch normalization on its running statistics.
+pub const FORWARD_INFERENCE: &str =
+    "inference: batch-norm on running statistics, dropout as identity";
 
 /// Run one forward pass and write `path` (see the module doc).
 pub fn run(
@@ -144,7 +149,14 @@ pub fn run(
     }
     let mut seen = HashSet::new();
     file.retain(|(n, ..)| seen.insert(n.clone()));
-    let bytes = to_safetensors(&file, &[(FORWARD_KEY, FORWARD)])
+    // An inference graph (`tofu plan --inference`) has no backward and no
+    // update: its forward is the model's own.
+    let training = graph
+        .ops()
+        .iter()
+        .any(|o| o.role != planner::graph::OpRole::Forward);
+    let forward = if training { FORWARD } else { FORWARD_INFERENCE };
+    let bytes = to_safetensors(&file, &[(FORWARD_KEY, forward)])
         .map_err(|e| miette::miette!("{}: {e}", path.display()))?;
     planner::graph::format::write_atomic(path, &bytes).map_err(|e| miette::miette!("{e}"))?;
     let names = |from: usize, n: usize| {

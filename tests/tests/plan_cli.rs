@@ -163,6 +163,17 @@ fn bad_inputs_exit_nonzero_and_write_no_plan() {
             p,
         ],
         vec!["plan", "--workers", "2", "-o", p],
+        // --inference is for ONNX models only.
+        vec![
+            "plan",
+            "--model",
+            "mlp-2-8",
+            "--inference",
+            "--workers",
+            "2",
+            "-o",
+            p,
+        ],
     ];
     for args in cases {
         let o = tofu(&args);

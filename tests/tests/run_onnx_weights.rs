@@ -188,10 +188,17 @@ fn cached_model(file: &str) -> Option<PathBuf> {
 }
 
 /// `tofu plan` + `tofu run --weights MODEL --save-outputs` at k = 1, 2, 4,
-/// each compared with onnxruntime; gives the errors.
-fn against_onnxruntime(name: &str, file: &str, plan_flags: &[&str], compare: &[&str]) {
+/// each compared with onnxruntime; gives the comparison reports (none when
+/// skipped).
+fn against_onnxruntime(
+    name: &str,
+    file: &str,
+    plan_flags: &[&str],
+    compare: &[&str],
+) -> Vec<serde_json::Value> {
+    let mut reports = Vec::new();
     let (Some(py), Some(model)) = (ort_python(), cached_model(file)) else {
-        return;
+        return reports;
     };
     let dir = temp_dir(&format!("run-onnx-ort-{name}"));
     let script = tofu_tests::workspace_root().join("scripts/compare-onnxruntime.py");
@@ -215,7 +222,9 @@ fn against_onnxruntime(name: &str, file: &str, plan_flags: &[&str], compare: &[&
             o.status.success() && e <= TOLERANCE,
             "{name} k={k}: {report}"
         );
+        reports.push(report);
     }
+    reports
 }
 
 #[test]
@@ -226,6 +235,25 @@ fn ppocr_v2_direction_classifier_equals_onnxruntime_at_k_1_2_4() {
         &["--input-shape", "x=1,3,48,192"],
         &[],
     );
+}
+
+/// The same classifier planned for inference (`tofu plan --inference`):
+/// the forward graph only, its 35 BatchNormalization nodes on the model's
+/// running statistics, which onnxruntime runs unchanged (the script rewrites
+/// nothing for an inference plan's outputs).
+#[test]
+fn ppocr_v2_direction_classifier_inference_plan_equals_onnxruntime_at_k_1_2_4() {
+    let reports = against_onnxruntime(
+        "ppocr-v2-cls-inference",
+        "rapidocr-onnxruntime-1.4.4/ch_ppocr_mobile_v2.0_cls_infer.onnx",
+        &["--inference", "--input-shape", "x=1,3,48,192"],
+        &[],
+    );
+    // onnxruntime ran the model as it is: no batch norm rewritten to batch
+    // statistics (a training plan's outputs have all 35 rewritten).
+    for r in &reports {
+        assert_eq!(r["batchnorm_on_batch_statistics"], 0, "{r}");
+    }
 }
 
 #[test]
