@@ -91,6 +91,15 @@ fn megatron_without_t_keeps_the_cheapest_group_size() {
     assert_eq!(each[0], dp.comm_bytes);
 }
 
+/// `model`'s training graph with momentum SGD (the optimizer).
+fn momentum_training(model: zoo::Model, lib: &Library) -> Graph {
+    let opt = Optimizer::Momentum {
+        lr: 0.1,
+        momentum: 0.9,
+    };
+    model.training(lib, &opt).unwrap()
+}
+
 /// Megatron-LM's bytes per step inside the transformer blocks, counted by
 /// hand from the model's dims with ring collectives (2(p−1)·N bytes moved by
 /// the p ranks of an all-reduce of N bytes), for tensor parallelism t inside
@@ -140,15 +149,7 @@ fn in_block(name: &str) -> bool {
 fn megatron_blocks_move_the_hand_counted_bytes_on_gpt_24_2048() {
     let lib = Library::shipped().unwrap();
     let cfg = GptConfig::new(24, 2048).unwrap();
-    let g = zoo::Model::Gpt(cfg.clone())
-        .training(
-            &lib,
-            &Optimizer::Momentum {
-                lr: 0.1,
-                momentum: 0.9,
-            },
-        )
-        .unwrap();
+    let g = momentum_training(zoo::Model::Gpt(cfg.clone()), &lib);
     let (k, t) = (8, 2);
     let p = megatron(&g, &lib, k, Some(t));
     let blocks: u64 = g
@@ -186,16 +187,7 @@ fn critical_dp_is_no_worse_than_megatron_on_the_large_models() {
     let lib = Library::shipped().unwrap();
     let mut worse = Vec::new();
     for name in ["gpt-24-2048", "bert-24-1024", "wresnet-152-10"] {
-        let g = zoo::Model::parse(name)
-            .unwrap()
-            .training(
-                &lib,
-                &Optimizer::Momentum {
-                    lr: 0.1,
-                    momentum: 0.9,
-                },
-            )
-            .unwrap();
+        let g = momentum_training(zoo::Model::parse(name).unwrap(), &lib);
         for k in [8, 16, 64] {
             let cache = StrategyCache::new();
             let cdp = plan_with(
