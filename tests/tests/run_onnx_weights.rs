@@ -25,12 +25,11 @@ mod run_outputs_common;
 use std::path::PathBuf;
 
 use onnx_protobuf::{
-    attribute_proto::AttributeType, AttributeProto, GraphProto, Message, ModelProto, NodeProto,
-    OperatorSetIdProto, TensorProto,
+    attribute_proto::AttributeType, AttributeProto, GraphProto, NodeProto, TensorProto,
 };
 use run_outputs_common::{
-    node, plan_with, random, read_f32, rel_error, save_outputs, typed_value_info, value_info,
-    write_f32, TOLERANCE,
+    node, plan_with, random, read_f32, rel_error, save_outputs, serialise, typed_value_info,
+    value_info, write_f32, TOLERANCE,
 };
 use tofu_tests::{data_cache, temp_dir, text};
 
@@ -98,13 +97,7 @@ fn constant_weights_model(w: &[f32], b: &[f32], wt: &[f32], we: &[f32]) -> Vec<u
         iff,
     ];
     g.output.push(value_info("y", &[2, 2]));
-    let mut m = ModelProto::new();
-    m.ir_version = 8;
-    let mut op = OperatorSetIdProto::new();
-    op.version = 17;
-    m.opset_import.push(op);
-    m.graph = Some(g).into();
-    m.write_to_bytes().expect("serialises")
+    serialise(g)
 }
 
 #[test]

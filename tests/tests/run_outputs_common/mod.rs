@@ -114,6 +114,11 @@ pub fn model(
     for (n, s) in outputs {
         g.output.push(value_info(n, s));
     }
+    serialise(g)
+}
+
+/// `g` as a serialised ONNX model (IR 8, opset 17).
+pub fn serialise(g: GraphProto) -> Vec<u8> {
     let mut m = ModelProto::new();
     m.ir_version = 8;
     let mut op = OperatorSetIdProto::new();
