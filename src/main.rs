@@ -56,6 +56,12 @@ fn main() -> ExitCode {
         }));
     }
     let cli = Cli::parse();
+    if matches!(
+        cli.command,
+        Command::Check(_) | Command::Graph(_) | Command::Strategies(_) | Command::Plan(_)
+    ) {
+        print_only_dies_on_closed_pipe();
+    }
     let result = match cli.command {
         Command::Check(a) => cmd::check::run(a),
         Command::Graph(a) => cmd::graph::run(a),
@@ -74,5 +80,22 @@ fn main() -> ExitCode {
             eprintln!("{e:?}");
             ExitCode::FAILURE
         }
+    }
+}
+
+/// Restore the default action of SIGPIPE (terminate quietly) for the
+/// subcommands that only print (`check`, `graph`, `strategies`, `plan`), as
+/// every Unix filter does: `tofu plan … | head` then stops when `head`
+/// closes the pipe instead of panicking on the failed write (Rust ignores
+/// SIGPIPE, so `println!` sees `EPIPE` and panics). The subcommands that
+/// talk to sockets or child processes keep Rust's default, so a peer that
+/// goes away is an error they report, not a silent death.
+fn print_only_dies_on_closed_pipe() {
+    #[cfg(unix)]
+    // SAFETY: called once on the main thread before any other thread is
+    // started; `signal` with `SIG_DFL` only changes this process's
+    // disposition of SIGPIPE.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
 }

@@ -362,3 +362,31 @@ fn topology_reports_bytes_and_seconds_per_link_level() {
         assert!(err.contains(want), "{a:?}: {err}");
     }
 }
+
+/// `tofu plan … | head` must stop quietly when the reader closes the pipe,
+/// as Unix filters do, not panic on the failed write (issue: `failed
+/// printing to stdout: Broken pipe`). The read end is closed before the plan
+/// is printed, so every write fails.
+#[cfg(unix)]
+#[test]
+fn plan_into_a_closed_pipe_stops_without_a_panic() {
+    use std::os::unix::process::ExitStatusExt;
+    use std::process::{Command, Stdio};
+    let mut child = Command::new(tofu_tests::tofu_bin())
+        .args(["plan", "--model", "mlp-3-64", "--workers", "4"])
+        .env_remove("TOFU_SPECS")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("cannot run tofu");
+    drop(child.stdout.take());
+    let o = child.wait_with_output().expect("tofu runs");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!err.contains("panicked"), "{err}");
+    assert_eq!(
+        o.status.signal(),
+        Some(13),
+        "killed by SIGPIPE: {:?} {err}",
+        o.status
+    );
+}
