@@ -174,47 +174,61 @@ fn megatron_blocks_move_the_hand_counted_bytes_on_gpt_24_2048() {
 /// CriticalDP against the Megatron-LM baseline on the issue's three large
 /// models at k = 8, 16, 64 (momentum, the zoo's batch): the plan CriticalDP
 /// keeps moves no more bytes than the best Megatron plan (over every t
-/// dividing k), and needs no more memory per worker than it, up to 1%.
-/// The 1% is bert-24-1024 at k = 16 (run of 2026-11-27): CriticalDP's
-/// recursion 2·2·2·2 moves 38.9e9 bytes with 5.617e9 bytes per worker,
-/// Megatron's t = 2 moves 41.9e9 with 5.611e9 (0.1% less memory, 7% more
-/// bytes); issue 28 asks for ≤ in both, which no candidate gives yet.
-/// Heavy in a debug build:
+/// dividing k). Where that plan needs more memory per worker than
+/// Megatron's (bert-24-1024 at k = 16, run of 2026-11-27: recursion 2·2·2·2
+/// with 38.9e9 bytes and 5.617e9 bytes per worker against Megatron's t = 2
+/// with 41.9e9 and 5.611e9), CriticalDP given Megatron's peak as the device
+/// memory (`--device-memory`, the search's memory price) keeps a plan no
+/// worse in both. Heavy in a debug build:
 /// `cargo test --release -p planner --test megatron -- --ignored`.
 #[test]
 #[ignore = "plans three large models at k = 64; run in release (see the doc)"]
 fn critical_dp_is_no_worse_than_megatron_on_the_large_models() {
     let lib = Library::shipped().unwrap();
+    let cdp = |g: &Graph, k: usize, device_memory: Option<u64>| {
+        let opts = PlanOptions {
+            device_memory,
+            ..PlanOptions::default()
+        };
+        plan_with(
+            g,
+            &lib,
+            &StrategyCache::new(),
+            k,
+            SearchKind::CriticalDp,
+            opts,
+        )
+        .unwrap()
+    };
     let mut worse = Vec::new();
     for name in ["gpt-24-2048", "bert-24-1024", "wresnet-152-10"] {
         let g = momentum_training(zoo::Model::parse(name).unwrap(), &lib);
         for k in [8, 16, 64] {
-            let cache = StrategyCache::new();
-            let cdp = plan_with(
-                &g,
-                &lib,
-                &cache,
-                k,
-                SearchKind::CriticalDp,
-                PlanOptions::default(),
-            )
-            .unwrap();
             let meg = megatron(&g, &lib, k, None);
-            let (cm, mm) = (
-                planner::plan::max_memory(&cdp),
-                planner::plan::max_memory(&meg),
-            );
-            println!(
-                "{name} k={k}: critical-dp {:.3e} bytes {:.3e} B/worker ({}); megatron {:.3e} bytes {:.3e} B/worker ({})",
-                cdp.comm_bytes as f64, cm as f64, cdp.choice, meg.comm_bytes as f64, mm as f64, meg.choice
-            );
-            if cdp.comm_bytes > meg.comm_bytes || cm as f64 > 1.01 * mm as f64 {
-                worse.push(format!("{name} k={k}"));
+            let mm = planner::plan::max_memory(&meg);
+            let mut p = cdp(&g, k, None);
+            let line = |p: &planner::plan::Planned| {
+                format!(
+                    "{name} k={k}: critical-dp {:.3e} bytes {:.3e} B/worker ({}); megatron {:.3e} bytes {mm:.3e} B/worker ({})",
+                    p.comm_bytes as f64,
+                    planner::plan::max_memory(p) as f64,
+                    p.choice,
+                    meg.comm_bytes as f64,
+                    meg.choice
+                )
+            };
+            println!("{}", line(&p));
+            if planner::plan::max_memory(&p) > mm {
+                p = cdp(&g, k, Some(mm));
+                println!("  with --device-memory {mm}: {}", line(&p));
+            }
+            if p.comm_bytes > meg.comm_bytes || planner::plan::max_memory(&p) > mm {
+                worse.push(line(&p));
             }
         }
     }
     assert!(
         worse.is_empty(),
-        "critical-dp worse than megatron on {worse:?}"
+        "critical-dp worse than megatron on {worse:#?}"
     );
 }
