@@ -586,13 +586,39 @@ fn name_of(spec: &OpSpec, facts: &[StmtFacts], combo: &[Option1]) -> String {
 /// a flattened index is read whole (a quotient beside its remainder).
 fn determines_part(dims: &[DimRegion]) -> bool {
     dims.iter().any(|d| match d {
-        DimRegion::Split { .. } | DimRegion::Block { .. } => true,
-        DimRegion::Residue { den, offset } => dims.contains(&DimRegion::Quotient {
-            den: den.clone(),
+        DimRegion::Split { .. } | DimRegion::Block { .. } | DimRegion::Slots { .. } => true,
+        DimRegion::Residue { offset, block, .. } => dims.contains(&DimRegion::Quotient {
+            den: block.clone(),
             offset: offset.clone(),
         }),
         _ => false,
     })
+}
+
+/// Point each [`DimRegion::Residue`] without a quotient by its own divisor at
+/// a quotient of the same offset by a constant multiple of it, if the read
+/// has one (its `block`).
+fn pair_residues(dims: &mut [DimRegion]) {
+    let quotients: Vec<(Poly, Poly)> = dims
+        .iter()
+        .filter_map(|d| match d {
+            DimRegion::Quotient { den, offset } => Some((den.clone(), offset.clone())),
+            _ => None,
+        })
+        .collect();
+    for d in dims.iter_mut() {
+        if let DimRegion::Residue { den, offset, block } = d {
+            if quotients.iter().any(|(q, o)| q == den && o == offset) {
+                continue;
+            }
+            if let Some((q, _)) = quotients
+                .iter()
+                .find(|(q, o)| o == offset && q.multiple_of(den).is_some_and(|m| m >= 2))
+            {
+                *block = q.clone();
+            }
+        }
+    }
 }
 
 /// The exact regions of a candidate, or why there are none.
@@ -634,11 +660,13 @@ fn verdict(
                 dims.push(classify(spec, ix, v).map_err(|r| format!("{r} (in `{}`)", site.shown))?);
             }
             // A residue `(v + c) % q` is a box per part only beside its
-            // quotient `(v + c) // q` (a flattened index); alone it wraps.
+            // quotient `(v + c) // q` (a flattened index) or a quotient by a
+            // multiple of `q` (`c // (3 * DH)` beside `c % DH`); alone it wraps.
+            pair_residues(&mut dims);
             for d in &dims {
-                if let DimRegion::Residue { den, offset } = d {
+                if let DimRegion::Residue { offset, block, .. } = d {
                     let partner = DimRegion::Quotient {
-                        den: den.clone(),
+                        den: block.clone(),
                         offset: offset.clone(),
                     };
                     if !dims.contains(&partner) {
