@@ -312,7 +312,13 @@ fn library_kernels_on_larger_shapes() {
         let e = 3 * nh * dh;
         cover(
             "split_qkv",
-            check(&lib, "split_qkv", &[vec![b, sq, e]], &[("heads", nh as i64)], &mut rng),
+            check(
+                &lib,
+                "split_qkv",
+                &[vec![b, sq, e]],
+                &[("heads", nh as i64)],
+                &mut rng,
+            ),
         );
         let heads = vec![vec![b, nh, sq, dh]; 3];
         cover("merge_qkv", check(&lib, "merge_qkv", &heads, &[], &mut rng));
