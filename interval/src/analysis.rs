@@ -10,8 +10,6 @@
 //!    variables used to index opaque results, reads of other outputs and the
 //!    statement's top-level reduction (peeling `-`, and `·`/`/` by constants
 //!    for `Sum`).
-//! Steps 2 and 3 live in `candidates.rs`.
-//!
 //! 2. *Candidates.* Output 0's coordinates (case 1) and top-level reduction
 //!    variables (case 2), each combined with a variable of the same extent in
 //!    every other output statement.
@@ -19,6 +17,8 @@
 //!    statement's split variable ([`crate::interval::classify`]) and reads of
 //!    the same input are joined ([`crate::interval::join`]). Any imprecision
 //!    rejects the candidate, with the reason; the rest are the strategies.
+//!
+//! Steps 2 and 3 live in `candidates.rs`.
 //!
 //! Invariant: an accepted strategy's regions are sound — on concrete shapes
 //! a part reads nothing outside its region — and exact (the elements a part
