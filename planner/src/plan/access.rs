@@ -410,7 +410,9 @@ mod tests {
     fn head_ops_regions_are_the_hull_of_the_reads() {
         let lib = Library::shipped().unwrap();
         let heads = |h: i64| -> Attrs { [("heads".to_string(), AttrValue::Int(h))].into() };
-        let cases: [(&str, Vec<Vec<usize>>, Attrs, &str, i64); 4] = [
+        // (op, input shapes, attributes, split variable, head width in it)
+        type Case = (&'static str, Vec<Vec<usize>>, Attrs, &'static str, i64);
+        let cases: [Case; 4] = [
             ("split_heads", vec![vec![2, 3, 12]], heads(4), "h", 1),
             ("split_qkv", vec![vec![2, 3, 24]], heads(4), "h", 1),
             ("merge_heads", vec![vec![2, 4, 3, 5]], Attrs::new(), "k", 1),
