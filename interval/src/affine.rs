@@ -43,6 +43,11 @@ pub enum Param {
     Attr(AttrId),
     /// An integer constant.
     Const(i64),
+    /// A constant multiple of a dim (`3 * E`), at least 2.
+    ScaledDim(i64, DimId),
+    /// A constant multiple of an int attribute (`3 * heads`, split_qkv's
+    /// `E // (3 * heads)`), at least 2.
+    ScaledAttr(i64, AttrId),
 }
 
 impl Param {
@@ -54,6 +59,8 @@ impl Param {
         match p.terms().collect::<Vec<_>>().as_slice() {
             [([Atom::Dim(d)], 1)] => Some(Param::Dim(*d)),
             [([Atom::Attr(a)], 1)] => Some(Param::Attr(*a)),
+            [([Atom::Dim(d)], c)] if *c >= 2 => Some(Param::ScaledDim(*c, *d)),
+            [([Atom::Attr(a)], c)] if *c >= 2 => Some(Param::ScaledAttr(*c, *a)),
             _ => None,
         }
     }
@@ -63,6 +70,8 @@ impl Param {
             Param::Dim(d) => dims[d.0 as usize],
             Param::Attr(a) => attr_int(attrs[a.0 as usize]),
             Param::Const(c) => c,
+            Param::ScaledDim(c, d) => c * dims[d.0 as usize],
+            Param::ScaledAttr(c, a) => c * attr_int(attrs[a.0 as usize]),
         }
     }
 
@@ -71,6 +80,8 @@ impl Param {
             Param::Dim(d) => atom_name(op, Atom::Dim(d)),
             Param::Attr(a) => atom_name(op, Atom::Attr(a)),
             Param::Const(c) => c.to_string(),
+            Param::ScaledDim(c, d) => format!("{c}*{}", atom_name(op, Atom::Dim(d))),
+            Param::ScaledAttr(c, a) => format!("{c}*{}", atom_name(op, Atom::Attr(a))),
         }
     }
 }
@@ -140,6 +151,18 @@ impl Poly {
             p.add_term(m.clone(), c);
         }
         p
+    }
+
+    /// `m` when `self = m · unit` for an integer constant `m` (0 for a zero
+    /// `self`); `None` otherwise or for a zero `unit`.
+    pub fn multiple_of(&self, unit: &Poly) -> Option<i64> {
+        let (mono, cu) = unit.terms.iter().next()?;
+        let cp = self.terms.get(mono).copied().unwrap_or(0);
+        if cp % cu != 0 {
+            return None;
+        }
+        let m = cp / cu;
+        (unit.scale(m) == *self).then_some(m)
     }
 
     /// `c · self`.

@@ -206,7 +206,8 @@ impl OpStrategies {
 
     /// `[lo, hi)` of one input dim of size `n` for the part `[l, h)`
     /// (non-empty), and whether that box is exact (false only for a
-    /// [`DimRegion::Residue`] whose part spans several blocks unaligned).
+    /// [`DimRegion::Residue`] whose part spans several blocks unaligned, and
+    /// a [`DimRegion::Slots`] hull with gaps in it).
     fn dim_range(
         &self,
         d: &DimRegion,
@@ -242,6 +243,21 @@ impl OpStrategies {
                     (0, 0)
                 }
             }
+            DimRegion::Slots { unit, count, slots } => {
+                let u = poly(unit)?;
+                let (Some(&first), Some(&last)) = (slots.first(), slots.last()) else {
+                    return Ok(((0, 0), true));
+                };
+                // A non-positive unit is an empty inner range: nothing is read.
+                if u > 0 {
+                    let a = count * u;
+                    let contiguous = last - first + 1 == slots.len() as i64;
+                    exact = contiguous && h - l == 1;
+                    (a * l + first * u, a * (h - 1) + (last + 1) * u)
+                } else {
+                    (0, 0)
+                }
+            }
             DimRegion::Quotient { den, offset } => {
                 let (q, c) = (poly(den)?, poly(offset)?);
                 match (floor_div(l + c, q), floor_div(h - 1 + c, q)) {
@@ -249,7 +265,23 @@ impl OpStrategies {
                     _ => (0, n),
                 }
             }
-            DimRegion::Residue { den, offset } => {
+            DimRegion::Residue { den, offset, block } if block != den => {
+                // Beside a quotient by a multiple `bq` of `q`: the box is
+                // the product of whole quotient blocks only when the part's
+                // boundaries are multiples of `bq`.
+                let (q, c, bq) = (poly(den)?, poly(offset)?, poly(block)?);
+                let (first, last) = (l + c, h - 1 + c);
+                exact = bq > 0 && first.rem_euclid(bq) == 0 && (last + 1).rem_euclid(bq) == 0;
+                match (floor_div(first, q), floor_div(last, q)) {
+                    (Some(a), Some(b)) if q > 0 && a == b => (first - a * q, last - b * q + 1),
+                    (Some(_), Some(_)) if q > 0 => (0, q),
+                    _ => {
+                        exact = false;
+                        (0, n)
+                    }
+                }
+            }
+            DimRegion::Residue { den, offset, .. } => {
                 let (q, c) = (poly(den)?, poly(offset)?);
                 let (first, last) = (l + c, h - 1 + c);
                 match (floor_div(first, q), floor_div(last, q)) {

@@ -35,6 +35,19 @@
 //!   and the soundness proptest checks exactness where it is claimed and
 //!   soundness always.
 //!
+//! * `m·u·v + j·u + w + c`… precisely `a·v + j·u + w` where `w` ranges over
+//!   `u`, `a = m·u` for an integer constant `m ≥ 2` and `0 ≤ j < m` (symbolically:
+//!   split_qkv's `h·(3·DH) + which·DH + d` with `DH = E // (3 * heads)`) →
+//!   [`DimRegion::Slots`]: every `v` owns the block `[a·v, a·v + a)` and reads
+//!   slot `j` of it, a block with gaps. [`join`] unions the slots of several
+//!   reads; all `m` of them make an exact [`DimRegion::Block`] (split_qkv's
+//!   q, k and v together). Fewer give the hull of the slots read, inside the
+//!   part's blocks: exact only for a one-element part reading contiguous
+//!   slots, otherwise a stated superset ([`crate::PartRegions::exact`]).
+//! * A residue `(v + c) % q` may also come with a quotient by a multiple
+//!   `Q = m·q` (merge_qkv's `c // (3 * DH)` beside `c % DH`): its box is then
+//!   exact only for parts whose boundaries are multiples of `Q`.
+//!
 //! [`join`] combines the regions of several reads of the same input dim; a
 //! dim read both aligned with the split and independently of it (softmax's
 //! normalised axis), or aligned in two different ways (a halo, `x[i] + x[i+1]`),
@@ -136,6 +149,19 @@ pub enum DimRegion {
         /// `c` (free of variables).
         offset: Poly,
     },
+    /// Aligned with the split in blocks of `count · unit`, of which a part
+    /// reads the slots `slots` (`unit` elements each, sorted, distinct):
+    /// `count·unit·v + j·unit + w` with `w` over `[0, unit)` for each `j` in
+    /// `slots`. The part `[L, H)` reads inside `[count·unit·L + first·unit,
+    /// count·unit·(H-1) + (last+1)·unit)`, the hull (see the module doc).
+    Slots {
+        /// `u`, the range of the inner variable (free of variables).
+        unit: Poly,
+        /// `m ≥ 2`: slots per block.
+        count: i64,
+        /// The slots `j` read, each in `[0, count)`.
+        slots: Vec<i64>,
+    },
     /// Outer coordinate of a flattened index, `(v + offset) // den`: the part
     /// `[L, H)` reads `[⌊(L+offset)/den⌋, ⌊(H-1+offset)/den⌋ + 1)`.
     Quotient {
@@ -145,13 +171,16 @@ pub enum DimRegion {
         offset: Poly,
     },
     /// Inner coordinate of a flattened index, `(v + offset) % den`, read
-    /// together with its [`DimRegion::Quotient`]: the hull of the residues
-    /// (see the module doc for when the box is exact).
+    /// together with its [`DimRegion::Quotient`] by `block` (`den` itself,
+    /// or a multiple of it): the hull of the residues (see the module doc
+    /// for when the box is exact).
     Residue {
         /// `q` (free of variables).
         den: Poly,
         /// `c` (free of variables).
         offset: Poly,
+        /// The divisor of the quotient read beside it: `den` or `m · den`.
+        block: Poly,
     },
     /// The same for every part: the hull of these ranges.
     Replicated(Vec<AffineRange>),
@@ -166,7 +195,10 @@ impl DimRegion {
     pub fn is_split(&self) -> bool {
         matches!(
             self,
-            DimRegion::Split { .. } | DimRegion::Block { .. } | DimRegion::Quotient { .. }
+            DimRegion::Split { .. }
+                | DimRegion::Block { .. }
+                | DimRegion::Slots { .. }
+                | DimRegion::Quotient { .. }
         )
     }
 
@@ -196,10 +228,18 @@ impl DimRegion {
                     format!("{part} in blocks of {w} + ({})", offset.show(op))
                 }
             }
+            DimRegion::Slots { unit, count, slots } => {
+                let u = atomic(op, unit);
+                let js: Vec<String> = slots.iter().map(i64::to_string).collect();
+                format!(
+                    "{part} in blocks of {count}*{u}, slots {{{}}} of {u}",
+                    js.join(", ")
+                )
+            }
             DimRegion::Quotient { den, offset } => {
                 format!("{} // {}", shifted(op, part, offset), atomic(op, den))
             }
-            DimRegion::Residue { den, offset } => {
+            DimRegion::Residue { den, offset, .. } => {
                 format!("{} % {}", shifted(op, part, offset), atomic(op, den))
             }
             DimRegion::Replicated(rs) => {
@@ -262,7 +302,11 @@ pub fn classify(op: &OpSpec, ix: &SiteIndex, v: VarId) -> Result<DimRegion, Stri
             let den = den.clone();
             Ok(match ix {
                 SiteIndex::Div(..) => DimRegion::Quotient { den, offset },
-                _ => DimRegion::Residue { den, offset },
+                _ => DimRegion::Residue {
+                    block: den.clone(),
+                    den,
+                    offset,
+                },
             })
         }
         SiteIndex::Poly(p) => {
@@ -283,6 +327,9 @@ pub fn classify(op: &OpSpec, ix: &SiteIndex, v: VarId) -> Result<DimRegion, Stri
             if !a.is_zero() {
                 if let Some(offset) = block_offset(op, &a, &r) {
                     return Ok(DimRegion::Block { width: a, offset });
+                }
+                if let Some(slots) = slot_of(op, &a, &r) {
+                    return Ok(slots);
                 }
                 if let Some(w) = r.vars().into_iter().next() {
                     return Err(format!(
@@ -326,10 +373,69 @@ fn block_offset(op: &OpSpec, a: &Poly, r: &Poly) -> Option<Poly> {
     (b.as_constant() == Some(1) && c.is_param_only() && range == *a).then_some(c)
 }
 
+/// For `a·v + r`: [`DimRegion::Slots`] when `r = j·u + w` for one variable
+/// `w` whose range is `u`, `a = m·u` with a constant `m ≥ 2` and `0 ≤ j < m`.
+fn slot_of(op: &OpSpec, a: &Poly, r: &Poly) -> Option<DimRegion> {
+    let vars = r.vars();
+    let [w] = vars.iter().copied().collect::<Vec<_>>()[..] else {
+        return None;
+    };
+    let (b, c) = r.split_var(w)?;
+    let unit = Poly::of_dim(&op.vars[w.0 as usize].range)?;
+    if b.as_constant() != Some(1) || unit.is_zero() {
+        return None;
+    }
+    let count = a.multiple_of(&unit).filter(|&m| m >= 2)?;
+    let j = c.multiple_of(&unit).filter(|&j| (0..count).contains(&j))?;
+    Some(DimRegion::Slots {
+        unit,
+        count,
+        slots: vec![j],
+    })
+}
+
+/// The union of two slot sets of the same blocks: [`DimRegion::Slots`], or
+/// the whole [`DimRegion::Block`] once every slot is read.
+fn join_slots(unit: Poly, count: i64, mut slots: Vec<i64>, more: &[i64]) -> DimRegion {
+    slots.extend_from_slice(more);
+    slots.sort_unstable();
+    slots.dedup();
+    if slots.len() as i64 == count {
+        DimRegion::Block {
+            width: unit.scale(count),
+            offset: Poly::zero(),
+        }
+    } else {
+        DimRegion::Slots { unit, count, slots }
+    }
+}
+
 /// Combine the regions of two reads of the same input dim; `Err(reason)` when
 /// their union is not an exact per-part region.
 pub fn join(a: DimRegion, b: DimRegion) -> Result<DimRegion, &'static str> {
     use DimRegion::*;
+    match (&a, &b) {
+        (
+            Slots { unit, count, slots },
+            Slots {
+                unit: u2,
+                count: c2,
+                slots: s2,
+            },
+        ) if unit == u2 && count == c2 => {
+            return Ok(join_slots(unit.clone(), *count, slots.clone(), s2));
+        }
+        (Slots { unit, count, .. }, Block { width, offset })
+        | (Block { width, offset }, Slots { unit, count, .. })
+            if offset.is_zero() && *width == unit.scale(*count) =>
+        {
+            return Ok(Block {
+                width: width.clone(),
+                offset: offset.clone(),
+            });
+        }
+        _ => {}
+    }
     match (a.moves(), b.moves()) {
         (true, true) if a == b => return Ok(a),
         (true, true) => return Err("two reads need different parts of the dim (a halo)"),

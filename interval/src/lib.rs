@@ -11,15 +11,16 @@
 //!
 //! Pipeline, one concept per module, in data-flow order:
 //! [`rules`] (egg rewrite rules) → [`canon`] (index expression → affine
-//! normal form [`affine::Poly`]) → [`analysis`] (symbolic execution,
-//! candidates) using [`interval`] (per-dim symbolic regions and their join) →
+//! normal form [`affine::Poly`]) → [`analysis`] (symbolic execution) →
+//! `candidates` (candidates and their verdict) using [`interval`] (per-dim symbolic regions and their join) →
 //! [`strategy`] (results) → [`cache`] → [`instantiate`] → [`report`] (the
 //! `tofu strategies` table and JSON).
 //!
 //! Invariant: an accepted strategy's regions are sound and exact, except
 //! where a superset is stated (data-dependent reads,
 //! [`InputRegion::data_dependent`]; a flattened index such as merge_heads'
-//! `k // DH`, `k % DH` split off its block boundaries, [`PartRegions::exact`]);
+//! `k // DH`, `k % DH` split off its block boundaries, or a block with gaps
+//! such as a read of one of split_qkv's q, k, v slots, [`PartRegions::exact`]);
 //! the soundness proptest (`tests/soundness.rs`) checks every shipped op
 //! against the interpreter: soundness always, exactness where claimed.
 #![warn(missing_docs)]
@@ -27,6 +28,7 @@
 pub mod affine;
 pub mod analysis;
 pub mod cache;
+mod candidates;
 pub mod canon;
 pub mod error;
 pub mod instantiate;

@@ -277,3 +277,60 @@ fn merge_heads_splits_the_model_dim_by_heads() {
     assert_eq!(x(p), [(0, 1), (0, 1), (0, 1), (2, 4)]);
     assert_eq!(p.exact, [true]);
 }
+
+#[test]
+fn split_qkv_splits_whole_heads_of_the_interleaved_columns() {
+    // Megatron-LM's fused QKV: head h owns columns [h·3·DH, (h + 1)·3·DH) of
+    // x (its q, k and v), so `split h` reads whole blocks of 3·DH.
+    let s = analyse("split_qkv", 0);
+    let h = s.get("split h").expect("split_qkv has `split h`");
+    assert_eq!(h.inputs[0].layout(), InputLayout::Split { dims: vec![2] });
+    // B = 1, S = 2, E = 24 with 4 heads of DH = 2: two parts hold heads
+    // [0, 2) and [2, 4), columns [0, 12) and [12, 24), exactly.
+    let inst = s
+        .instantiate(&[vec![1, 2, 24]], &heads_attrs(4), 2)
+        .unwrap();
+    let i = s
+        .strategies
+        .iter()
+        .position(|x| x.name == "split h")
+        .unwrap();
+    let parts = &inst.strategies[i].parts;
+    let x = |p: &interval::PartRegions| p.inputs[0].clone().unwrap().0;
+    assert_eq!(x(&parts[0]), [(0, 1), (0, 2), (0, 12)]);
+    assert_eq!(x(&parts[1]), [(0, 1), (0, 2), (12, 24)]);
+    assert!(parts.iter().all(|p| p.exact == [true]));
+}
+
+#[test]
+fn merge_qkv_splits_the_fused_dim_by_heads() {
+    let s = analyse("merge_qkv", 0);
+    let k = s.get("split c").expect("merge_qkv has `split c`");
+    assert_eq!(k.output_layout(0), OutputLayout::Split { axis: 2 });
+    for r in &k.inputs {
+        assert_eq!(r.layout(), InputLayout::Split { dims: vec![1] });
+    }
+    // q, k, v[B = 1, NH = 4, S = 2, DH = 3], y[1, 2, 36]. Two parts: columns
+    // [0, 18) and [18, 36) are heads [0, 2) and [2, 4) of each: exact.
+    let shapes = vec![vec![1, 4, 2, 3]; 3];
+    let inst = s.instantiate(&shapes, &tdl::Attrs::new(), 2).unwrap();
+    let i = s
+        .strategies
+        .iter()
+        .position(|x| x.name == "split c")
+        .unwrap();
+    let parts = &inst.strategies[i].parts;
+    for (p, heads) in parts.iter().zip([(0, 2), (2, 4)]) {
+        for r in &p.inputs {
+            assert_eq!(r.clone().unwrap().0, [(0, 1), heads, (0, 2), (0, 3)]);
+        }
+        assert_eq!(p.exact, [true, true, true]);
+    }
+    // Three parts cut heads (12 columns each = one head and a third): a
+    // stated superset.
+    let inst = s.instantiate(&shapes, &tdl::Attrs::new(), 3).unwrap();
+    assert!(inst.strategies[i]
+        .parts
+        .iter()
+        .all(|p| p.exact == [false, false, false]));
+}

@@ -278,6 +278,24 @@ fn check_instance(
                 if flattened && reads[k].len() > 1 {
                     FLAT_EXACT_CHECKS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 }
+                // A block with gaps claimed exact holds no gap: the part
+                // reads every element of its box.
+                let gapped = st.inputs[k]
+                    .dims
+                    .iter()
+                    .flatten()
+                    .any(|d| matches!(d, DimRegion::Slots { .. }));
+                if gapped {
+                    let volume = region.as_ref().map_or(0, |r| r.volume());
+                    prop_assert!(
+                        reads[k].len() as u64 == volume,
+                        "{}",
+                        ctx(format!(
+                            "part {i} of {name}: region {region:?} claimed exact holds {volume} element(s), the part reads {}",
+                            reads[k].len()
+                        ))
+                    );
+                }
                 let expected: BTreeSet<Vec<i64>> =
                     whole[k].iter().filter(|e| inside(e)).cloned().collect();
                 let got = &reads[k];
@@ -421,7 +439,9 @@ fn every_shipped_op_is_sound_and_precise_many_cases() {
 /// The transformer head ops at shapes where `heads` divides `D` (and any
 /// `NH`, `DH` for merge_heads), with p ∈ {2, 3, 4}: `split h` reads blocks of
 /// `D // heads`, `split k` reads whole heads when p divides NH (exact) and a
-/// stated superset otherwise; every region is checked against the interpreter.
+/// stated superset otherwise; the same for the fused QKV ops split_qkv
+/// (`split h`: blocks of 3·DH) and merge_qkv (`split c`); every region is
+/// checked against the interpreter.
 #[test]
 fn head_ops_are_sound_and_exact_where_aligned() {
     let lib = Library::shipped().expect("shipped library loads");
@@ -448,7 +468,23 @@ fn head_ops_are_sound_and_exact_where_aligned() {
             let merge = lib.get("merge_heads").unwrap();
             let st = cache.get(merge, 0).unwrap();
             prop_assert!(st.get("split k").is_some(), "merge_heads lost `split k`");
-            check_instance(merge, &st, &[vec![b, heads, s, c]], &Attrs::new(), p, seed)
+            check_instance(merge, &st, &[vec![b, heads, s, c]], &Attrs::new(), p, seed)?;
+            // Megatron's fused, head-interleaved QKV: E = 3·heads·c.
+            let split = lib.get("split_qkv").unwrap();
+            let st = cache.get(split, 0).unwrap();
+            prop_assert!(st.get("split h").is_some(), "split_qkv lost `split h`");
+            check_instance(split, &st, &[vec![b, s, 3 * heads * c]], &attrs, p, seed)?;
+            let merge = lib.get("merge_qkv").unwrap();
+            let st = cache.get(merge, 0).unwrap();
+            prop_assert!(st.get("split c").is_some(), "merge_qkv lost `split c`");
+            check_instance(
+                merge,
+                &st,
+                &vec![vec![b, heads, s, c]; 3],
+                &Attrs::new(),
+                p,
+                seed,
+            )
         })
         .unwrap();
     let flat = FLAT_EXACT_CHECKS.load(std::sync::atomic::Ordering::Relaxed) - before;
@@ -456,4 +492,54 @@ fn head_ops_are_sound_and_exact_where_aligned() {
         flat >= 20,
         "too few aligned merge_heads parts checked exactly: {flat}"
     );
+}
+
+/// Reads of some of the three slots of split_qkv's interleaved columns (a
+/// block with gaps: one slot, two slots with a gap between them, two
+/// adjacent): `split h` gives the hull of the slots read inside each part's
+/// blocks, exact only where claimed (a one-head part reading adjacent slots).
+#[test]
+fn gapped_blocks_are_sound_and_exact_where_claimed() {
+    let ops: Vec<OpSpec> = [
+        "y[b, h, d] = x[b, h * (3 * (E // (3 * heads))) + E // (3 * heads) + d];",
+        "y[b, h, d] = x[b, h * (3 * (E // (3 * heads))) + d] + x[b, h * (3 * (E // (3 * heads))) + 2 * (E // (3 * heads)) + d];",
+        "y[b, h, d] = x[b, h * (3 * (E // (3 * heads))) + d] + x[b, h * (3 * (E // (3 * heads))) + E // (3 * heads) + d];",
+    ]
+    .iter()
+    .enumerate()
+    .map(|(i, body)| {
+        // Distinct names: the strategy cache is keyed by name.
+        let src = format!(
+            "/// t\nop slots{i}<heads: int>(x[B, E]) -> y[B, heads, E // (3 * heads)] {{\n {body}\n}}\n"
+        );
+        tdl::parse_file("slots.tdl", &src).expect("parses").remove(0)
+    })
+    .collect();
+    let cache = StrategyCache::new();
+    let mut runner = TestRunner::new(Config {
+        cases: 120,
+        failure_persistence: None,
+        ..Config::default()
+    });
+    let strat = (1usize..=2, 1usize..=5, 1usize..=3, 2usize..=4, any::<u64>());
+    let before = PART_CHECKS.load(std::sync::atomic::Ordering::Relaxed);
+    runner
+        .run(&strat, |(b, heads, c, p, seed)| {
+            let attrs: Attrs = [("heads".to_string(), AttrValue::Int(heads as i64))].into();
+            for op in &ops {
+                let st = cache.get(op, 0).unwrap();
+                let h = st.get("split h");
+                prop_assert!(h.is_some(), "gapped read lost `split h`");
+                let gapped = h.unwrap().inputs[0]
+                    .dims
+                    .iter()
+                    .flatten()
+                    .any(|d| matches!(d, DimRegion::Slots { .. }));
+                prop_assert!(gapped, "not a block with gaps: {:?}", h.unwrap().inputs[0]);
+                check_instance(op, &st, &[vec![b, 3 * heads * c]], &attrs, p, seed)?;
+            }
+            Ok(())
+        })
+        .unwrap();
+    assert!(PART_CHECKS.load(std::sync::atomic::Ordering::Relaxed) - before > 100);
 }

@@ -53,7 +53,11 @@ fn megatron_splits_matmul_weights_inside_the_tensor_parallel_group() {
         p.decisions.tensors[t].clone()
     };
     // Outer level: data parallelism (replicated); inner: Megatron's split.
-    assert_eq!(layout("h0.q.w"), vec![None, Some(1)], "column-split q");
+    assert_eq!(
+        layout("h0.qkv.w"),
+        vec![None, Some(1)],
+        "column-split fused qkv"
+    );
     assert_eq!(layout("h0.fc1.w"), vec![None, Some(1)], "column-split fc1");
     assert_eq!(layout("h0.proj.w"), vec![None, Some(0)], "row-split proj");
     assert_eq!(layout("h0.fc2.w"), vec![None, Some(0)], "row-split fc2");

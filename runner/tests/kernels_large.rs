@@ -307,6 +307,23 @@ fn library_kernels_on_larger_shapes() {
         }
     }
 
+    // Megatron's fused QKV at GPT-like proportions (DH = 64, a row per head).
+    for (b, sq, nh, dh) in [(2, 33, 4, 64), (1, 7, 3, 1), (3, 5, 1, 17)] {
+        let e = 3 * nh * dh;
+        cover(
+            "split_qkv",
+            check(
+                &lib,
+                "split_qkv",
+                &[vec![b, sq, e]],
+                &[("heads", nh as i64)],
+                &mut rng,
+            ),
+        );
+        let heads = vec![vec![b, nh, sq, dh]; 3];
+        cover("merge_qkv", check(&lib, "merge_qkv", &heads, &[], &mut rng));
+    }
+
     // Property-tested in `library_kernels.rs`.
     for op in [
         "relu",

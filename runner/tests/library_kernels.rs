@@ -314,6 +314,12 @@ proptest! {
         check("merge_heads", std::slice::from_ref(&dims), Attrs::new(), vec![v(&dims)]);
         let x = vec![dims[0], dims[1], dims[2] * heads];
         check("split_heads", std::slice::from_ref(&x), ints(&[("heads", heads as i64)]), vec![v(&x)]);
+        // Megatron's fused, head-interleaved QKV: [B, S, 3·heads·DH] and back.
+        let fused = vec![dims[0], dims[1], 3 * heads * dims[3]];
+        check("split_qkv", std::slice::from_ref(&fused), ints(&[("heads", heads as i64)]), vec![v(&fused)]);
+        let per_head = vec![dims[0], heads, dims[1], dims[3]];
+        let vs = |s: u64| values(per_head.iter().product(), seed ^ s, -1.0, 1.0);
+        check("merge_qkv", &vec![per_head.clone(); 3], Attrs::new(), vec![vs(1), vs(2), vs(3)]);
     }
 
     #[test]

@@ -987,6 +987,15 @@ const TABLE: &[OpCfg] = &[
         ..cfg("split_heads")
     },
     OpCfg {
+        attrs: &[("heads", &[1.0, 2.0])],
+        fixup: Some(|d, a| {
+            let h = int(a, "heads") as usize;
+            let dd = d["E"];
+            d.insert("E".into(), 3 * h * ((dd - 1) % 2 + 1));
+        }),
+        ..cfg("split_qkv")
+    },
+    OpCfg {
         attrs: &[("scale", &[0.5, 1.0]), ("causal", &[0.0, 1.0])],
         ..cfg("attention")
     },

@@ -6,7 +6,8 @@
 //! F = 4D, V = vocabulary 30522): `ids[B, S]` → `embedding(wte[V, D])` +
 //! `embedding(wpe[S, D], positions[B, S])` + `embedding(wtt[2, D],
 //! token_types[B, S])` → `layernorm` → per layer l (`e{l}.`): self-attention
-//! without a mask ([`super::layers::self_attention`]: q, k, v, scores
+//! without a mask ([`super::layers::self_attention`]: one fused q, k, v
+//! projection `[D, 3D]` split by `split_qkv`, scores
 //! `[B, A, S, S]`, softmax, context, output projection) → `add` (residual) →
 //! `layernorm` → `dense` `[D, F]` + `bias_add` → `gelu` → `dense` `[F, D]` +
 //! `bias_add` → `add` (residual) → `layernorm`. Then the MLM head: `dense`

@@ -3,8 +3,9 @@
 //! Shapes (B = batch, S = sequence 1024, D = d_model, A = heads = D/64,
 //! F = 4D, V = vocabulary 50257): `ids[B, S]` → `embedding(wte[V, D])` +
 //! `embedding(wpe[S, D], positions[B, S])` → per layer l (`h{l}.`):
-//! `layernorm` → `dense` + `bias_add` for q, k, v (`[D, D]` each) →
-//! `split_heads<A>` → `batch_matmul_nt` (scores `[B, A, S, S]`) →
+//! `layernorm` → one fused `dense` `[D, 3D]` + `bias_add` (q, k, v,
+//! head-interleaved as Megatron-LM's query_key_value) → `split_qkv<A>` →
+//! `batch_matmul_nt` (scores `[B, A, S, S]`) →
 //! `scale<1/√(D/A)>` → `causal_mask` → `softmax` → `batch_matmul` with v →
 //! `merge_heads` → `dense` + `bias_add` (out projection) → `add` (residual);
 //! `layernorm` → `dense` `[D, F]` + `bias_add` → `gelu` → `dense` `[F, D]` +

@@ -44,8 +44,12 @@ pub(crate) fn layernorm(
 }
 
 /// Multi-head self-attention of `h[B, S, D]` with `heads` heads, named
-/// `{p}.*`: `dense` + `bias_add` for q, k, v (`[D, D]` each) →
-/// `split_heads<A>` → `batch_matmul_nt` (scores `[B, A, S, S]`) →
+/// `{p}.*`: one fused `dense` + `bias_add` `{p}.qkv` (`[D, 3D]`, GPT-2's
+/// c_attn, Megatron-LM's query_key_value) whose output columns are
+/// head-interleaved (`h·3·DH + which·DH + d`) → `split_qkv<A>` into q, k, v
+/// `[B, A, S, D/A]` (a contiguous column split of the weight gives each
+/// tensor-parallel rank whole heads, so its backward all-reduces the input
+/// gradient once, not three times) → `batch_matmul_nt` (scores `[B, A, S, S]`) →
 /// `scale<1/√(D/A)>` → `causal_mask` (only when `causal`) → `softmax` →
 /// `batch_matmul` with v → `merge_heads` → `dense` + `bias_add` (the output
 /// projection). Gives the projection's output `[B, S, D]`.
@@ -59,12 +63,17 @@ pub(crate) fn self_attention(
 ) -> Result<TensorId, GraphError> {
     let dh = d / heads;
     let heads = [("heads", int(heads as i64))];
-    let q = linear(b, &format!("{p}.q"), h, d, d)?;
-    let k = linear(b, &format!("{p}.k"), h, d, d)?;
-    let v = linear(b, &format!("{p}.v"), h, d, d)?;
-    let q = b.op1("split_heads", &format!("{p}.q.split"), &[q], &heads)?;
-    let k = b.op1("split_heads", &format!("{p}.k.split"), &[k], &heads)?;
-    let v = b.op1("split_heads", &format!("{p}.v.split"), &[v], &heads)?;
+    let qkv = linear(b, &format!("{p}.qkv"), h, d, 3 * d)?;
+    let name = format!("{p}.split");
+    let outs = b.op("split_qkv", &name, &[qkv], &heads)?;
+    let &[q, k, v] = outs.as_slice() else {
+        return Err(GraphError::OutputCount {
+            op: name,
+            spec: "split_qkv".into(),
+            expected: 3,
+            got: outs.len(),
+        });
+    };
     let a = b.op1("batch_matmul_nt", &format!("{p}.scores"), &[q, k], &[])?;
     let mut a = b.op1(
         "scale",

@@ -16,7 +16,9 @@
 //! replicated inside the group, with the weightless operators on them
 //! (LayerNorm, residual adds, biases) run replicated and a row-parallel
 //! matmul's partial sums all-reduced, as Megatron-LM runs them; attention
-//! splits by heads (the interval analysis' block regions of `split_heads`).
+//! splits by heads (the interval analysis' block regions of `split_qkv`, the
+//! fused, head-interleaved QKV projection, so that one column-parallel
+//! linear per attention block all-reduces its input gradient once).
 //! On gpt-24-2048 (batch 8, k = 8, t = 2) the transformer blocks move exactly
 //! the hand count of that plan (`planner/tests/megatron.rs`). Without
 //! `--tensor-parallel` the driver keeps the t with the fewest bytes (t = 1 is

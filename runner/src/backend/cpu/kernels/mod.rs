@@ -12,7 +12,8 @@
 //! bias rows and their column-sum gradients; [`pool`]: max pooling and its gradient as direct loops; [`rows`]
 //! and [`loss`]: softmax, layer norm and cross-entropy row by row;
 //! [`embedding`]: row gathers and their scatter-add gradients; [`permute`]:
-//! transposes and attention's head split/merge as strided copies), and every other op (or a library kernel
+//! transposes and attention's head split/merge as strided copies; [`qkv`]:
+//! Megatron's fused QKV split/merge as row copies), and every other op (or a library kernel
 //! that declines an unusual instance) falls back to the evaluator
 //! [`compiled`] builds from the op's TDL spec. Adding a spec therefore needs
 //! no change here. The reference interpreter is never called: it is the test
@@ -33,6 +34,7 @@ pub mod lrn;
 pub mod optim;
 pub mod permute;
 pub mod pool;
+pub mod qkv;
 pub mod rows;
 pub mod shape;
 
@@ -344,6 +346,8 @@ pub const LIBRARY_KERNELS: &[(&str, &str, KernelFactory)] = &[
     ("swap_blocks", "permute", permute::swap_blocks),
     ("split_heads", "permute", permute::split_heads),
     ("merge_heads", "permute", permute::merge_heads),
+    ("split_qkv", "permute", qkv::split_qkv),
+    ("merge_qkv", "permute", qkv::merge_qkv),
     ("embedding", "gather", embedding::embedding),
     ("embedding_grad", "scatter-add", embedding::embedding_grad),
     ("gather", "gather", embedding::gather),
