@@ -1,13 +1,17 @@
 //! Row gathers by data-dependent ids and their scatter-add gradients.
 //!
 //! Takes a bound `embedding(table[V, D], ids[...]) -> y[..., D]`,
+//! `vocab_embedding(table[V, D], ids[...]) -> y[..., D]`,
 //! `embedding_grad<vocab>(ids[...], dy[..., D]) -> dtable[vocab, D]`,
 //! `gather(x[N, ...], ids[M]) -> y[M, ...]` or `gather_grad<n>(ids[M],
 //! dy[M, ...]) -> dx[n, ...]` (`specs/shape.tdl`): a table of rows (`D`
 //! elements, or the product of `...` for `gather`) and one id per output
 //! row. The forward copies rows: an id is rounded to the nearest integer
 //! (as every data-dependent index) and one outside the table is
-//! [`KernelError::OutOfBounds`], as the spec's read is. The gradient zeroes
+//! [`KernelError::OutOfBounds`], as the spec's read is; `vocab_embedding`
+//! (Megatron-LM's masked lookup, `Σ_v select(ids == v, table[v, d], 0)`)
+//! gives a zero row for an id that is not exactly a row number, as its
+//! spec's comparison does, and never fails. The gradient zeroes
 //! the table and adds each `dy` row into the row its id names, in position
 //! order (the order of the spec's sum); as the spec's `ids == v`, an id
 //! that is not exactly a row number adds nowhere. Work is tokens × D
@@ -24,6 +28,9 @@ struct Gather {
     /// Elements per row.
     width: usize,
     grad: bool,
+    /// A forward id that is not a row number gives a zero row
+    /// (`vocab_embedding`) instead of an error.
+    masked: bool,
     /// Input positions of (table or dy, ids).
     data: usize,
     ids: usize,
@@ -53,6 +60,17 @@ impl KernelImpl for Gather {
         if w == 0 {
             return Ok(());
         }
+        if self.masked {
+            out.par_chunks_mut(w).zip(ids.par_iter()).for_each(|(y, &id)| {
+                let v = id as f64;
+                if v >= 0.0 && v < self.rows as f64 && v.fract() == 0.0 {
+                    y.copy_from_slice(&data[v as usize * w..(v as usize + 1) * w]);
+                } else {
+                    y.fill(0.0);
+                }
+            });
+            return Ok(());
+        }
         out.par_chunks_mut(w)
             .zip(ids.par_iter())
             .map(|(y, &id)| {
@@ -76,6 +94,16 @@ impl KernelImpl for Gather {
 
 /// `embedding(table[V, D], ids[...]) -> y[..., D]`.
 pub fn embedding(b: &Binding) -> Option<Box<dyn KernelImpl>> {
+    lookup(b, false)
+}
+
+/// `vocab_embedding(table[V, D], ids[...]) -> y[..., D]`: zero rows for ids
+/// that are not row numbers.
+pub fn vocab_embedding(b: &Binding) -> Option<Box<dyn KernelImpl>> {
+    lookup(b, true)
+}
+
+fn lookup(b: &Binding, masked: bool) -> Option<Box<dyn KernelImpl>> {
     if !inputs_named(b, &["table", "ids"]) || !only_attrs(b, &[]) {
         return None;
     }
@@ -88,6 +116,7 @@ pub fn embedding(b: &Binding) -> Option<Box<dyn KernelImpl>> {
             rows: v,
             width: d,
             grad: false,
+            masked,
             data: 0,
             ids: 1,
             op: b.spec.name.clone(),
@@ -160,6 +189,7 @@ fn scatter_kernel(b: &Binding, table: &str) -> Option<Box<dyn KernelImpl>> {
         rows: s.rows,
         width: s.width,
         grad: true,
+        masked: false,
         data: 1,
         ids: 0,
         op: b.spec.name.clone(),
@@ -185,6 +215,7 @@ pub fn gather(b: &Binding) -> Option<Box<dyn KernelImpl>> {
             rows: n,
             width: rest.iter().product(),
             grad: false,
+            masked: false,
             data: 0,
             ids: 1,
             op: b.spec.name.clone(),

@@ -11,7 +11,10 @@
 //! elementwise ops and optimizer updates as contiguous loops; [`bias`]:
 //! bias rows and their column-sum gradients; [`pool`]: max pooling and its gradient as direct loops; [`rows`]
 //! and [`loss`]: softmax, layer norm and cross-entropy row by row;
-//! [`embedding`]: row gathers and their scatter-add gradients; [`permute`]:
+//! [`cross_entropy_parts`]: the vocabulary-parallel cross-entropy's row sums
+//! and gradient; [`reduce`]: row max and min;
+//! [`embedding`]: row gathers (the masked `vocab_embedding` too) and their
+//! scatter-add gradients; [`permute`]:
 //! transposes and attention's head split/merge as strided copies), and every other op (or a library kernel
 //! that declines an unusual instance) falls back to the evaluator
 //! [`compiled`] builds from the op's TDL spec. Adding a spec therefore needs
@@ -24,6 +27,7 @@
 pub mod bias;
 pub mod compiled;
 pub mod conv;
+pub mod cross_entropy_parts;
 pub mod elementwise;
 pub mod embedding;
 pub mod f32_math;
@@ -33,6 +37,7 @@ pub mod lrn;
 pub mod optim;
 pub mod permute;
 pub mod pool;
+pub mod reduce;
 pub mod rows;
 pub mod shape;
 
@@ -329,6 +334,18 @@ pub const LIBRARY_KERNELS: &[(&str, &str, KernelFactory)] = &[
         loss::softmax_cross_entropy_grad,
     ),
     (
+        "softmax_cross_entropy_parts",
+        "rows",
+        cross_entropy_parts::softmax_cross_entropy_parts,
+    ),
+    (
+        "softmax_cross_entropy_parts_grad",
+        "rows",
+        cross_entropy_parts::softmax_cross_entropy_parts_grad,
+    ),
+    ("reduce_max", "rows", reduce::reduce_max),
+    ("reduce_min", "rows", reduce::reduce_min),
+    (
         "sparse_softmax_cross_entropy",
         "rows",
         loss::sparse_softmax_cross_entropy,
@@ -345,6 +362,7 @@ pub const LIBRARY_KERNELS: &[(&str, &str, KernelFactory)] = &[
     ("split_heads", "permute", permute::split_heads),
     ("merge_heads", "permute", permute::merge_heads),
     ("embedding", "gather", embedding::embedding),
+    ("vocab_embedding", "gather", embedding::vocab_embedding),
     ("embedding_grad", "scatter-add", embedding::embedding_grad),
     ("gather", "gather", embedding::gather),
     ("gather_grad", "scatter-add", embedding::gather_grad),
