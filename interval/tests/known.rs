@@ -197,7 +197,10 @@ fn sum_leading_reduces_over_the_batch_dims() {
 #[test]
 fn vocabulary_dim_is_reduced_by_the_vocab_parallel_ops() {
     let s = analyse("vocab_embedding", 2);
-    assert_eq!(names(&s), ["split _e0", "split _e1", "split d", "reduce v (Sum)"]);
+    assert_eq!(
+        names(&s),
+        ["split _e0", "split _e1", "split d", "reduce v (Sum)"]
+    );
     let v = s.get("reduce v (Sum)").unwrap();
     assert_eq!(
         v.output_layout(0),
@@ -212,7 +215,9 @@ fn vocabulary_dim_is_reduced_by_the_vocab_parallel_ops() {
         .any(|n| n.starts_with("reduce")));
 
     let s = analyse("reduce_max", 2);
-    let n = s.get("reduce n (Max)").expect("reduce_max reduces n by Max");
+    let n = s
+        .get("reduce n (Max)")
+        .expect("reduce_max reduces n by Max");
     assert_eq!(
         n.output_layout(0),
         OutputLayout::Partial {

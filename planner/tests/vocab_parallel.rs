@@ -19,11 +19,7 @@ const SHAPE: [usize; 3] = [2, 3, 7];
 
 /// The training graph of `build`'s forward graph and its values after one
 /// step from fills seeded by `seed`.
-fn run(
-    lib: &Library,
-    seed: u64,
-    build: impl Fn(&mut GraphBuilder) -> TensorId,
-) -> (Graph, Values) {
+fn run(lib: &Library, seed: u64, build: impl Fn(&mut GraphBuilder) -> TensorId) -> (Graph, Values) {
     let mut b = GraphBuilder::new(lib, "t");
     let loss = build(&mut b);
     let fwd = b.finish(loss).unwrap();
@@ -88,13 +84,20 @@ fn cross_entropy_parts_equal_softmax_cross_entropy() {
             named(&gb, &vb, "loss.loss"),
             "loss",
         );
-        assert_close(named(&ga, &va, "grad/w"), named(&gb, &vb, "grad/w"), "dlogits");
+        assert_close(
+            named(&ga, &va, "grad/w"),
+            named(&gb, &vb, "grad/w"),
+            "dlogits",
+        );
         let specs: Vec<&str> = gb.ops().iter().map(|o| o.spec.as_str()).collect();
         assert!(
             !specs.contains(&"reduce_max_grad"),
             "the row max is a stop-gradient: {specs:?}"
         );
-        assert!(specs.contains(&"softmax_cross_entropy_parts_grad"), "{specs:?}");
+        assert!(
+            specs.contains(&"softmax_cross_entropy_parts_grad"),
+            "{specs:?}"
+        );
     }
 }
 

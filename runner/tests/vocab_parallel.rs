@@ -54,7 +54,7 @@ fn gpt_tiny_vocabulary_parallel_plans_run_exactly() {
             tensor_parallel: Some(t),
             ..PlanOptions::default()
         };
-        let p = plan_with(&g, lib(), &cache, k, SearchKind(&Megatron), opts.clone()).unwrap();
+        let p = plan_with(&g, lib(), &cache, k, SearchKind(&Megatron), opts).unwrap();
         let case = format!("k={k} t={t}");
         // The tensor-parallel levels are the innermost ones.
         let inner = |name: &str| {
@@ -72,7 +72,10 @@ fn gpt_tiny_vocabulary_parallel_plans_run_exactly() {
             ("loss.parts", "reduce n (Sum)"),
         ] {
             let got = inner(op);
-            assert!(got.iter().all(|s| s == want), "{case}: {op} chose {got:?}, want {want}");
+            assert!(
+                got.iter().all(|s| s == want),
+                "{case}: {op} chose {got:?}, want {want}"
+            );
         }
         let err = check_one_opts(
             &cpu,

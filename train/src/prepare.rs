@@ -287,6 +287,22 @@ pub fn task_tensors(
     Ok((TaskTensors { inputs, loss }, logits, batch))
 }
 
+/// The logits of the loss `loss`: the loss op's first input, or, for a loss
+/// in the vocabulary-parallel form (`softmax_cross_entropy_combine(m, z, p,
+/// sl)`, the zoo's language models), the first input of the op producing its
+/// `z` (`softmax_cross_entropy_parts(logits, m, labels)`). `None` when no
+/// operator computes the loss.
+fn logits_of(graph: &Graph, loss: TensorId) -> Option<TensorId> {
+    let producer = |t: TensorId| graph.ops().iter().find(|op| op.outputs.contains(&t));
+    let op = producer(loss)?;
+    if op.spec == "softmax_cross_entropy_combine" {
+        if let Some(parts) = op.inputs.get(1).and_then(|&z| producer(z)) {
+            return parts.inputs.first().copied();
+        }
+    }
+    op.inputs.first().copied()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -311,20 +327,17 @@ mod tests {
         // One bind for the training graph; the evaluation programs reuse it.
         assert_eq!(binds_on_this_thread() - before, 1);
     }
-}
 
-/// The logits of the loss `loss`: the loss op's first input, or, for a loss
-/// in the vocabulary-parallel form (`softmax_cross_entropy_combine(m, z, p,
-/// sl)`, the zoo's language models), the first input of the op producing its
-/// `z` (`softmax_cross_entropy_parts(logits, m, labels)`). `None` when no
-/// operator computes the loss.
-fn logits_of(graph: &Graph, loss: TensorId) -> Option<TensorId> {
-    let producer = |t: TensorId| graph.ops().iter().find(|op| op.outputs.contains(&t));
-    let op = producer(loss)?;
-    if op.spec == "softmax_cross_entropy_combine" {
-        if let Some(parts) = op.inputs.get(1).and_then(|&z| producer(z)) {
-            return parts.inputs.first().copied();
-        }
+    /// The language models' loss is Megatron's vocabulary-parallel form; the
+    /// logits are found behind its combine and parts ops.
+    #[test]
+    fn logits_of_the_vocabulary_parallel_loss() {
+        let lib = Library::shipped().unwrap();
+        let g = zoo::Model::Gpt(GptConfig::tiny())
+            .training(&lib, &Optimizer::Sgd { lr: 0.1 })
+            .unwrap();
+        let logits = logits_of(&g, g.loss().unwrap()).unwrap();
+        assert_eq!(g.tensor(logits).name, "logits.y");
+        assert_eq!(g.tensor(logits).shape, [2, 4, 7]);
     }
-    op.inputs.first().copied()
 }

@@ -121,7 +121,12 @@ pub(crate) fn cross_entropy_loss(
     labels: TensorId,
 ) -> Result<TensorId, GraphError> {
     let m = b.op1("reduce_max", "loss.max", &[logits], &[])?;
-    let parts = b.op("softmax_cross_entropy_parts", "loss.parts", &[logits, m, labels], &[])?;
+    let parts = b.op(
+        "softmax_cross_entropy_parts",
+        "loss.parts",
+        &[logits, m, labels],
+        &[],
+    )?;
     b.op1(
         "softmax_cross_entropy_combine",
         "loss",

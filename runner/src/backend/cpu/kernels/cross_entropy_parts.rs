@@ -113,14 +113,7 @@ impl KernelImpl for Parts {
             .for_each(|(c, ((z, p), sl))| {
                 let (r0, rows) = (c * BLOCK, z.len());
                 let span = r0 * n..(r0 + rows) * n;
-                self.sums(
-                    &x[span.clone()],
-                    &m[r0..r0 + rows],
-                    &l[span],
-                    z,
-                    p,
-                    sl,
-                )
+                self.sums(&x[span.clone()], &m[r0..r0 + rows], &l[span], z, p, sl)
             });
         Ok(())
     }

@@ -61,14 +61,16 @@ impl KernelImpl for Gather {
             return Ok(());
         }
         if self.masked {
-            out.par_chunks_mut(w).zip(ids.par_iter()).for_each(|(y, &id)| {
-                let v = id as f64;
-                if v >= 0.0 && v < self.rows as f64 && v.fract() == 0.0 {
-                    y.copy_from_slice(&data[v as usize * w..(v as usize + 1) * w]);
-                } else {
-                    y.fill(0.0);
-                }
-            });
+            out.par_chunks_mut(w)
+                .zip(ids.par_iter())
+                .for_each(|(y, &id)| {
+                    let v = id as f64;
+                    if v >= 0.0 && v < self.rows as f64 && v.fract() == 0.0 {
+                        y.copy_from_slice(&data[v as usize * w..(v as usize + 1) * w]);
+                    } else {
+                        y.fill(0.0);
+                    }
+                });
             return Ok(());
         }
         out.par_chunks_mut(w)
