@@ -127,6 +127,87 @@ fn lookup(b: &Binding, masked: bool) -> Option<Box<dyn KernelImpl>> {
     })
 }
 
+/// One worker's share of `vocab_embedding` in global coordinates (a
+/// [`super::compiled::Window`], codegen's windowed compute): the rows of a
+/// vocabulary shard `[v0, v1)` (a plan that reduces over V), a box of
+/// positions and of features. Each output row is the table row of its id if
+/// the id is exactly a row number inside the shard, else zeros: the share's
+/// partial sum of the spec's `Σ_v select(ids == v, table[v, d], 0)`, in
+/// tokens × features work instead of the compiled evaluator's tokens ×
+/// features × shard rows. `None` (the compiled evaluator runs it) when the
+/// buffers are not the boxes this needs.
+pub fn vocab_embedding_window(
+    b: &Binding,
+    w: &super::compiled::Window,
+) -> Option<Box<dyn KernelImpl>> {
+    if b.spec.name != "vocab_embedding"
+        || !inputs_named(b, &["table", "ids"])
+        || !only_attrs(b, &[])
+        || w.inputs.len() != 2
+    {
+        return None;
+    }
+    let var = |name: &str| b.spec.vars.iter().position(|v| v.name == name);
+    let (v, d) = (*w.vars.get(var("v")?)?, *w.vars.get(var("d")?)?);
+    let out = w.output_region(b, 0);
+    let (&d_out, positions) = out.split_last()?;
+    let (table, ids) = (&w.inputs[0], &w.inputs[1]);
+    let &[rows, cols] = table.as_slice() else {
+        return None;
+    };
+    let fits = d_out == d
+        && ids == positions
+        && rows.0 <= v.0
+        && v.1 <= rows.1
+        && cols.0 <= d.0
+        && d.1 <= cols.1
+        && d.0 < d.1;
+    fits.then(|| {
+        Box::new(ShardLookup {
+            shard: v,
+            first_row: rows.0,
+            table_width: (cols.1 - cols.0) as usize,
+            first_col: (d.0 - cols.0) as usize,
+            width: (d.1 - d.0) as usize,
+        }) as Box<dyn KernelImpl>
+    })
+}
+
+/// [`vocab_embedding_window`]'s kernel.
+struct ShardLookup {
+    /// The global rows `[lo, hi)` of the shard.
+    shard: (i64, i64),
+    /// Global row of the table buffer's first row.
+    first_row: i64,
+    /// Elements per row of the table buffer.
+    table_width: usize,
+    /// Column of the table buffer where the output's features start.
+    first_col: usize,
+    /// Features per output row.
+    width: usize,
+}
+
+impl KernelImpl for ShardLookup {
+    fn run(&self, inputs: &[&[f32]], outputs: &mut [&mut [f32]]) -> Result<(), KernelError> {
+        let (table, ids) = (inputs[0], inputs[1]);
+        let (lo, hi) = (self.shard.0 as f64, self.shard.1 as f64);
+        outputs[0]
+            .par_chunks_mut(self.width)
+            .zip(ids.par_iter())
+            .for_each(|(y, &id)| {
+                let v = id as f64;
+                if v >= lo && v < hi && v.fract() == 0.0 {
+                    let at =
+                        (v as i64 - self.first_row) as usize * self.table_width + self.first_col;
+                    y.copy_from_slice(&table[at..at + self.width]);
+                } else {
+                    y.fill(0.0);
+                }
+            });
+        Ok(())
+    }
+}
+
 /// The shape of a scatter-add of rows (`embedding_grad`, `gather_grad`):
 /// the output `[rows, width]` is zeroed, then row `ids[t]` of it gets
 /// `dy[t, :]` added for every position `t < tokens`; `ids` is input 0 and

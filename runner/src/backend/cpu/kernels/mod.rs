@@ -411,9 +411,11 @@ impl Registry {
         }
     }
 
-    /// One worker's share of an op instance in global coordinates, always
-    /// through the compiled evaluator (see [`compiled::compile_window`]): the
-    /// kernel's input buffers hold `window.inputs`, its outputs the boxes of
+    /// One worker's share of an op instance in global coordinates, through
+    /// the compiled evaluator (see [`compiled::compile_window`]) except a
+    /// vocabulary shard of `vocab_embedding` when the registry has its
+    /// library kernel ([`embedding::vocab_embedding_window`]): the kernel's
+    /// input buffers hold `window.inputs`, its outputs the boxes of
     /// [`compiled::Window::output_region`].
     ///
     /// Errors: as [`Registry::prepare`]; a window that does not fit the spec.
@@ -425,11 +427,22 @@ impl Registry {
         window: &compiled::Window,
     ) -> Result<OpKernel, KernelError> {
         let binding = spec.bind(input_shapes, attrs)?;
-        let imp = compiled::compile_window(&binding, window)?;
+        let library = self
+            .table
+            .contains_key(&binding.spec.name)
+            .then(|| embedding::vocab_embedding_window(&binding, window))
+            .flatten();
+        let (provider, imp) = match library {
+            Some(k) => (Provider::Library("gather"), k),
+            None => (
+                Provider::Compiled,
+                Box::new(compiled::compile_window(&binding, window)?) as Box<dyn KernelImpl>,
+            ),
+        };
         let ext = |r: &[(i64, i64)]| r.iter().map(|&(l, h)| (h - l).max(0) as usize).collect();
         Ok(OpKernel {
             op: binding.spec.name.clone(),
-            provider: Provider::Compiled,
+            provider,
             input_names: binding.spec.inputs.iter().map(|t| t.name.clone()).collect(),
             output_names: binding
                 .spec
@@ -441,7 +454,7 @@ impl Registry {
             output_shapes: (0..binding.output_shapes.len())
                 .map(|o| ext(&window.output_region(&binding, o)))
                 .collect(),
-            imp: Box::new(imp),
+            imp,
         })
     }
 
