@@ -190,6 +190,60 @@ fn sum_leading_reduces_over_the_batch_dims() {
     );
 }
 
+/// Megatron-LM's vocabulary parallelism (issue 28): the vocabulary dim is a
+/// reduction dim of `vocab_embedding` and of the cross-entropy parts, so the
+/// analysis finds a `reduce` over it (partial sums, then an all-reduce);
+/// `embedding`'s data-dependent read `table[ids, d]` has none.
+#[test]
+fn vocabulary_dim_is_reduced_by_the_vocab_parallel_ops() {
+    let s = analyse("vocab_embedding", 2);
+    assert_eq!(
+        names(&s),
+        ["split _e0", "split _e1", "split d", "reduce v (Sum)"]
+    );
+    let v = s.get("reduce v (Sum)").unwrap();
+    assert_eq!(
+        v.output_layout(0),
+        OutputLayout::Partial {
+            reducer: Reducer::Sum
+        }
+    );
+    assert_eq!(v.inputs[0].layout(), InputLayout::Split { dims: vec![0] });
+    assert_eq!(v.inputs[1].layout(), InputLayout::Replicated);
+    assert!(!names(&analyse("embedding", 2))
+        .iter()
+        .any(|n| n.starts_with("reduce")));
+
+    let s = analyse("reduce_max", 2);
+    let n = s
+        .get("reduce n (Max)")
+        .expect("reduce_max reduces n by Max");
+    assert_eq!(
+        n.output_layout(0),
+        OutputLayout::Partial {
+            reducer: Reducer::Max
+        }
+    );
+
+    let s = analyse("softmax_cross_entropy_parts", 2);
+    let n = s.get("reduce n (Sum)").expect("the parts reduce n");
+    for o in 0..3 {
+        assert_eq!(
+            n.output_layout(o),
+            OutputLayout::Partial {
+                reducer: Reducer::Sum
+            },
+            "output {o}"
+        );
+    }
+    assert_eq!(n.inputs[0].layout(), InputLayout::Split { dims: vec![2] });
+    assert_eq!(n.inputs[1].layout(), InputLayout::Replicated);
+    assert_eq!(n.inputs[2].layout(), InputLayout::Split { dims: vec![2] });
+    let g = analyse("softmax_cross_entropy_parts_grad", 2);
+    let n = g.get("split n").expect("the gradient splits n");
+    assert_eq!(n.output_layout(0), OutputLayout::Split { axis: 2 });
+}
+
 /// Every shipped op's shape-free strategies, one snapshot (reviewed like code).
 #[test]
 fn every_shipped_op_snapshot() {

@@ -324,6 +324,68 @@ fn library_kernels_on_larger_shapes() {
         cover("merge_qkv", check(&lib, "merge_qkv", &heads, &[], &mut rng));
     }
 
+    // The vocabulary-parallel ops on long rows (a vocabulary of 2053, several
+    // parallel blocks of rows): the row max, the cross-entropy row sums and
+    // their gradient with m the row max (the f32 exp path) and with m below
+    // it (the f64 path), the masked lookup with ids in and out of the table.
+    {
+        let (batch, n) = (vec![3usize, 7], 2053usize);
+        let shape = [batch.clone(), vec![n]].concat();
+        let rows: usize = batch.iter().product();
+        let mut uniform = |len: usize, lo: f32, hi: f32| -> Vec<f32> {
+            (0..len).map(|_| rng.gen_range(lo..hi)).collect()
+        };
+        let x = uniform(rows * n, -8.0, 8.0);
+        let labels = uniform(rows * n, 0.0, 1.0);
+        let (dz, dp) = (uniform(rows, -1.0, 1.0), uniform(rows, -1.0, 1.0));
+        let low = uniform(rows, -2.0, 2.0);
+        let row_max: Vec<f32> = x
+            .chunks(n)
+            .map(|r| r.iter().fold(f32::NEG_INFINITY, |a, &v| a.max(v)))
+            .collect();
+        let ok = |op: &str, shapes: &[Vec<usize>], inputs: Vec<Vec<f32>>| {
+            let spec = lib.get(op).expect("shipped op");
+            common::check_library(spec, shapes, &Attrs::new(), inputs, 1e-4);
+            true
+        };
+        for op in ["reduce_max", "reduce_min"] {
+            cover(op, ok(op, std::slice::from_ref(&shape), vec![x.clone()]));
+        }
+        for m in [row_max, low] {
+            let parts = [shape.clone(), batch.clone(), shape.clone()];
+            let xml = vec![x.clone(), m.clone(), labels.clone()];
+            cover(
+                "softmax_cross_entropy_parts",
+                ok("softmax_cross_entropy_parts", &parts, xml),
+            );
+            let grads = [parts.to_vec(), vec![batch.clone(), batch.clone()]].concat();
+            let xml = vec![x.clone(), m, labels.clone(), dz.clone(), dp.clone()];
+            cover(
+                "softmax_cross_entropy_parts_grad",
+                ok("softmax_cross_entropy_parts_grad", &grads, xml),
+            );
+        }
+        let (vocab, d, ids) = (1000usize, 64usize, vec![4usize, 37]);
+        let table = uniform(vocab * d, -1.0, 1.0);
+        let tokens: usize = ids.iter().product();
+        let id_values: Vec<f32> = (0..tokens)
+            .map(|i| match i % 5 {
+                0 => -1.0 - (i % 7) as f32,
+                1 => (vocab + i % 11) as f32,
+                2 => (i % vocab) as f32 + 0.5,
+                _ => ((i * 37) % vocab) as f32,
+            })
+            .collect();
+        cover(
+            "vocab_embedding",
+            ok(
+                "vocab_embedding",
+                &[vec![vocab, d], ids],
+                vec![table, id_values],
+            ),
+        );
+    }
+
     // Property-tested in `library_kernels.rs`.
     for op in [
         "relu",

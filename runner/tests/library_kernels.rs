@@ -2,8 +2,10 @@
 //! relu, gelu, erf and their gradients, add, mul, div and its gradient,
 //! where and its gradient, bias_add(2) and sum_leading(2),
 //! scale, identity, the ONNX shape ops, swap_blocks, optimizer updates, max pooling and its gradient, softmax /
-//! log-softmax / layer norm / cross-entropy and their gradients, embedding
-//! and gather with their scatter-add gradients) against the interpreter, the
+//! log-softmax / layer norm / cross-entropy and their gradients, the
+//! vocabulary-parallel cross-entropy's row max / row sums / gradient,
+//! embedding, vocab_embedding and gather with their scatter-add gradients)
+//! against the interpreter, the
 //! oracle: random shapes (ranks 0–4, dims of 1 included, so the
 //! merged-ellipsis path runs too), random hyper-parameters, random windows,
 //! strides, begin/end pads, dilations and ceil mode, random ids (repeated,
@@ -270,8 +272,27 @@ proptest! {
             "sparse_softmax_cross_entropy_grad",
             &[shape.clone(), batch.clone(), vec![]],
             Attrs::new(),
-            vec![x, ids, dloss],
+            vec![x.clone(), ids, dloss],
         );
+        // The vocabulary-parallel cross-entropy: the row max (exact), the
+        // row sums given m (the true row max, as in a training graph, or any
+        // value: the f64 exp path), and their gradient.
+        check("reduce_max", std::slice::from_ref(&shape), Attrs::new(), vec![x.clone()]);
+        check("reduce_min", std::slice::from_ref(&shape), Attrs::new(), vec![x.clone()]);
+        let m = reference("reduce_max", &shape, &x, &Attrs::new());
+        let labels = v(9, 0.0, 1.0, e);
+        let (dz, dp) = (v(10, -1.0, 1.0, rows), v(11, -1.0, 1.0, rows));
+        let parts = [shape.clone(), batch.clone(), shape.clone()];
+        let grads = [shape.clone(), batch.clone(), shape.clone(), batch.clone(), batch.clone()];
+        for m in [m, v(12, -3.0, 3.0, rows)] {
+            check("softmax_cross_entropy_parts", &parts, Attrs::new(), vec![x.clone(), m.clone(), labels.clone()]);
+            check(
+                "softmax_cross_entropy_parts_grad",
+                &grads,
+                Attrs::new(),
+                vec![x.clone(), m, labels.clone(), dz.clone(), dp.clone()],
+            );
+        }
     }
 
     #[test]
@@ -287,6 +308,14 @@ proptest! {
         let table = values(vocab * d, seed ^ 1, -1.0, 1.0);
         let dy = values(t * d, seed ^ 2, -1.0, 1.0);
         check("embedding", &[vec![vocab, d], positions.clone()], Attrs::new(), vec![table.clone(), ids.clone()]);
+        // Megatron's masked lookup: ids below, inside and above the table,
+        // integers and not (zero rows outside, as the spec's `ids == v`).
+        let masked: Vec<f32> = values(t, seed ^ 4, -3.0, vocab as f32 + 3.0)
+            .into_iter()
+            .enumerate()
+            .map(|(i, x)| if i % 3 == 2 { x } else { x.floor() })
+            .collect();
+        check("vocab_embedding", &[vec![vocab, d], positions.clone()], Attrs::new(), vec![table.clone(), masked]);
         let dys = [positions.clone(), vec![d]].concat();
         check(
             "embedding_grad",

@@ -582,6 +582,14 @@ const TABLE: &[OpCfg] = &[
         ..cfg("sparse_softmax_cross_entropy")
     },
     OpCfg {
+        inputs: &[("labels", Gen::Prob)],
+        ..cfg("softmax_cross_entropy_parts")
+    },
+    OpCfg {
+        inputs: &[("z", Gen::Range(0.5, 3.0)), ("sl", Gen::Range(0.0, 1.0))],
+        ..cfg("softmax_cross_entropy_combine")
+    },
+    OpCfg {
         inputs: &[("ids", Gen::Ids("N"))],
         ..cfg("nll_loss")
     },
@@ -849,6 +857,10 @@ const TABLE: &[OpCfg] = &[
     OpCfg {
         inputs: &[("ids", Gen::Ids("V"))],
         ..cfg("embedding")
+    },
+    OpCfg {
+        inputs: &[("ids", Gen::Ids("V"))],
+        ..cfg("vocab_embedding")
     },
     OpCfg {
         inputs: &[("ids", Gen::Ids("N"))],

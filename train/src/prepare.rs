@@ -243,7 +243,7 @@ fn finish(
 
 /// The graph inputs `data` feeds (by name, each `[batch, …]` with the
 /// data's elements per sample after the batch dim, one batch for all), the
-/// loss and the logits (the loss op's first input).
+/// loss and the logits ([`logits_of`]).
 ///
 /// Errors: [`TrainError::Input`] naming what is missing or does not fit.
 pub fn task_tensors(
@@ -281,14 +281,26 @@ pub fn task_tensors(
     let loss = graph
         .loss()
         .ok_or_else(|| TrainError::Input(format!("the graph `{}` has no loss", graph.name())))?;
-    let logits = graph
-        .ops()
-        .iter()
-        .find(|op| op.outputs.contains(&loss))
-        .and_then(|op| op.inputs.first().copied())
+    let logits = logits_of(graph, loss)
         .ok_or_else(|| TrainError::Input("the loss is not computed by an operator".into()))?;
     let batch = batch.ok_or_else(|| TrainError::Input("the data set feeds no input".into()))?;
     Ok((TaskTensors { inputs, loss }, logits, batch))
+}
+
+/// The logits of the loss `loss`: the loss op's first input, or, for a loss
+/// in the vocabulary-parallel form (`softmax_cross_entropy_combine(m, z, p,
+/// sl)`, the zoo's language models), the first input of the op producing its
+/// `z` (`softmax_cross_entropy_parts(logits, m, labels)`). `None` when no
+/// operator computes the loss.
+fn logits_of(graph: &Graph, loss: TensorId) -> Option<TensorId> {
+    let producer = |t: TensorId| graph.ops().iter().find(|op| op.outputs.contains(&t));
+    let op = producer(loss)?;
+    if op.spec == "softmax_cross_entropy_combine" {
+        if let Some(parts) = op.inputs.get(1).and_then(|&z| producer(z)) {
+            return parts.inputs.first().copied();
+        }
+    }
+    op.inputs.first().copied()
 }
 
 #[cfg(test)]
@@ -314,5 +326,18 @@ mod tests {
         assert_eq!(prep.world(), 2);
         // One bind for the training graph; the evaluation programs reuse it.
         assert_eq!(binds_on_this_thread() - before, 1);
+    }
+
+    /// The language models' loss is Megatron's vocabulary-parallel form; the
+    /// logits are found behind its combine and parts ops.
+    #[test]
+    fn logits_of_the_vocabulary_parallel_loss() {
+        let lib = Library::shipped().unwrap();
+        let g = zoo::Model::Gpt(GptConfig::tiny())
+            .training(&lib, &Optimizer::Sgd { lr: 0.1 })
+            .unwrap();
+        let logits = logits_of(&g, g.loss().unwrap()).unwrap();
+        assert_eq!(g.tensor(logits).name, "logits.y");
+        assert_eq!(g.tensor(logits).shape, [2, 4, 7]);
     }
 }

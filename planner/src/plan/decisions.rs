@@ -200,8 +200,8 @@ fn weight_of(graph: &Graph, t: TensorId) -> Option<TensorId> {
 /// and optimizer state follow the weight): `Some(0)` for the rows of a
 /// `dense` weight `[din, dout]` whose output (after its `bias_add`) feeds an
 /// `add` (the residual: attention's output projection, the MLP's second
-/// linear) and for the vocabulary rows of an `embedding` or `dense_nt`
-/// table; `Some(1)` for the columns of any other `dense` weight; `None`
+/// linear) and for the vocabulary rows of an `embedding`, `vocab_embedding`
+/// or `dense_nt` table; `Some(1)` for the columns of any other `dense` weight; `None`
 /// (replicated) for every other weight.
 pub fn weight_split(graph: &Graph, t: TensorId) -> Option<u32> {
     let w = weight_of(graph, t)?;
@@ -213,7 +213,7 @@ pub fn weight_split(graph: &Graph, t: TensorId) -> Option<u32> {
     let mut dim = None;
     for op in forward {
         let here = match op.spec.as_str() {
-            "embedding" | "dense_nt" => Some(0),
+            "embedding" | "vocab_embedding" | "dense_nt" => Some(0),
             "dense" | "matmul" if op.inputs.get(1) == Some(&w) => {
                 Some(if feeds_residual(graph, op.outputs[0]) {
                     0

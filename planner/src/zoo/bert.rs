@@ -3,7 +3,7 @@
 //! BERT-large (24 layers, D = 1024, 16 heads, F = 4096, sequence 512).
 //!
 //! Shapes (B = batch, S = sequence 512, D = d_model, A = heads = D/64,
-//! F = 4D, V = vocabulary 30522): `ids[B, S]` → `embedding(wte[V, D])` +
+//! F = 4D, V = vocabulary 30522): `ids[B, S]` → `vocab_embedding(wte[V, D])` +
 //! `embedding(wpe[S, D], positions[B, S])` + `embedding(wtt[2, D],
 //! token_types[B, S])` → `layernorm` → per layer l (`e{l}.`): self-attention
 //! without a mask ([`super::layers::self_attention`]: one fused q, k, v
@@ -12,13 +12,17 @@
 //! `layernorm` → `dense` `[D, F]` + `bias_add` → `gelu` → `dense` `[F, D]` +
 //! `bias_add` → `add` (residual) → `layernorm`. Then the MLM head: `dense`
 //! `[D, D]` + `bias_add` → `gelu` → `layernorm` → logits `dense_nt(x, wte)`
-//! `[B, S, V]` (tied to the token embedding) → `softmax_cross_entropy`
-//! against `labels[B, S, V]` (every position predicted: the planner's cost
-//! does not depend on which positions are masked).
+//! `[B, S, V]` (tied to the token embedding) → the cross-entropy against
+//! `labels[B, S, V]` (every position predicted: the planner's cost does not
+//! depend on which positions are masked) in Megatron-LM's vocabulary-parallel
+//! form ([`super::layers::cross_entropy_loss`]), which, with the token
+//! lookup, lets a plan split the vocabulary.
 
 use tdl::Library;
 
-use super::layers::{layernorm, linear, self_attention, token_and_position_embedding};
+use super::layers::{
+    cross_entropy_loss, layernorm, linear, self_attention, token_and_position_embedding,
+};
 use crate::graph::{DType, Fill, Graph, GraphBuilder, GraphError};
 
 /// Configuration of a BERT-style encoder.
@@ -109,7 +113,7 @@ impl BertConfig {
         let h = b.op1("gelu", "mlm.gelu", &[h], &[])?;
         let h = layernorm(&mut b, "mlm.ln", h, d)?;
         let logits = b.op1("dense_nt", "logits", &[h, wte], &[])?;
-        let loss = b.op1("softmax_cross_entropy", "loss", &[logits, labels], &[])?;
+        let loss = cross_entropy_loss(&mut b, logits, labels)?;
         b.finish(loss)
     }
 }

@@ -1,7 +1,7 @@
 //! `gpt-<layers>-<d_model>`: a decoder-only transformer (GPT-2 style, pre-norm).
 //!
 //! Shapes (B = batch, S = sequence 1024, D = d_model, A = heads = D/64,
-//! F = 4D, V = vocabulary 50257): `ids[B, S]` → `embedding(wte[V, D])` +
+//! F = 4D, V = vocabulary 50257): `ids[B, S]` → `vocab_embedding(wte[V, D])` +
 //! `embedding(wpe[S, D], positions[B, S])` → per layer l (`h{l}.`):
 //! `layernorm` → one fused `dense` `[D, 3D]` + `bias_add` (q, k, v,
 //! head-interleaved as Megatron-LM's query_key_value) → `split_qkv<A>` →
@@ -11,12 +11,19 @@
 //! `layernorm` → `dense` `[D, F]` + `bias_add` → `gelu` → `dense` `[F, D]` +
 //! `bias_add` → `add` (residual). Then `layernorm` → logits
 //! `dense_nt(x, wte)` `[B, S, V]` (the output projection is tied to the token
-//! embedding, whose gradient is therefore a sum of two contributions) →
-//! `softmax_cross_entropy` against `labels[B, S, V]`.
+//! embedding, whose gradient is therefore a sum of two contributions) → the
+//! cross-entropy against `labels[B, S, V]` in Megatron-LM's vocabulary-parallel
+//! form ([`super::layers::cross_entropy_loss`]: `reduce_max` →
+//! `softmax_cross_entropy_parts` → `softmax_cross_entropy_combine`). The
+//! token lookup and the loss reduce over V, so a plan may split the
+//! vocabulary (`wte`, the logits) and all-reduce `[B, S, D]` and `[B, S]`
+//! tensors instead of gathering the table and the logits.
 
 use tdl::Library;
 
-use super::layers::{layernorm, linear, self_attention, token_and_position_embedding};
+use super::layers::{
+    cross_entropy_loss, layernorm, linear, self_attention, token_and_position_embedding,
+};
 use crate::graph::{Graph, GraphBuilder, GraphError};
 
 /// Configuration of a decoder-only transformer.
@@ -95,7 +102,7 @@ impl GptConfig {
         }
         let x = layernorm(&mut b, "ln_f", x, d)?;
         let logits = b.op1("dense_nt", "logits", &[x, wte], &[])?;
-        let loss = b.op1("softmax_cross_entropy", "loss", &[logits, labels], &[])?;
+        let loss = cross_entropy_loss(&mut b, logits, labels)?;
         b.finish(loss)
     }
 }

@@ -92,8 +92,12 @@ pub(crate) fn self_attention(
 
 /// The inputs and embeddings of a language model with vocabulary `vocab`:
 /// inputs `ids[B, S]`, `positions[B, S]` and `labels[B, S, V]`, weights
-/// `wte[V, D]` and `wpe[S, D]`, and `embed` = `embedding(wte, ids)` +
+/// `wte[V, D]` and `wpe[S, D]`, and `embed` = `vocab_embedding(wte, ids)` +
 /// `embedding(wpe, positions)`. Gives (`embed[B, S, D]`, `labels`, `wte`).
+///
+/// The token lookup is Megatron-LM's VocabParallelEmbedding: its vocabulary
+/// dim is a reduction dim, so a plan may split `wte` by rows and all-reduce
+/// the `[B, S, D]` partial lookups instead of gathering the table.
 pub(crate) fn token_and_position_embedding(
     b: &mut GraphBuilder,
     (bsz, s, d): (usize, usize, usize),
@@ -104,8 +108,38 @@ pub(crate) fn token_and_position_embedding(
     let labels = b.input("labels", &[bsz, s, vocab], DType::F32, Fill::Probabilities)?;
     let wte = b.weight("wte", &[vocab, d], 0.5)?;
     let wpe = b.weight("wpe", &[s, d], 0.5)?;
-    let te = b.op1("embedding", "embed.tokens", &[wte, ids], &[])?;
+    let te = b.op1("vocab_embedding", "embed.tokens", &[wte, ids], &[])?;
     let pe = b.op1("embedding", "embed.positions", &[wpe, pos], &[])?;
     let x = b.op1("add", "embed", &[te, pe], &[])?;
     Ok((x, labels, wte))
+}
+
+/// The mean softmax cross-entropy of `logits[B, S, V]` against probability
+/// `labels[B, S, V]` as Megatron-LM's vocab_parallel_cross_entropy computes
+/// it: the row max `loss.max` = `reduce_max(logits)` `[B, S]` (a
+/// stop-gradient), the per-row sums `loss.parts` =
+/// `softmax_cross_entropy_parts(logits, max, labels)` (Σ exp(logits - max),
+/// Σ labels · logits, Σ labels, each `[B, S]`) and `loss` =
+/// `softmax_cross_entropy_combine` (the scalar loss, output `loss.loss`).
+/// Every reduction is over V, so a plan that splits the logits by vocabulary
+/// all-reduces `[B, S]` tensors instead of gathering the logits. Equals
+/// `softmax_cross_entropy(logits, labels)` (`planner/tests/vocab_parallel.rs`).
+pub(crate) fn cross_entropy_loss(
+    b: &mut GraphBuilder,
+    logits: TensorId,
+    labels: TensorId,
+) -> Result<TensorId, GraphError> {
+    let m = b.op1("reduce_max", "loss.max", &[logits], &[])?;
+    let parts = b.op(
+        "softmax_cross_entropy_parts",
+        "loss.parts",
+        &[logits, m, labels],
+        &[],
+    )?;
+    b.op1(
+        "softmax_cross_entropy_combine",
+        "loss",
+        &[m, parts[0], parts[1], parts[2]],
+        &[],
+    )
 }

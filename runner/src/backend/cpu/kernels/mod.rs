@@ -11,9 +11,12 @@
 //! elementwise ops and optimizer updates as contiguous loops; [`bias`]:
 //! bias rows and their column-sum gradients; [`pool`]: max pooling and its gradient as direct loops; [`rows`]
 //! and [`loss`]: softmax, layer norm and cross-entropy row by row;
-//! [`embedding`]: row gathers and their scatter-add gradients; [`permute`]:
-//! transposes and attention's head split/merge as strided copies; [`qkv`]:
-//! Megatron's fused QKV split/merge as row copies), and every other op (or a library kernel
+//! [`cross_entropy_parts`]: the vocabulary-parallel cross-entropy's row sums
+//! and gradient; [`reduce`]: row max and min;
+//! [`embedding`]: row gathers (the masked `vocab_embedding` too) and their
+//! scatter-add gradients; [`permute`]: transposes and attention's head
+//! split/merge as strided copies; [`qkv`]: Megatron's fused QKV split/merge
+//! as row copies), and every other op (or a library kernel
 //! that declines an unusual instance) falls back to the evaluator
 //! [`compiled`] builds from the op's TDL spec. Adding a spec therefore needs
 //! no change here. The reference interpreter is never called: it is the test
@@ -25,6 +28,7 @@
 pub mod bias;
 pub mod compiled;
 pub mod conv;
+pub mod cross_entropy_parts;
 pub mod elementwise;
 pub mod embedding;
 pub mod f32_math;
@@ -35,6 +39,7 @@ pub mod optim;
 pub mod permute;
 pub mod pool;
 pub mod qkv;
+pub mod reduce;
 pub mod rows;
 pub mod shape;
 
@@ -331,6 +336,18 @@ pub const LIBRARY_KERNELS: &[(&str, &str, KernelFactory)] = &[
         loss::softmax_cross_entropy_grad,
     ),
     (
+        "softmax_cross_entropy_parts",
+        "rows",
+        cross_entropy_parts::softmax_cross_entropy_parts,
+    ),
+    (
+        "softmax_cross_entropy_parts_grad",
+        "rows",
+        cross_entropy_parts::softmax_cross_entropy_parts_grad,
+    ),
+    ("reduce_max", "rows", reduce::reduce_max),
+    ("reduce_min", "rows", reduce::reduce_min),
+    (
         "sparse_softmax_cross_entropy",
         "rows",
         loss::sparse_softmax_cross_entropy,
@@ -349,6 +366,7 @@ pub const LIBRARY_KERNELS: &[(&str, &str, KernelFactory)] = &[
     ("split_qkv", "permute", qkv::split_qkv),
     ("merge_qkv", "permute", qkv::merge_qkv),
     ("embedding", "gather", embedding::embedding),
+    ("vocab_embedding", "gather", embedding::vocab_embedding),
     ("embedding_grad", "scatter-add", embedding::embedding_grad),
     ("gather", "gather", embedding::gather),
     ("gather_grad", "scatter-add", embedding::gather_grad),
@@ -397,9 +415,11 @@ impl Registry {
         }
     }
 
-    /// One worker's share of an op instance in global coordinates, always
-    /// through the compiled evaluator (see [`compiled::compile_window`]): the
-    /// kernel's input buffers hold `window.inputs`, its outputs the boxes of
+    /// One worker's share of an op instance in global coordinates, through
+    /// the compiled evaluator (see [`compiled::compile_window`]) except a
+    /// vocabulary shard of `vocab_embedding` when the registry has its
+    /// library kernel ([`embedding::vocab_embedding_window`]): the kernel's
+    /// input buffers hold `window.inputs`, its outputs the boxes of
     /// [`compiled::Window::output_region`].
     ///
     /// Errors: as [`Registry::prepare`]; a window that does not fit the spec.
@@ -411,11 +431,22 @@ impl Registry {
         window: &compiled::Window,
     ) -> Result<OpKernel, KernelError> {
         let binding = spec.bind(input_shapes, attrs)?;
-        let imp = compiled::compile_window(&binding, window)?;
+        let library = self
+            .table
+            .contains_key(&binding.spec.name)
+            .then(|| embedding::vocab_embedding_window(&binding, window))
+            .flatten();
+        let (provider, imp) = match library {
+            Some(k) => (Provider::Library("gather"), k),
+            None => (
+                Provider::Compiled,
+                Box::new(compiled::compile_window(&binding, window)?) as Box<dyn KernelImpl>,
+            ),
+        };
         let ext = |r: &[(i64, i64)]| r.iter().map(|&(l, h)| (h - l).max(0) as usize).collect();
         Ok(OpKernel {
             op: binding.spec.name.clone(),
-            provider: Provider::Compiled,
+            provider,
             input_names: binding.spec.inputs.iter().map(|t| t.name.clone()).collect(),
             output_names: binding
                 .spec
@@ -427,7 +458,7 @@ impl Registry {
             output_shapes: (0..binding.output_shapes.len())
                 .map(|o| ext(&window.output_region(&binding, o)))
                 .collect(),
-            imp: Box::new(imp),
+            imp,
         })
     }
 
