@@ -6,7 +6,10 @@
 //! cross-entropy row sums by Sum. At k = 2 and 4 (t = k, and t = 2 inside
 //! data parallelism at k = 4) the partitioned step computes what the
 //! unpartitioned one computes (max relative error ≤ 1e-4) and every rank
-//! sends exactly the bytes the planner predicts. A worker's share of the
+//! sends exactly the bytes the planner predicts; at k = 4, t = 2 the two
+//! contributions to the tied table's gradient are split at the
+//! data-parallel level (reduce-scattered, summed split, the sum
+//! all-gathered). A worker's share of the
 //! lookup (a window: a vocabulary shard, a box of positions and features)
 //! runs the library kernel and equals the compiled evaluator's window.
 
@@ -78,6 +81,24 @@ fn gpt_tiny_vocabulary_parallel_plans_run_exactly() {
                 got.iter().all(|s| s == want),
                 "{case}: {op} chose {got:?}, want {want}"
             );
+        }
+        if (k, t) == (4, 2) {
+            // The tied table's two gradient contributions (the lookup's and
+            // the logits') are reduce-scattered over the data-parallel pair
+            // and summed split; only the sum is all-gathered.
+            for name in ["grad/logits/w", "grad/embed.tokens/table", "grad/wte"] {
+                let tensor = g
+                    .tensors()
+                    .iter()
+                    .position(|x| x.name == name)
+                    .unwrap_or_else(|| panic!("no tensor {name}"));
+                let outer = p.decisions.tensors[tensor][0];
+                assert_eq!(
+                    outer.is_some(),
+                    name != "grad/wte",
+                    "{case}: {name} at the data-parallel level: {outer:?}"
+                );
+            }
         }
         let err = check_one_opts(
             &cpu,

@@ -99,6 +99,14 @@ impl LayoutRule {
             .map(|i| Some(i as u32))
             .collect();
         let mut out = match self {
+            LayoutRule::DataParallel
+                if tensor_parallel && is_gradient_contribution(graph, t) && replicated_so_far =>
+            {
+                // Reduce-scattered, summed split, the sum all-gathered.
+                std::iter::once(None)
+                    .chain(splittable.iter().copied())
+                    .collect()
+            }
             LayoutRule::DataParallel if is_weight_like(graph, t) && replicated_so_far => vec![None],
             LayoutRule::TensorParallel if is_weight_like(graph, t) => {
                 match weight_split(graph, t) {
@@ -160,6 +168,23 @@ fn local_shape(
         }
     }
     shape
+}
+
+/// Whether `t` is one contribution to the gradient of a weight used more
+/// than once (a tied weight: GPT's token embedding, also the output
+/// projection), summed with the others into the weight's gradient: a
+/// gradient of a weight that is not the weight's own `grad`. At a
+/// data-parallel level of a tensor-parallel hybrid it may be split as well
+/// as replicated: each contribution is then reduce-scattered over the
+/// replicas, the sum runs on the shards and only the sum is all-gathered,
+/// the bytes of the one all-reduce Megatron-LM gives a tied embedding's
+/// summed gradient instead of one per contribution.
+pub(crate) fn is_gradient_contribution(graph: &Graph, t: TensorId) -> bool {
+    let tensor = graph.tensor(t);
+    tensor.role == TensorRole::Gradient
+        && tensor.grad_of.is_some_and(|w| {
+            graph.tensor(w).role == TensorRole::Weight && graph.tensor(w).grad != Some(t)
+        })
 }
 
 /// Whether `t` is a weight, a weight's gradient or optimizer state.

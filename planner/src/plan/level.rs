@@ -14,7 +14,7 @@ use rustc_hash::FxHashMap as HashMap;
 use super::cluster::Topology;
 use super::coarsen::Cluster;
 use super::cost::{CostMemo, CostModel};
-use super::decisions::OpChoice;
+use super::decisions::{is_gradient_contribution, OpChoice};
 /// Kept at their old paths (`plan::level::Decisions`, …).
 pub use super::decisions::{Decisions, LayoutRule, REPLICATE_MAX_BYTES};
 use super::model::Model;
@@ -154,6 +154,59 @@ impl LevelInput<'_> {
         })
     }
 
+    /// At a data-parallel level of a tensor-parallel hybrid, the extra
+    /// configurations of a weight's cluster in which the contributions to a
+    /// tied weight's gradient ([`is_gradient_contribution`]) are split along
+    /// a dim and the sums of them run split, while the weight, its summed
+    /// gradient and its optimizer state stay as `configs` lay them out
+    /// (replicated): each contribution is reduce-scattered, and only the sum
+    /// is all-gathered. Empty for any other cluster or level.
+    fn split_contributions(
+        &self,
+        c: &Cluster,
+        d: &Decisions,
+        level: usize,
+        configs: &[ClusterConfig],
+    ) -> Vec<ClusterConfig> {
+        let contribution = |t: &TensorId| is_gradient_contribution(self.graph, *t);
+        let Some(first) = c.tensors().find(contribution) else {
+            return Vec::new();
+        };
+        if self.rule != LayoutRule::DataParallel || !self.tensor_parallel {
+            return Vec::new();
+        }
+        let Some(base) = configs
+            .iter()
+            .find(|cfg| cfg.tensors.iter().all(|(_, l)| l.is_none()))
+        else {
+            return Vec::new();
+        };
+        let dims = self
+            .rule
+            .layouts(self.graph, self.factors, first, d, level, true);
+        dims.into_iter()
+            .flatten()
+            .map(|dim| {
+                let sums = |o: &OpId| self.graph.op(*o).inputs.iter().any(contribution);
+                let mut ops = base.ops.clone();
+                for s in c.op_slots.iter().filter(|s| s.iter().all(sums)) {
+                    let ch = self.follow(s[0], Some(dim), d, level);
+                    for (o, choice) in ops.iter_mut() {
+                        if s.contains(o) {
+                            *choice = ch;
+                        }
+                    }
+                }
+                let tensors = base
+                    .tensors
+                    .iter()
+                    .map(|&(t, l)| (t, if contribution(&t) { Some(dim) } else { l }))
+                    .collect();
+                ClusterConfig { ops, tensors }
+            })
+            .collect()
+    }
+
     /// Every configuration of a cluster at `level`.
     pub fn configs(&self, c: &Cluster, d: &Decisions, level: usize) -> Vec<ClusterConfig> {
         let all_tensors = |layouts: &[Option<u32>]| -> Vec<(TensorId, Option<u32>)> {
@@ -177,7 +230,7 @@ impl LevelInput<'_> {
                 ),
                 None => vec![None],
             };
-            return root
+            let mut configs: Vec<ClusterConfig> = root
                 .into_iter()
                 .map(|l| {
                     let layouts: Vec<Option<u32>> = c
@@ -209,6 +262,8 @@ impl LevelInput<'_> {
                     }
                 })
                 .collect();
+            configs.extend(self.split_contributions(c, d, level, &configs));
+            return configs;
         }
         // An op cluster: the product of its slots' choices.
         let per_slot: Vec<Vec<OpChoice>> = c
