@@ -90,7 +90,7 @@ def gpt(layers, d, batch, dev, seq=1024, vocab=50257):
         for n in ("ln1", "ln2"):
             Z(f"{l}.{n}.g", (d,), 1.0)
             Z(f"{l}.{n}.b", (d,), 0.0)
-        for n, (i, o) in {"q": (d, d), "k": (d, d), "v": (d, d), "proj": (d, d),
+        for n, (i, o) in {"qkv": (d, 3 * d), "proj": (d, d),
                           "fc1": (d, dff), "fc2": (dff, d)}.items():
             W(f"{l}.{n}.w", (i, o), math.sqrt(2.0 / i))
             Z(f"{l}.{n}.b", (o,), 0.0)
@@ -107,7 +107,10 @@ def gpt(layers, d, batch, dev, seq=1024, vocab=50257):
         x = p["wte"][ids] + p["wpe"][pos]
         for l in range(layers):
             h = ln(x, f"{l}.ln1")
-            q, k, v = (split(lin(h, f"{l}.{n}")) for n in "qkv")
+            # The zoo's fused, head-interleaved QKV (Megatron-LM's layout:
+            # column h·3·DH + which·DH + d).
+            qkv = lin(h, f"{l}.qkv").view(batch, seq, heads, 3, d // heads)
+            q, k, v = qkv.permute(3, 0, 2, 1, 4).unbind(0)
             a = (q @ k.transpose(-1, -2)) * (1.0 / math.sqrt(d // heads))
             a = a.masked_fill(mask, -1e9)
             a = torch.softmax(a, dim=-1)
