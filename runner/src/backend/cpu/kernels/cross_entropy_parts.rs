@@ -104,7 +104,12 @@ impl KernelImpl for Parts {
             return Ok(());
         }
         let [z, p, sl] = outputs else {
-            unreachable!("the constructor checked three outputs")
+            return Err(KernelError::BufferCount {
+                op: "softmax_cross_entropy_parts".into(),
+                what: "output",
+                expected: 3,
+                got: outputs.len(),
+            });
         };
         z.par_chunks_mut(BLOCK)
             .zip(p.par_chunks_mut(BLOCK))
