@@ -3,8 +3,8 @@
 //! tied `wte[V, D]` by vocabulary rows, so the token lookup
 //! (`vocab_embedding`) reduces over V (partial lookups summed by an
 //! all-reduce), the row max of the logits reduces over V by Max and the
-//! cross-entropy row sums by Sum. At k = 2 and 4 (t = k, and t = 2 inside
-//! data parallelism at k = 4) the partitioned step computes what the
+//! cross-entropy row sums by Sum. At k = 2 and 4 (t = k), and t = 2 inside
+//! data parallelism at k = 4 and 8 (two data-parallel levels) the partitioned step computes what the
 //! unpartitioned one computes (max relative error ≤ 1e-4) and every rank
 //! sends exactly the bytes the planner predicts; at k = 4, t = 2 the two
 //! contributions to the tied table's gradient are split at the
@@ -54,7 +54,7 @@ fn gpt_tiny_vocabulary_parallel_plans_run_exactly() {
     let cache = StrategyCache::new();
     let model = Model::new(&g, lib(), &cache).unwrap();
     let r1 = reference(&g, &model, 1).unwrap();
-    for (k, t) in [(2, 2), (4, 4), (4, 2)] {
+    for (k, t) in [(2, 2), (4, 4), (4, 2), (8, 2)] {
         let opts = PlanOptions {
             tensor_parallel: Some(t),
             ..PlanOptions::default()
