@@ -140,11 +140,7 @@ pub fn vocab_embedding_window(
     b: &Binding,
     w: &super::compiled::Window,
 ) -> Option<Box<dyn KernelImpl>> {
-    if b.spec.name != "vocab_embedding"
-        || !inputs_named(b, &["table", "ids"])
-        || !only_attrs(b, &[])
-        || w.inputs.len() != 2
-    {
+    if !inputs_named(b, &["table", "ids"]) || !only_attrs(b, &[]) || w.inputs.len() != 2 {
         return None;
     }
     let var = |name: &str| b.spec.vars.iter().position(|v| v.name == name);

@@ -132,6 +132,11 @@ pub trait KernelImpl: Send + Sync {
 /// names), and the compiled evaluator runs it instead.
 pub type KernelFactory = fn(&Binding) -> Option<Box<dyn KernelImpl>>;
 
+/// A windowed library kernel's constructor (one worker's share in global
+/// coordinates, [`compiled::Window`]): `None` when it does not handle this
+/// window, and the compiled evaluator runs it instead.
+pub type WindowKernelFactory = fn(&Binding, &compiled::Window) -> Option<Box<dyn KernelImpl>>;
+
 /// Where an [`OpKernel`]'s implementation comes from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Provider {
@@ -372,6 +377,16 @@ pub const LIBRARY_KERNELS: &[(&str, &str, KernelFactory)] = &[
     ("gather_grad", "scatter-add", embedding::gather_grad),
 ];
 
+/// The library kernels for windowed shares, one line per op: (op name,
+/// provider, constructor). Used only for ops the registry has a library
+/// kernel for ([`LIBRARY_KERNELS`]); every other windowed share runs through
+/// the compiled evaluator.
+pub const WINDOW_KERNELS: &[(&str, &str, WindowKernelFactory)] = &[(
+    "vocab_embedding",
+    "gather",
+    embedding::vocab_embedding_window,
+)];
+
 impl Registry {
     /// A registry without library kernels: everything runs compiled.
     pub fn empty() -> Self {
@@ -416,9 +431,10 @@ impl Registry {
     }
 
     /// One worker's share of an op instance in global coordinates, through
-    /// the compiled evaluator (see [`compiled::compile_window`]) except a
-    /// vocabulary shard of `vocab_embedding` when the registry has its
-    /// library kernel ([`embedding::vocab_embedding_window`]): the kernel's
+    /// the op's windowed library kernel ([`WINDOW_KERNELS`]) when the
+    /// registry has its library kernel and the window kernel accepts the
+    /// share, else the compiled evaluator (see [`compiled::compile_window`]):
+    /// the kernel's
     /// input buffers hold `window.inputs`, its outputs the boxes of
     /// [`compiled::Window::output_region`].
     ///
@@ -431,13 +447,13 @@ impl Registry {
         window: &compiled::Window,
     ) -> Result<OpKernel, KernelError> {
         let binding = spec.bind(input_shapes, attrs)?;
-        let library = self
-            .table
-            .contains_key(&binding.spec.name)
-            .then(|| embedding::vocab_embedding_window(&binding, window))
-            .flatten();
+        let name = binding.spec.name.as_str();
+        let library = WINDOW_KERNELS
+            .iter()
+            .filter(|(op, ..)| *op == name && self.table.contains_key(name))
+            .find_map(|&(_, provider, factory)| Some((provider, factory(&binding, window)?)));
         let (provider, imp) = match library {
-            Some(k) => (Provider::Library("gather"), k),
+            Some((provider, k)) => (Provider::Library(provider), k),
             None => (
                 Provider::Compiled,
                 Box::new(compiled::compile_window(&binding, window)?) as Box<dyn KernelImpl>,
