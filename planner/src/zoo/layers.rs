@@ -130,16 +130,15 @@ pub(crate) fn cross_entropy_loss(
     labels: TensorId,
 ) -> Result<TensorId, GraphError> {
     let m = b.op1("reduce_max", "loss.max", &[logits], &[])?;
-    let parts = b.op(
-        "softmax_cross_entropy_parts",
-        "loss.parts",
-        &[logits, m, labels],
-        &[],
-    )?;
-    b.op1(
-        "softmax_cross_entropy_combine",
-        "loss",
-        &[m, parts[0], parts[1], parts[2]],
-        &[],
-    )
+    let spec = "softmax_cross_entropy_parts";
+    let parts = b.op(spec, "loss.parts", &[logits, m, labels], &[])?;
+    let &[z, p, sl] = parts.as_slice() else {
+        return Err(GraphError::OutputCount {
+            op: "loss.parts".into(),
+            spec: spec.into(),
+            expected: 3,
+            got: parts.len(),
+        });
+    };
+    b.op1("softmax_cross_entropy_combine", "loss", &[m, z, p, sl], &[])
 }
