@@ -36,7 +36,7 @@ use planner::graph::{DType, Graph, GraphError, OpId, TensorId};
 use planner::plan::cost::CostModel;
 use planner::plan::model::Model;
 use planner::plan::tile::{digits, Region};
-use planner::plan::{transfers, Decisions, Phase, Transfer};
+use planner::plan::{transfers_in, Decisions, Phase, Transfer};
 use tdl::{Library, OpSpec};
 
 use crate::collectives::{recognise, recognise_input, Collective};
@@ -84,9 +84,23 @@ pub fn generate(
     factors: &[usize],
     d: &Decisions,
 ) -> Result<Programs, CodegenError> {
+    generate_in(&CostModel::new(graph, model, factors), lib, d)
+}
+
+/// [`generate`] with the plan's cost model `cm` (its graph, bound operators
+/// and factors), shared with the checks before and after
+/// ([`crate::compile`]).
+///
+/// Errors: as [`generate`].
+pub fn generate_in(
+    cm: &CostModel<'_>,
+    lib: &Library,
+    d: &Decisions,
+) -> Result<Programs, CodegenError> {
+    let (graph, model, factors) = (cm.graph(), cm.model(), cm.factors());
     check_fit(graph, model, factors, d)?;
     let world: usize = factors.iter().product();
-    let all = transfers(graph, model, factors, d);
+    let all = transfers_in(cm, d);
     let mut predicted = vec![0u64; world];
     for t in &all {
         predicted[t.src] += wire::message_bytes(t.region.volume(), graph.tensor(t.tensor).dtype);
@@ -95,7 +109,6 @@ pub fn generate(
     for t in &all {
         by_phase.entry((t.op, t.phase)).or_default().push(t);
     }
-    let cm = CostModel::new(graph, model, factors);
     // Outputs whose transfers are a collective's pattern (same on every rank).
     let mut lowered: HashMap<(OpId, usize), Collective> = HashMap::new();
 
@@ -178,7 +191,7 @@ pub fn generate(
         model,
         factors,
         d,
-        cm: &cm,
+        cm,
         by_phase: &by_phase,
         lowered: &lowered,
         gathered_inputs: &gathered_inputs,

@@ -11,7 +11,10 @@
 //! copies and reductions of partial results into tiles, and frees after last
 //! use.
 //!
-//! * [`program`]: the program data types.
+//! * [`program`]: the program data types (re-exported from the `program`
+//!   crate, with [`wire`], [`given`] and [`given_save`]).
+//! * [`compile()`]: a [`planner::plan::BoundPlan`] to verified programs in
+//!   one call (what `tofu run`, `tofu train` and the SSP path use).
 //! * [`generate`]: building the programs.
 //! * [`collectives`]: where the transfers of an output are a collective's
 //!   pattern (all-reduce, reduce-scatter + all-gather), lowered to it.
@@ -31,22 +34,23 @@
 #![warn(missing_docs)]
 
 pub mod collectives;
+pub mod compile;
 mod emit;
 pub mod error;
 mod exchange;
 pub mod generate;
-pub mod given;
-pub mod given_save;
 pub mod local;
-pub mod program;
 pub mod validate;
-pub mod wire;
 
-pub use error::CodegenError;
-pub use generate::{generate, generate_unpartitioned, Programs};
-pub use planner::graph::DType;
-pub use program::{
+pub use ::program;
+pub use ::program::{given, given_save, wire};
+
+pub use ::program::{
     BufId, Buffer, Fill, Init, Instr, KernelMode, Msg, OpId, Program, Region, Synthetic, TensorId,
     TensorInfo,
 };
+pub use ::program::{DType, Phase, ProgramError};
+pub use compile::{compile, compile_unpartitioned};
+pub use error::CodegenError;
+pub use generate::{generate, generate_in, generate_unpartitioned, Programs};
 pub use validate::{check_recorded, validate};

@@ -118,7 +118,12 @@ fn edited_tiles_and_strategies_are_rejected_by_the_recorded_costs() {
     let file = PlanFile::new(&c.g, &c.model, &c.p);
     let path = temp("edited.json");
     file.save(&path).unwrap();
-    let (f, g, d) = PlanFile::load(&path, lib(), &cache).unwrap();
+    let b = PlanFile::load(&path, lib(), &cache).unwrap();
+    let (f, g, d) = (
+        b.recorded.expect("loaded from a file"),
+        b.graph,
+        b.decisions,
+    );
     check_recorded(&f, &g, &c.model, &d).expect("the untampered file passes");
 
     // Edits of one tensor's split at the first level to another valid
@@ -135,7 +140,12 @@ fn edited_tiles_and_strategies_are_rejected_by_the_recorded_costs() {
             let mut bad = file.clone();
             bad.tensors[i].splits[0] = alt;
             bad.save(&path).unwrap();
-            let (f, g, d) = PlanFile::load(&path, lib(), &cache).expect("structurally valid");
+            let b = PlanFile::load(&path, lib(), &cache).expect("structurally valid");
+            let (f, g, d) = (
+                b.recorded.expect("loaded from a file"),
+                b.graph,
+                b.decisions,
+            );
             total += 1;
             match check_recorded(&f, &g, &c.model, &d) {
                 Err(e) => {
@@ -176,7 +186,12 @@ fn edited_tiles_and_strategies_are_rejected_by_the_recorded_costs() {
         let mut bad = file.clone();
         bad.ops[i].choices[0] = OpChoice::Strategy(alt);
         bad.save(&path).unwrap();
-        let (f, g, d) = PlanFile::load(&path, lib(), &cache).unwrap();
+        let b = PlanFile::load(&path, lib(), &cache).unwrap();
+        let (f, g, d) = (
+            b.recorded.expect("loaded from a file"),
+            b.graph,
+            b.decisions,
+        );
         any |= check_recorded(&f, &g, &c.model, &d).is_err();
     }
     assert!(

@@ -17,8 +17,8 @@ use tdl::{AttrValue, Attrs, DimEntry, DimExpr};
 use crate::affine::floor_div;
 use crate::error::InstantiateError;
 use crate::interval::DimRegion;
-pub use crate::region::Region;
 use crate::strategy::{OpStrategies, SplitKind, Strategy};
+pub use graph::region::{part_range, Region};
 
 /// What one part of one strategy computes and reads.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
@@ -58,15 +58,6 @@ pub struct Instance {
     pub output_shapes: Vec<Vec<usize>>,
     /// One per strategy, in the order of [`OpStrategies::strategies`].
     pub strategies: Vec<ConcreteStrategy>,
-}
-
-/// The `[lo, hi)` of part `i` of `p` over `[0, n)`.
-pub fn part_range(n: i64, p: usize, i: usize) -> (i64, i64) {
-    let (p, i) = (p as i64, i as i64);
-    let n = n.max(0);
-    let (base, rem) = (n / p, n % p);
-    let lo = i * base + i.min(rem);
-    (lo, lo + base + i64::from(i < rem))
 }
 
 /// Concrete values of an op's dims and attributes.

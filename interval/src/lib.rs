@@ -33,7 +33,7 @@ pub mod canon;
 pub mod error;
 pub mod instantiate;
 pub mod interval;
-pub mod region;
+pub use graph::region;
 pub mod report;
 pub mod rules;
 pub mod strategy;

@@ -33,7 +33,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use planner::graph::execute::{execute, Values};
+use graph::execute::{execute, Values};
 use tdl::{Library, Tensor as Value};
 
 use crate::error::OnnxError;
@@ -385,7 +385,7 @@ fn compare(result: Result<Imported, OnnxError>, expected: &[Data], atol: f64) ->
         );
     }
     for (i, t) in graph.tensors().iter().enumerate() {
-        let id = planner::graph::TensorId(i as u32);
+        let id = graph::TensorId(i as u32);
         if graph.producer(id).is_none() && values.get(id).is_none() {
             return Outcome::Skip(format!(
                 "input `{}` is random (no fixed value to compare)",

@@ -9,7 +9,7 @@
 //! Takes an `If` or `Loop` node and the values known so far; gives the
 //! nodes that replace it (the importer lowers them next, in order), each
 //! with the `Loop` iteration it belongs to (its time step, which the
-//! importer records as the graph's step metadata, `planner::graph::Op::step`;
+//! importer records as the graph's step metadata, `graph::Op::step`;
 //! `None` for an `If` branch and for a loop's glue nodes after the last
 //! iteration), or `None` for other nodes. A `Loop` inside an unrolled
 //! iteration is unrolled too, but its nodes keep the outer iteration's step
@@ -78,7 +78,7 @@ fn expand_if(l: &Lower, n: &Node) -> Result<Vec<NodeProto>, String> {
         // Integer and boolean inputs are settings (a sample rate, a flag):
         // the user fixes them. A condition on float data is predicated.
         let deciding = deciding_input_ids(l, cond);
-        let setting = |t: &planner::graph::TensorId| l.b.graph().tensor(*t).dtype.is_integer();
+        let setting = |t: &graph::TensorId| l.b.graph().tensor(*t).dtype.is_integer();
         if !deciding.is_empty() && deciding.iter().all(|(t, _)| setting(t)) {
             return Err(r);
         }
@@ -330,7 +330,7 @@ fn deciding_inputs(l: &Lower, value: &str) -> Vec<String> {
 }
 
 /// [`deciding_inputs`] with their graph tensors.
-fn deciding_input_ids(l: &Lower, value: &str) -> Vec<(planner::graph::TensorId, String)> {
+fn deciding_input_ids(l: &Lower, value: &str) -> Vec<(graph::TensorId, String)> {
     let Some(start) = l.values.get(value).and_then(|e| e.tensor) else {
         return Vec::new();
     };
@@ -351,7 +351,7 @@ fn deciding_input_ids(l: &Lower, value: &str) -> Vec<(planner::graph::TensorId, 
             }
         }
     }
-    let mut names: Vec<(planner::graph::TensorId, String)> = leaves
+    let mut names: Vec<(graph::TensorId, String)> = leaves
         .iter()
         .filter_map(|t| Some((*t, l.graph_inputs.get(t)?.clone())))
         .collect();

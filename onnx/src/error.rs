@@ -94,7 +94,7 @@ pub enum OnnxError {
         why: String,
         /// The planner's error: the operator lowered from the node, its
         /// spec and the input that needs a gradient.
-        source: Box<planner::graph::GraphError>,
+        source: Box<graph::GraphError>,
     },
     /// A node's op type is mapped but this use of it is not (an attribute
     /// value, an opset difference, a rank, a data-dependent shape).
@@ -160,7 +160,7 @@ pub enum OnnxError {
         /// Which node or step.
         context: String,
         /// The planner's error (names the op and the mismatching dims).
-        source: Box<planner::graph::GraphError>,
+        source: Box<graph::GraphError>,
     },
     /// The operator library failed to load.
     #[error("loading the operator specs: {0}")]

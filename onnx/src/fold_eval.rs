@@ -8,7 +8,7 @@
 //! exported models once input dims are fixed); gives its outputs as known
 //! values. How: the node is lowered by its table row into a scratch
 //! [`GraphBuilder`] whose leaves are the known inputs, and the scratch graph
-//! is run with [`planner::graph::execute::execute`] (the TDL reference
+//! is run with [`graph::execute::execute`] (the TDL reference
 //! interpreter, the semantic ground truth). Elements are f64 as everywhere
 //! in the importer; the output element type follows ONNX's type rules
 //! ([`out_elem`]) and integer outputs are rounded onto their type.
@@ -22,8 +22,8 @@
 //! data-dependent output shapes: `ConstantOfShape`, `Range`) is in
 //! [`crate::fold`].
 
-use planner::graph::execute::{execute, Values};
-use planner::graph::GraphBuilder;
+use graph::execute::{execute, Values};
+use graph::GraphBuilder;
 use tdl::{Library, Tensor as Value};
 
 use crate::lower::{Kind, Known, LResult, Lower, NodeError, Out, Src};

@@ -2,7 +2,7 @@
 //!
 //! Takes a decoded [`Model`], the operator [`Library`] and [`Options`];
 //! gives an [`Imported`]: the graph (every shape inferred by the specs
-//! through [`planner::graph::GraphBuilder`]), the graph outputs, the values
+//! through [`graph::GraphBuilder`]), the graph outputs, the values
 //! known at import (weights, constants, supplied inputs) and a [`Summary`]
 //! (opsets, node counts, folded nodes, defaulted dims, opaque nodes,
 //! parameters).
@@ -12,12 +12,12 @@
 //! order → folded ([`crate::fold`]), lowered through the [table](crate::table),
 //! or (with `opaque_unsupported`) opaque ([`crate::opaque`]); with
 //! `training`, a loss on the chosen output and
-//! [`planner::graph::training_graph`].
+//! [`graph::training_graph`].
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::Path;
 
-use planner::graph::{training_graph, Graph, GraphOutput, Optimizer, TensorId};
+use graph::{training_graph, Graph, GraphOutput, Optimizer, TensorId};
 use tdl::Library;
 
 use crate::attr::Attrs;
@@ -165,7 +165,7 @@ pub fn import(
     // from the shapes known at that point) is not in the library yet, the
     // library is rebuilt with it and the pass starts over.
     for _attempt in 0..graph.node.len() + 3 {
-        let b = planner::graph::GraphBuilder::new(&library, &name);
+        let b = graph::GraphBuilder::new(&library, &name);
         let mut pass = Pass {
             l: Lower::new(b, opts.training),
             s: summary.clone(),
@@ -543,7 +543,7 @@ fn unread_inputs(
     why
 }
 
-fn graph_err(path: &Path, context: &str, source: planner::graph::GraphError) -> OnnxError {
+fn graph_err(path: &Path, context: &str, source: graph::GraphError) -> OnnxError {
     OnnxError::Graph {
         path: path.to_path_buf(),
         context: format!("node `{context}`"),
@@ -958,7 +958,7 @@ fn training_step(
     let fwd = l.b.finish(loss).map_err(|e| graph_err(path, "loss", e))?;
     let optimizer = opts.optimizer.unwrap_or_default();
     training_graph(&fwd, library, &optimizer).map_err(|e| {
-        let planner::graph::GraphError::NoGradient { op, spec, .. } = &e else {
+        let graph::GraphError::NoGradient { op, spec, .. } = &e else {
             return graph_err(path, "training graph", e);
         };
         let Some((node, o)) = origin_of(op, origins) else {

@@ -10,7 +10,7 @@
 
 use std::collections::HashMap;
 
-use planner::graph::{Fill, Graph, GraphBuilder, GraphError, TensorId};
+use graph::{Fill, Graph, GraphBuilder, GraphError, TensorId};
 
 /// Operators of the walk (one-input ops) are followed at most this deep.
 const DEPTH: usize = 16;

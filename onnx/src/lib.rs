@@ -2,7 +2,7 @@
 //! TDL specs.
 //!
 //! Takes an `.onnx` file (read with the maintained `onnx-protobuf` messages);
-//! gives a [`planner::graph::Graph`] — inference graph, or training graph
+//! gives a [`graph::Graph`] — inference graph, or training graph
 //! (backward + optimizer from the specs' gradient declarations) — whose
 //! every operator is a spec of the library and whose every shape the specs
 //! infer. [`load_graph`] is the entry point; `tofu graph FILE.onnx` and
@@ -12,7 +12,7 @@
 //! [`import`] (initializers, inputs with [`dims`] resolved, nodes in order:
 //! [`fold`] at import, or lowered by the one mapping [`table`] through
 //! [`lower::Lower`], or [`opaque`]) → with `training`, [`loss`] +
-//! [`planner::graph::training_graph`].
+//! [`graph::training_graph`].
 //!
 //! Invariants: every ai.onnx op the table maps lowers only to specs that
 //! exist in the shipped library (tested); an unsupported node is an error

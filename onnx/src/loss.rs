@@ -6,7 +6,7 @@
 //! a `softmax` output (classifiers exported with their final Softmax), on the
 //! tensor itself otherwise.
 
-use planner::graph::{DType, Fill, TensorId};
+use graph::{DType, Fill, TensorId};
 
 use crate::lower::{LResult, Lower};
 

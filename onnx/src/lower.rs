@@ -16,7 +16,7 @@
 
 use std::collections::HashMap;
 
-use planner::graph::{Attr, DType, Fill, GraphBuilder, GraphError, TensorId};
+use graph::{Attr, DType, Fill, GraphBuilder, GraphError, TensorId};
 use tdl::AttrValue;
 
 use crate::tensor::{Data, Elem};
@@ -508,7 +508,7 @@ pub fn broadcast_shape(a: &[usize], b: &[usize]) -> Option<Vec<usize>> {
 }
 
 /// Elements of the largest folded constant whose values the graph keeps
-/// ([`planner::graph::Tensor::value`]); a larger one keeps only its fill.
+/// ([`graph::Tensor::value`]); a larger one keeps only its fill.
 pub const MAX_KEPT_VALUES: usize = 1 << 16;
 
 /// A fill describing dense values: constant if all equal, else normal with their std.

@@ -5,7 +5,7 @@
 //! so that input's type must be known at import (a graph input, an
 //! initializer, a constant or a supplied value).
 
-use planner::graph::{int, Attr, TensorId};
+use graph::{int, Attr, TensorId};
 
 use crate::lower::{broadcast_shape, unsupported, LResult, Lower, NodeError, Out};
 use crate::map_elementwise::shape;

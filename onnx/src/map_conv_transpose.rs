@@ -13,7 +13,7 @@
 //! to `conv_transpose2d_group_ext`, 3-D to `conv_transpose3d_ext`; a bias is
 //! a `channel_bias_add`. Col2Im (1-D to 3-D, as a volume) goes to `col2im3d`.
 
-use planner::graph::{int, Attr, TensorId};
+use graph::{int, Attr, TensorId};
 
 use crate::lower::{unsupported, LResult, Lower, Out};
 use crate::map_elementwise::input;

@@ -24,7 +24,7 @@
 
 use std::collections::BTreeMap;
 
-use planner::graph::TensorId;
+use graph::TensorId;
 
 use crate::lower::{unsupported, LResult, Lower, NodeError, Out};
 use crate::map_elementwise::input;

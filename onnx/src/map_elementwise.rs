@@ -9,7 +9,7 @@
 //! `scale`; anything else → explicit `broadcast_R` of each operand to the
 //! common shape, then the plain spec.
 
-use planner::graph::{float, int, Attr, Fill, TensorId};
+use graph::{float, int, Attr, Fill, TensorId};
 use tdl::AttrValue;
 
 use crate::lower::{broadcast_shape, unsupported, Kind, Known, LResult, Lower, Out, Src};
@@ -353,7 +353,7 @@ pub fn dropout(l: &mut Lower, n: &Node, _m: &Mapping) -> LResult<Vec<Out>> {
         let mask = l.b.input(
             &mask_name,
             &shape,
-            planner::graph::DType::F32,
+            graph::DType::F32,
             Fill::Indices { bound: 2 },
         )?;
         outs.push(Out::T(l.emit1(

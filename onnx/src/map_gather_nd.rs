@@ -10,7 +10,7 @@
 //! ScatterND (reduction none or add, tuples of length 1) the same way, onto
 //! `scatter_nd_1` / `scatter_nd_add_1` with the updates viewed as [1, N, R].
 
-use planner::graph::TensorId;
+use graph::TensorId;
 
 use crate::lower::{unsupported, LResult, Lower, Out};
 use crate::map_elementwise::input;

@@ -12,7 +12,7 @@
 //! `affine_grid_3d` (`specs/onnx_affine_grid.tdl`): theta [N, 2, 3] or
 //! [N, 3, 4] and a size [N, C, H, W] or [N, C, D, H, W] known at import.
 
-use planner::graph::Attr;
+use graph::Attr;
 use tdl::AttrValue;
 
 use crate::lower::{unsupported, LResult, Lower, Out};

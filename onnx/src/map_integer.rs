@@ -4,7 +4,7 @@
 //! (`matmul_integer`, `scale` by the requantization factor, `quantize`) and
 //! QLinearConv (the same after the shifted convolution).
 
-use planner::graph::{float, TensorId};
+use graph::{float, TensorId};
 use tdl::AttrValue;
 
 use crate::lower::{unsupported, LResult, Lower, Out};

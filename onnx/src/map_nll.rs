@@ -10,7 +10,7 @@
 //! (`nll_weight_sum`). No `ignore_index` is passed as -1000000000 (no class id);
 //! no weight as ones.
 
-use planner::graph::{int, TensorId};
+use graph::{int, TensorId};
 
 use crate::lower::{unsupported, LResult, Lower, Out};
 use crate::map_elementwise::{input, splat_const};

@@ -7,7 +7,7 @@
 //! BatchNormalization in inference (running statistics) or training (batch
 //! statistics) mode.
 
-use planner::graph::{float, int, Attr, TensorId};
+use graph::{float, int, Attr, TensorId};
 
 use crate::lower::{unsupported, LResult, Lower, Out};
 use crate::map_elementwise::{broadcast_binary, input, shape, splat_const};

@@ -10,7 +10,7 @@
 //! float8/float4 outputs of QuantizeLinear are unsupported uses. Source: ONNX
 //! QuantizeLinear / DequantizeLinear (opsets 10–23), DynamicQuantizeLinear.
 
-use planner::graph::{Attr, TensorId};
+use graph::{Attr, TensorId};
 use tdl::AttrValue;
 
 use crate::lower::{unsupported, LResult, Lower, NodeError, Out};

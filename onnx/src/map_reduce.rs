@@ -7,7 +7,7 @@
 //! the optional input; no axes reduces everything unless
 //! `noop_with_empty_axes`.
 
-use planner::graph::int;
+use graph::int;
 
 use crate::lower::{unsupported, LResult, Lower, NodeError, Out};
 use crate::map_elementwise::{input, shape};

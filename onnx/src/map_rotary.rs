@@ -9,7 +9,7 @@
 //! them they are [B, S, R2] already. `rotary_embedding_dim` = 0 rotates the
 //! whole head.
 
-use planner::graph::int;
+use graph::int;
 
 use crate::lower::{unsupported, LResult, Lower, Out};
 use crate::map_elementwise::input;

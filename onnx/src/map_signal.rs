@@ -8,7 +8,7 @@
 //! signal axis is moved into the middle of a [P, N, Q, C] view (P: the dims
 //! before it, Q: the dims between it and the trailing real/imaginary dim C).
 
-use planner::graph::{float, int};
+use graph::{float, int};
 
 use crate::lower::{unsupported, LResult, Lower, Out};
 use crate::map_elementwise::shape;

@@ -1,7 +1,7 @@
 //! Lowering of EyeLike (`eye_like`), TensorScatter (`tensor_scatter`, the
 //! key-value-cache write of opset 24) and Det (`determinant`).
 
-use planner::graph::int;
+use graph::int;
 
 use crate::lower::{unsupported, LResult, Lower, Out};
 use crate::map_elementwise::{shape, splat_const};

@@ -6,7 +6,7 @@
 //! V, H; Momentum: V). Outputs are the n new X, then the n new states of
 //! each kind, in that order.
 
-use planner::graph::{float, Attr, TensorId};
+use graph::{float, Attr, TensorId};
 
 use crate::lower::{unsupported, LResult, Lower, NodeError, Out};
 use crate::mapping::Mapping;

@@ -13,9 +13,9 @@
 //! Cast: round to nearest even, `saturate`), used when folding casts of known
 //! values; the `cast_*` specs do the same for run-time tensors.
 
+use graph::DType;
 use onnx_protobuf::tensor_proto::DataType;
 use onnx_protobuf::TensorProto;
-use planner::graph::DType;
 use protobuf::Enum;
 
 /// An ONNX element type tofu can hold.

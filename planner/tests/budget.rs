@@ -242,7 +242,12 @@ fn pareto_points_fit_what_they_claim_and_none_is_dominated() {
         // The plan written for this point: its memory report fits the claim.
         let path = dir.join(format!("point{i}.json"));
         PlanFile::new(&g, &model, &p.plan).save(&path).unwrap();
-        let (file, graph, d) = PlanFile::load(&path, &lib, &cache).unwrap();
+        let b = PlanFile::load(&path, &lib, &cache).unwrap();
+        let (file, graph, d) = (
+            b.recorded.expect("loaded from a file"),
+            b.graph,
+            b.decisions,
+        );
         let report = per_worker(&graph, &d.tensors, &file.factors);
         let worst = report.iter().map(|m| m.total()).max().unwrap();
         assert!(

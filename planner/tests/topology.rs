@@ -199,7 +199,12 @@ fn the_plan_file_records_the_topology_and_its_link_bytes_are_checked() {
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("plan.json");
     PlanFile::new(&g, &model, &p).save(&path).unwrap();
-    let (file, g2, d) = PlanFile::load(&path, &lib, &cache).unwrap();
+    let b = PlanFile::load(&path, &lib, &cache).unwrap();
+    let (file, g2, d) = (
+        b.recorded.expect("loaded from a file"),
+        b.graph,
+        b.decisions,
+    );
     let links = file.links.expect("a topology plan records its links");
     assert_eq!(links.topology, topo);
     // The recorded bytes per link level are the ones the decisions imply.

@@ -11,7 +11,7 @@
 //! the rendezvous for rank 0's NCCL unique id. Without the `cuda` feature,
 //! asking for CUDA is [`ChooseError::Unavailable`], saying why.
 
-use codegen::Program;
+use program::Program;
 
 use crate::{BackendError, ExecError, Given, RunOptions, RunReport};
 

@@ -16,7 +16,7 @@
 //!   [`launch`]: ranks on threads; [`verify`]: comparison with the
 //!   unpartitioned run.
 //!
-//! Takes self-contained programs (`codegen::Program`: specs, shapes and
+//! Takes self-contained programs (`program::Program`: specs, shapes and
 //! fills inside; no graph) and, optionally, f32 data; gives computed tensors,
 //! bytes moved per rank and peak memory per rank. The reference interpreter
 //! `tdl::evaluate` is only the tests' oracle, never called here.
@@ -30,8 +30,8 @@ pub mod region;
 pub mod verify;
 
 pub use backend::cpu::kernels;
-pub use codegen::given;
 pub use comm;
+pub use program::given;
 
 pub use backend::{Backend, BackendError, CpuBackend, CpuBuffer, MemoryStats, Window};
 pub use comm::{

@@ -28,7 +28,7 @@
 //! partitioning error (a lost partial sum, a wrong tile) changes a tensor
 //! by its own size and fails.
 
-use codegen::{DType, Init, Instr, Program, TensorId};
+use program::{DType, Init, Instr, Program, TensorId};
 use tdl::fill::Fill;
 
 use crate::exec::{ExecError, RunReport};

@@ -8,12 +8,12 @@
 //! `devices[r / ranks_per_device]`; ranks that share a device communicate
 //! through the host (NCCL refuses two ranks on one GPU).
 //!
-//! Before anything runs, the plan file is checked (format, graph hash,
-//! decisions fit the graph; then [`codegen::check_recorded`]: its recorded
-//! per-operator bytes and per-worker memory equal what its decisions imply,
-//! which catches tampered tiles), and the generated programs are validated
-//! ([`codegen::validate`]: every tile produced exactly once, every receive
-//! matched by a send). Exit code: 0, or 1 when a check fails or
+//! Before anything runs, the plan file is checked ([`PlanFile::load`]:
+//! format, graph hash, decisions fit the graph) and compiled
+//! ([`codegen::compile`]: its recorded per-operator bytes and per-worker
+//! memory equal what its decisions imply, which catches tampered tiles; the
+//! generated programs pass the verifier: every tile produced exactly once,
+//! every receive matched by a send). Exit code: 0, or 1 when a check fails or
 //! the verification fails (`run_verify.rs`).
 //!
 //! `--estimate GPU` prints the static cost model of a CUDA step instead of
@@ -25,8 +25,7 @@ use std::time::Instant;
 
 use codegen::Programs;
 use interval::cache::StrategyCache;
-use planner::graph::Graph;
-use planner::plan::PlanFile;
+use planner::plan::{BoundPlan, PlanFile};
 use runner::choose::{BackendKind, CudaComm, ExecChoice};
 use runner::given::{from_safetensors, Kind};
 use runner::{Given, RunOptions, RunReport};
@@ -102,23 +101,18 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
         return Err(miette::miette!("--steps must be at least 1"));
     }
     let lib = Library::shipped().map_err(|e| miette::miette!("{e}"))?;
-    let cache = StrategyCache::new();
-    let (file, graph, decisions, model) =
-        PlanFile::load_bound(&args.plan, &lib, &cache).map_err(|e| miette::miette!("{e}"))?;
-    // Recorded costs vs decisions: catches an edited tile or strategy that
-    // still passes the loader's structural checks.
-    codegen::check_recorded(&file, &graph, &model, &decisions)
-        .map_err(|e| miette::miette!("{}: {e}", args.plan.display()))?;
-    let progs = codegen::generate(&graph, &lib, &model, &file.factors, &decisions)
-        .map_err(|e| miette::miette!("{}: {e}", args.plan.display()))?;
-    codegen::validate(&graph, &model, &file.factors, &decisions, &progs)
+    let plan = PlanFile::load(&args.plan, &lib, &StrategyCache::new())
+        .map_err(|e| miette::miette!("{e}"))?;
+    // Recorded costs vs decisions (catches an edited tile or strategy that
+    // still passes the loader's structural checks), generation, verifier.
+    let progs = codegen::compile(&plan, &lib)
         .map_err(|e| miette::miette!("{}: {e}", args.plan.display()))?;
     if let Some(dir) = &args.save_programs {
         save_programs(dir, &progs)?;
     }
     if let Some(name) = &args.estimate {
         let gpu = super::run_estimate::roofline(name)?;
-        super::run_estimate::print(graph.name(), &progs, &gpu, args.json)?;
+        super::run_estimate::print(plan.graph.name(), &progs, &gpu, args.json)?;
         return Ok(ExitCode::SUCCESS);
     }
     let start = Instant::now();
@@ -136,11 +130,11 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
     let mut given = Given::new();
     for (path, kind) in [(&args.weights, Kind::Weights), (&args.inputs, Kind::Inputs)] {
         if let Some(p) = path {
-            given.extend(read_given(&graph, &file, &args, p, kind)?);
+            given.extend(read_given(&plan, &args, p, kind)?);
         }
     }
     if let Some(path) = &args.save_outputs {
-        return super::run_outputs::run(&args, &graph, &progs, &given, path);
+        return super::run_outputs::run(&args, &plan.graph, &progs, &given, path);
     }
     if args.backend == "cpu" {
         if let Some(env) = rendezvous::Env::from_env().map_err(|e| miette::miette!("{e}"))? {
@@ -151,7 +145,7 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
     let verification = if args.verify {
         Some(super::run_verify::verify(
             &args,
-            (&graph, &lib, &model),
+            (&plan, &lib),
             opts,
             &given,
             &report,
@@ -160,7 +154,7 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
         None
     };
     let verified = verification.as_ref().map(|(v, _)| v.passed());
-    super::run_print::print(&args, &file, &graph, &progs, &report, verification.as_ref());
+    super::run_print::print(&args, &plan, &progs, &report, verification.as_ref());
     Ok(if verified == Some(false) {
         ExitCode::FAILURE
     } else {
@@ -182,18 +176,17 @@ fn save_programs(dir: &std::path::Path, progs: &Programs) -> miette::Result<()> 
 /// Leaf values from `path`: safetensors, or for `--weights` an ONNX model
 /// (every value its import took from it, [`super::run_weights`]).
 pub(super) fn read_given(
-    graph: &Graph,
-    file: &PlanFile,
+    plan: &BoundPlan,
     args: &Args,
     path: &std::path::Path,
     kind: Kind,
 ) -> miette::Result<Given> {
     let name = path.display().to_string();
     if kind == Kind::Weights && path.extension().is_some_and(|e| e == "onnx") {
-        return super::run_weights::read_onnx(graph, &args.plan, file.import.as_ref(), path);
+        return super::run_weights::read_onnx(&plan.graph, &args.plan, plan.import.as_ref(), path);
     }
     let bytes = std::fs::read(path).map_err(|e| miette::miette!("{name}: {e}"))?;
-    from_safetensors(graph, &name, &bytes, kind).map_err(|e| match &e {
+    from_safetensors(&plan.graph, &name, &bytes, kind).map_err(|e| match &e {
         runner::GivenError::Shape { name, want, .. } => miette::miette!(
             help = format!(
                 "write `{name}` at shape {want:?}, or plan the model for this shape (`tofu plan MODEL.onnx --input-shape {name}=…`)"

@@ -4,8 +4,7 @@
 //! as a table, or one JSON object under `--json`.
 
 use codegen::Programs;
-use planner::graph::Graph;
-use planner::plan::PlanFile;
+use planner::plan::BoundPlan;
 use runner::{RunReport, Verification};
 
 use super::run::Args;
@@ -14,8 +13,7 @@ use super::run::Args;
 /// verdict and the unpartitioned programs it ran, `None` without it).
 pub fn print(
     args: &Args,
-    file: &PlanFile,
-    graph: &Graph,
+    plan: &BoundPlan,
     progs: &Programs,
     report: &RunReport,
     verification: Option<&(Verification, Programs)>,
@@ -57,13 +55,13 @@ pub fn print(
         let v = serde_json::json!({
             "plan": args.plan.display().to_string(),
             "backend": args.backend,
-            "workers": file.workers,
+            "workers": plan.workers(),
             "steps": args.steps,
             "step_seconds": report.step_seconds,
             "bytes_sent_per_rank": bytes,
             "predicted_bytes_per_rank": progs.predicted_bytes_per_rank.iter().map(|b| b * args.steps as u64).collect::<Vec<_>>(),
             "peak_bytes_per_rank": report.peak_bytes_per_rank,
-            "comm_seconds_per_rank": (0..file.workers).map(|r| report.comm_seconds.iter().map(|s| s[r]).sum::<f64>()).collect::<Vec<_>>(),
+            "comm_seconds_per_rank": (0..plan.workers()).map(|r| report.comm_seconds.iter().map(|s| s[r]).sum::<f64>()).collect::<Vec<_>>(),
             "verified": verification.map(|(v, _)| v.passed()),
             "max_rel_error": verification.map(|(v, _)| v.max_rel_error),
             "verify": verification.map(|(v, one)| super::run_verify::details(v, one)),
@@ -74,8 +72,8 @@ pub fn print(
     } else {
         println!(
             "{} on {} {} workers, {} step(s)",
-            graph.name(),
-            file.workers,
+            plan.graph.name(),
+            plan.workers(),
             args.backend.to_uppercase(),
             args.steps
         );

@@ -9,8 +9,7 @@
 //! their sensitivity.
 
 use codegen::Programs;
-use planner::graph::Graph;
-use planner::plan::model::Model;
+use planner::plan::BoundPlan;
 use runner::{judge, perturbed_leaves, Given, RunOptions, RunReport, Verification};
 use tdl::Library;
 
@@ -25,13 +24,12 @@ pub(super) const TOLERANCE: f64 = 1e-4;
 /// Errors: generating or running the unpartitioned program.
 pub(super) fn verify(
     args: &Args,
-    (graph, lib, model): (&Graph, &Library, &Model),
+    (plan, lib): (&BoundPlan, &Library),
     opts: RunOptions,
     given: &Given,
     report: &RunReport,
 ) -> miette::Result<(Verification, Programs)> {
-    let one =
-        codegen::generate_unpartitioned(graph, lib, model).map_err(|e| miette::miette!("{e}"))?;
+    let one = codegen::compile_unpartitioned(plan, lib).map_err(|e| miette::miette!("{e}"))?;
     let reference = execute(args, &one, opts, None, given)?;
     let plain = judge(report, &reference, None, TOLERANCE);
     if plain.passed() {

@@ -4,10 +4,9 @@
 //! Takes a zoo name sized to a [`DataSet`] (the MLP's input to the data's
 //! features, its output to its classes, the batch given) and planned as
 //! `tofu plan` would, or a plan file (`tofu plan -o`) whose inputs fit the
-//! data; gives a [`Prepared`]: the graph, its bound model (bound once:
-//! `planner::plan::model::binds_on_this_thread` counts, and a test checks), the
-//! partitioned programs (generated and validated) and the unpartitioned
-//! ones for evaluation.
+//! data; gives a [`Prepared`]: the graph, the partitioned programs
+//! ([`codegen::compile`] of the [`BoundPlan`]: generated and verified) and
+//! the unpartitioned ones for evaluation, from the one bound model.
 
 use std::path::Path;
 
@@ -15,7 +14,7 @@ use codegen::{Programs, TensorId};
 use interval::cache::StrategyCache;
 use planner::graph::{Graph, Optimizer, TensorRole};
 use planner::plan::model::Model;
-use planner::plan::{plan_with_model, PlanFile, PlanOptions, SearchKind};
+use planner::plan::{plan_with_model, BoundPlan, PlanFile, PlanOptions, SearchKind};
 use planner::zoo::{self, CnnConfig, GptConfig, MlpConfig};
 use tdl::Library;
 
@@ -169,29 +168,12 @@ pub fn from_zoo(
     let lib = Library::shipped().map_err(err)?;
     let cache = StrategyCache::new();
     let graph = model.training(&lib, optimizer).map_err(err)?;
-    let bound = Model::new(&graph, &lib, &cache).map_err(err)?;
+    let ops = Model::new(&graph, &lib, &cache).map_err(err)?;
     let opts = PlanOptions::default();
-    let (planned, bound) = plan_with_model(&graph, bound, workers, search, opts).map_err(err)?;
-    let programs = codegen::generate(&graph, &lib, &bound, &planned.factors, &planned.decisions)
-        .map_err(err)?;
-    codegen::validate(
-        &graph,
-        &bound,
-        &planned.factors,
-        &planned.decisions,
-        &programs,
-    )
-    .map_err(err)?;
-    let samples = data.samples();
-    finish(
-        graph,
-        &lib,
-        &bound,
-        planned.factors,
-        programs,
-        planned.comm_bytes,
-        samples,
-    )
+    let (planned, ops) = plan_with_model(&graph, ops, workers, search, opts).map_err(err)?;
+    let plan = BoundPlan::from_planned(graph, ops, &planned);
+    let programs = codegen::compile(&plan, &lib).map_err(err)?;
+    finish(plan, &lib, programs, planned.comm_bytes, data.samples())
 }
 
 /// Load a plan file (`tofu plan -o`), check its recorded costs and prepare
@@ -201,37 +183,29 @@ pub fn from_zoo(
 pub fn from_plan_file(path: &Path, data: &dyn Samples) -> Result<Prepared, TrainError> {
     let named = |e: &dyn std::fmt::Display| TrainError::Model(format!("{}: {e}", path.display()));
     let lib = Library::shipped().map_err(err)?;
-    let cache = StrategyCache::new();
-    let (file, graph, decisions, bound) =
-        PlanFile::load_bound(path, &lib, &cache).map_err(|e| named(&e))?;
-    codegen::check_recorded(&file, &graph, &bound, &decisions).map_err(|e| named(&e))?;
-    let programs = codegen::generate(&graph, &lib, &bound, &file.factors, &decisions)
-        .map_err(|e| named(&e))?;
-    codegen::validate(&graph, &bound, &file.factors, &decisions, &programs)
-        .map_err(|e| named(&e))?;
+    let plan = PlanFile::load(path, &lib, &StrategyCache::new()).map_err(|e| named(&e))?;
+    let programs = codegen::compile(&plan, &lib).map_err(|e| named(&e))?;
     let bytes = programs.programs.iter().map(|p| p.bytes_sent()).sum();
-    finish(graph, &lib, &bound, file.factors, programs, bytes, data)
+    finish(plan, &lib, programs, bytes, data)
 }
 
 /// Find the fed tensors, check them against `data`, and generate
 /// the evaluation programs.
 fn finish(
-    graph: Graph,
+    plan: BoundPlan,
     lib: &Library,
-    bound: &Model,
-    factors: Vec<usize>,
     programs: Programs,
     comm_bytes: u64,
     data: &dyn Samples,
 ) -> Result<Prepared, TrainError> {
-    let (tensors, logits, batch) = task_tensors(&graph, data)?;
-    let mut unpartitioned = codegen::generate_unpartitioned(&graph, lib, bound).map_err(err)?;
+    let (tensors, logits, batch) = task_tensors(&plan.graph, data)?;
+    let mut unpartitioned = codegen::compile_unpartitioned(&plan, lib).map_err(err)?;
     for p in &mut unpartitioned.programs {
         p.keep_tiles(&[logits]);
     }
     Ok(Prepared {
-        graph,
-        factors,
+        graph: plan.graph,
+        factors: plan.factors,
         programs,
         unpartitioned,
         tensors,
@@ -307,12 +281,11 @@ fn logits_of(graph: &Graph, loss: TensorId) -> Option<TensorId> {
 mod tests {
     use super::*;
     use crate::data::DataSet;
-    use planner::plan::model::binds_on_this_thread;
 
-    /// A zoo model is bound once from the name to the programs (the plan
-    /// and the code generation share it).
+    /// A zoo model is planned and compiled for its workers, with the
+    /// unpartitioned evaluation programs beside.
     #[test]
-    fn the_model_is_bound_once() {
+    fn a_zoo_model_is_prepared_for_its_workers() {
         let d = DataSet {
             x: vec![0.5; 32 * 4],
             y: (0..32).map(|i| i % 3).collect(),
@@ -320,12 +293,11 @@ mod tests {
             classes: 3,
         };
         let data = Data::Classes(d);
-        let before = binds_on_this_thread();
         let sgd = Optimizer::Sgd { lr: 0.1 };
         let prep = from_zoo("mlp-2-8", (&data, 8), &sgd, 2, SearchKind::CriticalDp).unwrap();
         assert_eq!(prep.world(), 2);
-        // One bind for the training graph; the evaluation programs reuse it.
-        assert_eq!(binds_on_this_thread() - before, 1);
+        assert_eq!(prep.unpartitioned.programs.len(), 1);
+        assert_eq!(prep.batch, 8);
     }
 
     /// The language models' loss is Megatron's vocabulary-parallel form; the

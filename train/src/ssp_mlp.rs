@@ -28,7 +28,7 @@ use std::time::Instant;
 use codegen::Programs;
 use interval::cache::StrategyCache;
 use planner::graph::{training_graph, Optimizer, TensorId};
-use planner::plan::model::Model;
+use planner::plan::BoundPlan;
 use planner::zoo::MlpConfig;
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
@@ -355,8 +355,9 @@ fn build_net(cfg: MlpConfig, staleness: u32, seed: u64, sparse: bool) -> Result<
     let fwd = cfg.forward(&lib).map_err(|e| err(&e))?;
     // The update op is not run for its result: workers push gradients.
     let graph = training_graph(&fwd, &lib, &Optimizer::Sgd { lr: 1.0 }).map_err(|e| err(&e))?;
-    let model = Model::new(&graph, &lib, &StrategyCache::new()).map_err(|e| err(&e))?;
-    let mut progs = codegen::generate_unpartitioned(&graph, &lib, &model).map_err(|e| err(&e))?;
+    let plan = BoundPlan::unpartitioned(graph, &lib, &StrategyCache::new()).map_err(|e| err(&e))?;
+    let mut progs = codegen::compile_unpartitioned(&plan, &lib).map_err(|e| err(&e))?;
+    let graph = plan.graph;
     let find = |name: &str| {
         graph
             .tensor_ids()

@@ -3,7 +3,7 @@
 //! the true positions of a condition known at import), OneHot (`one_hot`,
 //! `one_hot_values`), Trilu (`trilu`), ReverseSequence (`reverse_sequence`).
 
-use planner::graph::{int, TensorId};
+use graph::{int, TensorId};
 
 use crate::lower::{unsupported, Kind, Known, LResult, Lower, NodeError, Out, Src};
 use crate::map_elementwise::{input, shape};

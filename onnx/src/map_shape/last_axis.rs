@@ -6,7 +6,7 @@
 //! CenterCropPad (`slice` / `pad` per axis). Empty results are empty
 //! constants.
 
-use planner::graph::{float, int};
+use graph::{float, int};
 
 use crate::lower::{unsupported, LResult, Lower, NodeError, Out};
 use crate::map_elementwise::{input, shape};

@@ -16,7 +16,7 @@
 //! whose values are not given takes the default of the ONNX operator of
 //! the same name (Affine α = 1, β = 0; ScaledTanh α = β = 1).
 
-use planner::graph::{float, TensorId};
+use graph::{float, TensorId};
 
 use crate::lower::{unsupported, LResult, Lower};
 use crate::node::Node;

@@ -18,7 +18,7 @@
 //!
 //! `clip` is applied to every pre-activation of a gate.
 
-use planner::graph::{float, TensorId};
+use graph::{float, TensorId};
 
 use super::act::{self, Act};
 use super::{constant, slice, take_row, Config};

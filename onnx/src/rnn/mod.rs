@@ -37,7 +37,7 @@
 pub mod act;
 pub mod cell;
 
-use planner::graph::{int, TensorId};
+use graph::{int, TensorId};
 
 use crate::lower::{unsupported, Kind, Known, LResult, Lower, Out, Src};
 use crate::map_elementwise::shape;

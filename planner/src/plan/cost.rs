@@ -151,6 +151,21 @@ impl<'a> CostModel<'a> {
         }
     }
 
+    /// The graph it costs.
+    pub fn graph(&self) -> &'a Graph {
+        self.graph
+    }
+
+    /// The graph's bound operators.
+    pub fn model(&self) -> &'a Model {
+        self.model
+    }
+
+    /// Worker factor per recursion level.
+    pub fn factors(&self) -> &'a [usize] {
+        self.factors
+    }
+
     /// [`CostModel::new`] whose input and output costs (and link loads) are
     /// looked up in, and added to, `memo` when given (same results, computed
     /// once per op kind). `memo` must serve only cost models of this `model`
@@ -532,7 +547,13 @@ pub(crate) fn exact_cost_memo(
     d: &Decisions,
     memo: Option<&CostMemo>,
 ) -> (u64, Vec<u64>) {
-    let cm = CostModel::with_memo(graph, model, factors, memo);
+    exact_cost_in(&CostModel::with_memo(graph, model, factors, memo), d)
+}
+
+/// [`exact_cost`] from a cost model already built (its graph, bound
+/// operators and factors are the plan's).
+pub fn exact_cost_in(cm: &CostModel<'_>, d: &Decisions) -> (u64, Vec<u64>) {
+    let graph = cm.graph;
     let mut per_op = vec![0u64; graph.ops().len()];
     for (i, op) in graph.ops().iter().enumerate() {
         let o = OpId(i as u32);

@@ -36,7 +36,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use super::cluster::LinkReport;
-use super::cost::exact_cost;
+use super::cost::{exact_cost_in, CostModel};
 use super::decisions::{Decisions, OpChoice};
 use super::memory::{per_worker, WorkerMemory};
 use super::model::Model;
@@ -252,72 +252,11 @@ impl PlanFile {
         })
     }
 
-    /// Read and check a plan file: format, version, graph hash, and that the
-    /// decisions fit the graph (one entry per tensor/op, one per level, split
-    /// dims within rank, strategy indices that exist). Gives the file, its
-    /// graph and its decisions.
-    pub fn load(
-        path: &Path,
-        lib: &tdl::Library,
-        cache: &interval::cache::StrategyCache,
-    ) -> Result<(PlanFile, Graph, Decisions), PlanFileError> {
-        let (file, graph, decisions, _) = Self::load_bound(path, lib, cache)?;
-        Ok((file, graph, decisions))
-    }
-
-    /// [`PlanFile::load`], also giving the graph's bound [`Model`] (bound
-    /// once, for the checks; a caller generating programs reuses it).
-    pub fn load_bound(
-        path: &Path,
-        lib: &tdl::Library,
-        cache: &interval::cache::StrategyCache,
-    ) -> Result<(PlanFile, Graph, Decisions, Model), PlanFileError> {
-        let p = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|e| PlanFileError::Io {
-            path: p.clone(),
-            message: e.to_string(),
-        })?;
-        let de = &mut serde_json::Deserializer::from_str(&text);
-        let file: PlanFile =
-            serde_path_to_error::deserialize(de).map_err(|e| PlanFileError::Parse {
-                path: p.clone(),
-                message: format!("at `{}`: {}", e.path(), e.inner()),
-            })?;
-        if file.format != FORMAT || file.version != VERSION {
-            return Err(PlanFileError::Version {
-                path: p,
-                format: file.format,
-                version: file.version,
-            });
-        }
-        let mismatch = |m: String| PlanFileError::Mismatch {
-            path: p.clone(),
-            message: m,
-        };
-        let graph = format::from_json(&file.graph.to_string())
-            .map_err(|e| mismatch(format!("embedded graph: {e}")))?;
-        if graph_sha256(&graph) != file.graph_sha256 {
-            return Err(mismatch(
-                "graph_sha256 differs from the embedded graph".into(),
-            ));
-        }
-        let model = Model::new(&graph, lib, cache).map_err(|e| mismatch(e.to_string()))?;
-        let decisions = file.check_bound(&graph, &model).map_err(mismatch)?;
-        Ok((file, graph, decisions, model))
-    }
-
-    /// Check the decisions against the graph; gives them as [`Decisions`].
-    pub fn check(
-        &self,
-        graph: &Graph,
-        lib: &tdl::Library,
-        cache: &interval::cache::StrategyCache,
-    ) -> Result<Decisions, String> {
-        let model = Model::new(graph, lib, cache).map_err(|e| e.to_string())?;
-        self.check_bound(graph, &model)
-    }
-
-    /// [`PlanFile::check`] with the graph's bound model.
+    /// Check the decisions against the graph and its bound operators
+    /// (one entry per tensor, operator and level, split dims within rank,
+    /// strategy indices that exist); gives them as [`Decisions`].
+    ///
+    /// Errors: the first misfit, in words.
     pub fn check_bound(&self, graph: &Graph, model: &Model) -> Result<Decisions, String> {
         let levels = self.factors.len();
         if self.factors.iter().product::<usize>() != self.workers || self.factors.contains(&0) {
@@ -399,7 +338,7 @@ impl PlanFile {
     /// `comm_bytes_per_step`, every worker's memory (`memory[w]`,
     /// bytes) and, with a topology, the bytes per link level, so that an edited tile (a split changed to another valid dim,
     /// which [`PlanFile::check`] cannot see) is caught before programs are
-    /// built. `graph` and `d` are what [`PlanFile::load`] gave for `self`.
+    /// built. `graph` and `d` are what [`PlanFile::load`] bound for `self`.
     ///
     /// Errors: [`RecordedError::Tampered`] naming the first operator or
     /// worker whose record differs; [`RecordedError::Mismatch`] when the
@@ -410,6 +349,19 @@ impl PlanFile {
         model: &Model,
         d: &Decisions,
     ) -> Result<(), RecordedError> {
+        self.check_recorded_in(&CostModel::new(graph, model, &self.factors), d)
+    }
+
+    /// [`PlanFile::check_recorded`] with the plan's cost model `cm` (of the
+    /// graph and bound operators `d` is for, and this file's factors).
+    ///
+    /// Errors: as [`PlanFile::check_recorded`].
+    pub fn check_recorded_in(
+        &self,
+        cm: &CostModel<'_>,
+        d: &Decisions,
+    ) -> Result<(), RecordedError> {
+        let (graph, model) = (cm.graph, cm.model);
         if self.ops.len() != graph.ops().len() || d.ops.len() != graph.ops().len() {
             return Err(RecordedError::Mismatch(format!(
                 "{} op entries in the plan for {} ops in the graph",
@@ -417,7 +369,7 @@ impl PlanFile {
                 graph.ops().len()
             )));
         }
-        let (total, per_op) = exact_cost(graph, model, &self.factors, d);
+        let (total, per_op) = exact_cost_in(cm, d);
         for ((rec, &implied), op) in self.ops.iter().zip(&per_op).zip(graph.ops()) {
             if rec.comm_bytes != implied {
                 return Err(RecordedError::Tampered(format!(

@@ -57,6 +57,7 @@
 //! `topology::Topology`, `budget::MemoryPrice`, …); code in this module
 //! imports them from where they live.
 pub mod access;
+pub mod bound;
 pub mod budget;
 pub(crate) mod candidates;
 pub mod cluster;
@@ -82,12 +83,13 @@ pub mod tile;
 pub mod topology;
 pub mod transfer;
 
+pub use bound::BoundPlan;
 pub use coarse::CoarseGraph;
-pub use cost::exact_cost;
+pub use cost::{exact_cost, exact_cost_in, CostModel};
 pub use decisions::{Decisions, OpChoice};
 pub use driver::{plan, plan_with, plan_with_model};
 pub use file::PlanFile;
 pub use options::PlanOptions;
 pub use planned::{max_memory, MemoryFit, PlanError, Planned};
 pub use searches::SearchKind;
-pub use transfer::{transfers, Phase, Transfer};
+pub use transfer::{transfers, transfers_in, Phase, Transfer};

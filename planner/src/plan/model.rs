@@ -87,24 +87,11 @@ pub struct Model {
     pub ops: Vec<OpModel>,
 }
 
-std::thread_local! {
-    /// Models bound on this thread ([`Model::new`] calls), for the check
-    /// that a command binds its model once.
-    static BINDS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
-}
-
-/// How many models [`Model::new`] has bound on the calling thread (a
-/// command binding its model once adds 1).
-pub fn binds_on_this_thread() -> u64 {
-    BINDS.with(std::cell::Cell::get)
-}
-
 impl Model {
     /// Bind every operator and look up its strategies.
     ///
     /// Errors: unknown spec, shape mismatch, failed analysis (naming the operator).
     pub fn new(graph: &Graph, lib: &Library, cache: &StrategyCache) -> Result<Model, ModelError> {
-        BINDS.with(|b| b.set(b.get() + 1));
         let mut ops = Vec::with_capacity(graph.ops().len());
         let mut kinds: HashMap<String, u32> = HashMap::default();
         for op in graph.ops() {

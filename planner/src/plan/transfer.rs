@@ -36,26 +36,7 @@ use super::model::Model;
 use super::tile::{digits, Region};
 use crate::graph::{Graph, OpId, TensorId};
 
-/// When a transfer happens relative to its operator's compute.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Phase {
-    /// Before the compute: fetching a piece of input `slot`.
-    Input {
-        /// Input position.
-        slot: usize,
-    },
-    /// After the compute: assembling (and reducing) output `slot` into its tiles.
-    Output {
-        /// Output position.
-        slot: usize,
-    },
-    /// After `Output`: completing the copies of a replicated output `slot`.
-    Gather {
-        /// Output position.
-        slot: usize,
-    },
-}
+pub use program::Phase;
 
 /// One point-to-point transfer (see the module doc).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -281,7 +262,13 @@ impl CostModel<'_> {
 /// order; per op its `Input` transfers, then (after its compute) its `Output`
 /// and `Gather` transfers, output by output.
 pub fn transfers(graph: &Graph, model: &Model, factors: &[usize], d: &Decisions) -> Vec<Transfer> {
-    let cm = CostModel::new(graph, model, factors);
+    transfers_in(&CostModel::new(graph, model, factors), d)
+}
+
+/// [`transfers`] from a cost model already built (its graph, bound
+/// operators and factors are the plan's).
+pub fn transfers_in(cm: &CostModel<'_>, d: &Decisions) -> Vec<Transfer> {
+    let graph = cm.graph;
     let mut out = Vec::new();
     for (i, op) in graph.ops().iter().enumerate() {
         let o = OpId(i as u32);

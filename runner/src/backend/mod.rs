@@ -138,7 +138,7 @@ pub trait Backend: Send {
     fn alloc_workspace(&self, elems: usize) -> Result<Self::Buffer, BackendError>;
 
     /// A work buffer holding a copy of `host` that the memory accounting
-    /// does not count (a message in wire form, see `codegen::wire`). The
+    /// does not count (a message in wire form, see `program::wire`). The
     /// default uploads a counted buffer, for backends without uncounted
     /// uploads.
     ///

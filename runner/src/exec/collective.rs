@@ -3,8 +3,8 @@
 //! order), the collective, and the result unpacked into the program's
 //! buffers.
 
-use codegen::{wire, DType, Region};
 use comm::Collectives;
+use program::{wire, DType, Region};
 
 use super::rank::RankRunner;
 use super::ExecError;
@@ -37,14 +37,14 @@ impl<B: Backend, C: Collectives<B::Buffer>> RankRunner<'_, B, C> {
     }
 
     /// Words the message `region` of buffer `b` takes on the wire (its
-    /// elements at their type's size, [`codegen::wire::words`]).
+    /// elements at their type's size, [`program::wire::words`]).
     pub(super) fn wire_words(&self, b: u32, region: &Region) -> usize {
         wire::words(region.volume(), self.p.buffer_dtype(b)) as usize
     }
 
     /// A work buffer holding `region` of `b` in wire form: packed on the
     /// backend (row-major), and for a tensor that is not f32 encoded at its
-    /// element type's size ([`codegen::wire::encode`]).
+    /// element type's size ([`program::wire::encode`]).
     pub(super) fn pack_wire(&self, b: u32, region: &Region) -> Result<B::Buffer, ExecError> {
         let part = self.pack(b, region)?;
         let dtype = self.p.buffer_dtype(b);

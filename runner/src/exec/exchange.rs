@@ -1,11 +1,11 @@
 //! The exchange-shaped collectives of a program on one rank
-//! ([`codegen::Instr::AllToAll`], [`codegen::Instr::Broadcast`]): the
+//! ([`program::Instr::AllToAll`], [`program::Instr::Broadcast`]): the
 //! messages packed on the backend into the communicator's contiguous layout
 //! (blocks in rank order), the collective, and the received blocks unpacked
 //! (copied or reduced) into the program's buffers.
 
-use codegen::{Msg, Region};
 use comm::{Collectives, Rank, ReduceOp};
+use program::{Msg, Region};
 
 use super::rank::RankRunner;
 use super::ExecError;
@@ -30,7 +30,7 @@ impl<B: Backend, C: Collectives<B::Buffer>> RankRunner<'_, B, C> {
         Ok(c)
     }
 
-    /// [`codegen::Instr::AllToAll`]: every send's region packed in rank
+    /// [`program::Instr::AllToAll`]: every send's region packed in rank
     /// order into one buffer, one all-to-all, every receive's block copied
     /// (or reduced) into its buffer.
     pub(super) fn all_to_all(&mut self, sends: &[Msg], recvs: &[Msg]) -> Result<(), ExecError> {
@@ -77,7 +77,7 @@ impl<B: Backend, C: Collectives<B::Buffer>> RankRunner<'_, B, C> {
         Ok(())
     }
 
-    /// [`codegen::Instr::Broadcast`]: the root's `region` of `buf` packed,
+    /// [`program::Instr::Broadcast`]: the root's `region` of `buf` packed,
     /// one flat broadcast, and on every other rank the region copied (or
     /// reduced with `reduce`) into `buf`.
     pub(super) fn flat_broadcast(

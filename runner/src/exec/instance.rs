@@ -4,7 +4,7 @@
 //! iteration space it computes (`KernelMode::Window`). What a backend
 //! prepares a kernel for, and what the static GPU estimate costs.
 
-use codegen::{Instr, KernelMode, Program};
+use program::{Instr, KernelMode, Program};
 use tdl::{Attrs, OpSpec};
 
 use super::ExecError;

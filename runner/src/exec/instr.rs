@@ -6,8 +6,8 @@
 
 use std::time::Instant;
 
-use codegen::{Init, Instr, Synthetic};
 use comm::{Collectives, P2p, Rank};
+use program::{Init, Instr, Synthetic};
 
 use super::rank::RankRunner;
 use super::ExecError;
@@ -257,7 +257,7 @@ impl<B: Backend, C: Collectives<B::Buffer>> RankRunner<'_, B, C> {
     /// Upload `region` of the value set for `t`.
     fn upload_set(
         &self,
-        t: codegen::TensorId,
+        t: program::TensorId,
         region: &[(i64, i64)],
     ) -> Result<B::Buffer, ExecError> {
         let s = &self.set[&t];

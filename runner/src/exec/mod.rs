@@ -1,4 +1,4 @@
-//! The executor: runs per-worker [`codegen::Program`]s for N training steps,
+//! The executor: runs per-worker [`program::Program`]s for N training steps,
 //! one thread per rank, each with its own [`Backend`] and communicator
 //! ([`Collectives`] on that backend's buffers) (Tofu §5). [`run_programs`]
 //! runs on [`CpuBackend`]s and a [`LocalCommunicator`] clique;
@@ -14,7 +14,7 @@
 //! from the ranks' tiles.
 //!
 //! Data: every leaf tile is allocated with its synthetic fill
-//! ([`codegen::program::Synthetic`], generated for the tile alone: same
+//! ([`program::program::Synthetic`], generated for the tile alone: same
 //! seed, same data, whatever the partition) unless a value is given. After a
 //! step, the kept tile of an updated tensor (`w'`) becomes the tile of the
 //! tensor it replaces (`w`) for the next step: in place when both tiles are
@@ -36,7 +36,7 @@ use std::collections::HashMap;
 use std::sync::{Barrier, Mutex};
 use std::time::Instant;
 
-use codegen::{Program, Region, TensorId};
+use program::{Program, Region, TensorId};
 
 use comm::{Collectives, CommError, LocalCommunicator};
 
@@ -168,7 +168,7 @@ type Store = HashMap<TensorId, Mutex<Vec<f32>>>;
 /// batch) and reads back after it (the loss).
 ///
 /// Called from every rank's thread; a rank is asked only about its own
-/// program, so it reads only its own tiles (see [`codegen::Program::tile_region`]).
+/// program, so it reads only its own tiles (see [`program::Program::tile_region`]).
 pub trait StepFeed: Sync {
     /// Values to set before step `step` (0-based) on the rank running
     /// `program`: `(tensor, region in global coordinates, row-major values)`,

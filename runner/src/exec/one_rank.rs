@@ -11,8 +11,8 @@
 
 use std::time::Instant;
 
-use codegen::{Program, Region, TensorId};
 use comm::Collectives;
+use program::{Program, Region, TensorId};
 
 use super::{ExecError, RankRunner, RunOptions, StepFeed};
 use crate::backend::Backend;

@@ -20,8 +20,8 @@ use std::collections::HashMap;
 
 use rayon::prelude::*;
 
-use codegen::{Instr, Program, Region, TensorId};
 use comm::{Collectives, CommError};
+use program::{Instr, Program, Region, TensorId};
 
 use super::ExecError;
 use crate::backend::{Backend, BackendError};
@@ -54,7 +54,7 @@ pub struct RankRunner<'p, B: Backend, C> {
     pub(super) backend: B,
     /// Prepared kernels, by instruction index.
     pub(super) kernels: Vec<Option<B::Kernel>>,
-    /// Live buffers, by [`codegen::BufId`].
+    /// Live buffers, by [`program::BufId`].
     pub(super) bufs: Vec<Option<B::Buffer>>,
     /// Carried tiles for the next step, by the tensor they become.
     pub(super) carried: HashMap<TensorId, B::Buffer>,
@@ -144,13 +144,13 @@ impl<'p, B: Backend, C: Collectives<B::Buffer>> RankRunner<'p, B, C> {
             return;
         }
         let p = self.p;
-        let todo: Vec<(u32, codegen::Synthetic)> = p
+        let todo: Vec<(u32, program::Synthetic)> = p
             .instrs
             .iter()
             .filter_map(|ins| match ins {
                 Instr::Alloc {
                     buf,
-                    init: codegen::Init::Fill(syn),
+                    init: program::Init::Fill(syn),
                 } => Some((*buf, *syn)),
                 _ => None,
             })
@@ -248,7 +248,7 @@ impl<'p, B: Backend, C: Collectives<B::Buffer>> RankRunner<'p, B, C> {
                 region.volume()
             )));
         }
-        codegen::wire::round_to(info.dtype, &mut values);
+        program::wire::round_to(info.dtype, &mut values);
         for (b, decl) in self.p.buffers.iter().enumerate() {
             if decl.tensor == tensor {
                 if let Some(x) = self.fills.remove(&(b as u32)) {
@@ -415,10 +415,10 @@ fn dead_buffer(rank: usize, b: u32) -> ExecError {
 /// in slabs of the first dim in parallel (the same values as
 /// `tdl::fill::fill_region`: each element is addressed by its global index,
 /// so slabs are independent); rounded to what its element type holds
-/// ([`codegen::wire::round_to`]).
+/// ([`program::wire::round_to`]).
 pub(crate) fn fill_host(
-    syn: &codegen::Synthetic,
-    info: &codegen::TensorInfo,
+    syn: &program::Synthetic,
+    info: &program::TensorInfo,
     seed: u64,
     region: &[(i64, i64)],
 ) -> Result<Vec<f32>, ExecError> {
@@ -426,7 +426,7 @@ pub(crate) fn fill_host(
         Some(value) => value_region(value, info, region)?,
         None => synthetic(syn, &info.shape, seed, region),
     };
-    codegen::wire::round_to(info.dtype, &mut v);
+    program::wire::round_to(info.dtype, &mut v);
     Ok(v)
 }
 
@@ -438,7 +438,7 @@ pub(crate) fn fill_host(
 /// program file).
 fn value_region(
     value: &[f64],
-    info: &codegen::TensorInfo,
+    info: &program::TensorInfo,
     region: &[(i64, i64)],
 ) -> Result<Vec<f32>, ExecError> {
     let all = Region::whole(&info.shape);
@@ -459,7 +459,7 @@ fn value_region(
 
 /// The synthetic fill of `region` (see [`fill_host`]).
 fn synthetic(
-    syn: &codegen::Synthetic,
+    syn: &program::Synthetic,
     shape: &[usize],
     seed: u64,
     region: &[(i64, i64)],
@@ -528,7 +528,7 @@ fn overwritten_allocs(instrs: &[Instr]) -> Vec<bool> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use codegen::{Init, KernelMode, OpId};
+    use program::{Init, KernelMode, OpId};
 
     fn compute(inputs: Vec<u32>, outputs: Vec<u32>) -> Instr {
         Instr::Compute {

@@ -33,7 +33,7 @@
 
 use std::collections::BTreeMap;
 
-use ::codegen::Program;
+use ::program::Program;
 use tdl::{Attrs, BinOp, Binding, Expr, ExprKind, OpSpec, TensorRef, Type};
 
 use crate::backend::{BackendError, Window};

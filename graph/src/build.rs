@@ -198,7 +198,7 @@ impl<'l> GraphBuilder<'l> {
     /// Mark the forward ops, their outputs and the inputs added from now on
     /// as time step `step` of an unrolled recurrent network (`None`: outside
     /// the time steps). This is the graph metadata the coarsening rule
-    /// `rnn_steps` keys on (see [`crate::graph::Op::step`]); an importer sets
+    /// `rnn_steps` keys on (see [`crate::Op::step`]); an importer sets
     /// it while unrolling.
     pub fn set_step(&mut self, step: Option<u32>) {
         self.step = step;

@@ -8,7 +8,7 @@
 
 use tdl::Library;
 
-use crate::graph::{DType, Fill, Graph, GraphBuilder, GraphError};
+use crate::{DType, Fill, Graph, GraphBuilder, GraphError};
 
 /// Configuration of an MLP.
 #[derive(Clone, Debug, PartialEq)]

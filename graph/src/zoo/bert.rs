@@ -23,7 +23,7 @@ use tdl::Library;
 use super::layers::{
     cross_entropy_loss, layernorm, linear, self_attention, token_and_position_embedding,
 };
-use crate::graph::{DType, Fill, Graph, GraphBuilder, GraphError};
+use crate::{DType, Fill, Graph, GraphBuilder, GraphError};
 
 /// Configuration of a BERT-style encoder.
 #[derive(Clone, Debug, PartialEq)]

@@ -24,7 +24,7 @@ use tdl::Library;
 use super::layers::{
     cross_entropy_loss, layernorm, linear, self_attention, token_and_position_embedding,
 };
-use crate::graph::{Graph, GraphBuilder, GraphError};
+use crate::{Graph, GraphBuilder, GraphError};
 
 /// Configuration of a decoder-only transformer.
 #[derive(Clone, Debug, PartialEq)]

@@ -27,15 +27,14 @@
 //! ([`TensorInfo::dtype`], [`TensorInfo::value`]); older files read as f32
 //! tensors with synthetic fills.
 
+pub use crate::phase::Phase;
 use comm::traffic;
-pub use planner::graph::{DType, OpId, TensorId};
-pub use planner::plan::tile::Region;
-pub use planner::plan::Phase;
+pub use graph::{DType, OpId, Region, TensorId};
 use serde::{Deserialize, Serialize};
 pub use tdl::Fill;
 use tdl::{Attrs, OpSpec, Reducer};
 
-use crate::error::CodegenError;
+use crate::error::ProgramError;
 use crate::wire;
 
 /// Index into [`Program::buffers`].
@@ -533,30 +532,30 @@ impl Program {
 
     /// A program from the JSON text of `file` (a name for messages).
     ///
-    /// Errors: [`CodegenError::ProgramFile`] for text that is not a program
+    /// Errors: [`ProgramError::ProgramFile`] for text that is not a program
     /// of this format (naming the file and serde's line and column);
-    /// [`CodegenError::ProgramVersion`] for a version outside
+    /// [`ProgramError::ProgramVersion`] for a version outside
     /// [`OLDEST_READ`]..=[`VERSION`] (versions 1 and 2 carried no specs,
     /// shapes or fills), naming the command that writes the current one.
-    pub fn from_json(text: &str, file: &str) -> Result<Program, CodegenError> {
+    pub fn from_json(text: &str, file: &str) -> Result<Program, ProgramError> {
         #[derive(Deserialize)]
         struct Header {
             format: String,
             version: u32,
         }
-        let bad = |e: serde_json::Error| CodegenError::ProgramFile {
+        let bad = |e: serde_json::Error| ProgramError::ProgramFile {
             file: file.to_string(),
             message: e.to_string(),
         };
         let h: Header = serde_json::from_str(text).map_err(bad)?;
         if h.format != FORMAT {
-            return Err(CodegenError::ProgramFile {
+            return Err(ProgramError::ProgramFile {
                 file: file.to_string(),
                 message: format!("format `{}`, expected `{FORMAT}`", h.format),
             });
         }
         if !(OLDEST_READ..=VERSION).contains(&h.version) {
-            return Err(CodegenError::ProgramVersion {
+            return Err(ProgramError::ProgramVersion {
                 file: file.to_string(),
                 version: h.version,
             });

@@ -5,7 +5,7 @@
 //! Takes a graph and the bytes of a `.safetensors` file whose tensor names
 //! are graph tensor names; gives [`Given`] values (row-major f32 of each
 //! tensor's shape) that the runner (`runner::run_programs_given`, `RankRunner::set`) uses instead of
-//! the tensors' synthetic [`planner::graph::Fill`]. Weights go in with
+//! the tensors' synthetic [`graph::Fill`]. Weights go in with
 //! [`Kind::Weights`] (trainable parameters and optimizer state, the step's
 //! initial values), data with [`Kind::Inputs`] (the graph inputs, the same
 //! every step). F32, F64, F16, BF16, I64, I32 and U8 elements are accepted
@@ -17,7 +17,7 @@
 
 use std::collections::HashMap;
 
-use planner::graph::{Graph, TensorId, TensorRole};
+use graph::{Graph, TensorId, TensorRole};
 use safetensors::{Dtype, SafeTensors};
 
 /// Leaf values by tensor (row-major f32, the tensor's shape).

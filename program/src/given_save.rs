@@ -6,7 +6,7 @@
 
 use std::collections::HashMap;
 
-use planner::graph::DType;
+use graph::DType;
 use safetensors::{Dtype, View};
 
 /// One named tensor to write: name, element type, shape, row-major values.

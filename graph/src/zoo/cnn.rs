@@ -10,7 +10,7 @@
 
 use tdl::Library;
 
-use crate::graph::{int, DType, Fill, Graph, GraphBuilder, GraphError, TensorId};
+use crate::{int, DType, Fill, Graph, GraphBuilder, GraphError, TensorId};
 
 /// Configuration of a CNN.
 #[derive(Clone, Debug, PartialEq)]

@@ -1,5 +1,10 @@
 //! Training graphs: the dataflow IR, shape inference, backward and optimizer
-//! generation, memory accounting and the graph file format.
+//! generation, memory accounting, the graph file format, the box type
+//! [`Region`] and the model [`zoo`].
+//!
+//! Takes the operator library ([`tdl::Library`]); gives [`Graph`]s that the
+//! ONNX importer, the planner, codegen and the runner read. Depends on `tdl`
+//! alone (ARCHITECTURE.md).
 //!
 //! Data flow: [`GraphBuilder`] (forward ops by spec name, shapes inferred
 //! with [`tdl::OpSpec::bind`]) → [`training_graph`] (backward ops from the
@@ -11,7 +16,10 @@
 //! `build.rs` forward construction, `training.rs` backward + update,
 //! `optimizer.rs` optimizer kinds,
 //! `memory.rs` accounting, `format.rs` JSON, `attrs.rs` attribute encoding,
-//! `execute.rs` reference execution, `outputs.rs` the model's named outputs.
+//! `execute.rs` reference execution, `outputs.rs` the model's named outputs,
+//! `region.rs` boxes of elements, `zoo/` the benchmark models.
+
+#![warn(missing_docs)]
 
 mod attrs;
 mod build;
@@ -23,7 +31,9 @@ mod ir;
 pub mod memory;
 mod optimizer;
 mod outputs;
+pub mod region;
 mod training;
+pub mod zoo;
 
 pub use build::{float, int, Attr, GraphBuilder};
 pub use error::GraphError;
@@ -32,4 +42,5 @@ pub use ir::{DType, Fill, Graph, Group, Op, OpRole, Tensor, TensorRole};
 pub use memory::{MemoryClass, MemoryReport};
 pub use optimizer::Optimizer;
 pub use outputs::GraphOutput;
+pub use region::{part_range, Region};
 pub use training::training_graph;

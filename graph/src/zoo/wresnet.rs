@@ -19,7 +19,7 @@
 
 use tdl::Library;
 
-use crate::graph::{float, int, DType, Fill, Graph, GraphBuilder, GraphError, TensorId};
+use crate::{float, int, DType, Fill, Graph, GraphBuilder, GraphError, TensorId};
 
 /// Configuration of a Wide ResNet.
 #[derive(Clone, Debug, PartialEq)]

@@ -1,13 +1,12 @@
 //! Boxes of elements: the one `Region` type the interval analysis, the
-//! planner's tiles and codegen's programs share.
+//! planner's tiles, codegen's programs and the runner share (it lives here,
+//! beside the tensors it cuts, so the runner needs no interval analysis).
 //!
 //! A region is a half-open `[lo, hi)` per dim, in elements. Parts of a split
-//! follow [`crate::instantiate::part_range`] (the first `n % p` parts get one
+//! follow [`part_range`] (the first `n % p` parts get one
 //! element more, as `torch.tensor_split`).
 
 use serde::{Deserialize, Serialize};
-
-use crate::instantiate::part_range;
 
 /// A half-open box: `[lo, hi)` per dim, in elements (a scalar has no dims and
 /// holds its one element). Empty when some `lo >= hi`; the regions an
@@ -76,4 +75,14 @@ impl Region {
         r.0[d] = (lo + a, lo + b);
         r
     }
+}
+
+/// The `[lo, hi)` of part `i` of `p` over `[0, n)`: the first `n % p` parts
+/// get `⌊n/p⌋ + 1` elements, the others `⌊n/p⌋` (as `torch.tensor_split`).
+pub fn part_range(n: i64, p: usize, i: usize) -> (i64, i64) {
+    let (p, i) = (p as i64, i as i64);
+    let n = n.max(0);
+    let (base, rem) = (n / p, n % p);
+    let lo = i * base + i.min(rem);
+    (lo, lo + base + i64::from(i < rem))
 }

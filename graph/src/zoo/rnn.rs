@@ -19,7 +19,7 @@
 
 use tdl::Library;
 
-use crate::graph::{float, DType, Fill, Graph, GraphBuilder, GraphError};
+use crate::{float, DType, Fill, Graph, GraphBuilder, GraphError};
 
 /// Configuration of an LSTM language model.
 #[derive(Clone, Debug, PartialEq)]

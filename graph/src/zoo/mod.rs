@@ -26,7 +26,7 @@ pub mod wresnet;
 
 use tdl::Library;
 
-use crate::graph::{training_graph, Graph, GraphError, Optimizer};
+use crate::{training_graph, Graph, GraphError, Optimizer};
 
 pub use bert::BertConfig;
 pub use cnn::CnnConfig;

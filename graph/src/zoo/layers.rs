@@ -6,7 +6,7 @@
 //! operators of the block (names prefixed by the block's name) and gives the
 //! output activation. Shapes: B = batch, S = sequence, D = width, A = heads.
 
-use crate::graph::{float, int, DType, Fill, GraphBuilder, GraphError, TensorId};
+use crate::{float, int, DType, Fill, GraphBuilder, GraphError, TensorId};
 
 /// `dense` with weight `{name}.w[din, dout]` then `bias_add` with `{name}.b[dout]`.
 pub(crate) fn linear(

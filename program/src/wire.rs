@@ -14,7 +14,7 @@
 //! collective (packed words cannot be summed): codegen lowers no
 //! all-reduce or reduce-scatter of another type.
 
-use planner::graph::DType;
+use graph::DType;
 
 /// 4-byte words a message of `elems` elements of `dtype` takes
 /// (`⌈elems · size / 4⌉`).

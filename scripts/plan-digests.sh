@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Digests of the plan files and per-rank programs that `tofu plan` and
+# `tofu run --save-programs` write for the zoo's benchmark models and the
+# five torch.onnx exports at k = 1, 2, 8 (issue 36: a refactor must leave
+# them byte-identical). `plan_seconds`, the one field that is a measurement,
+# is zeroed before hashing.
+#
+#   bash scripts/plan-digests.sh TOFU_BIN            # print the digests
+#   bash scripts/plan-digests.sh TOFU_BIN --check    # compare with tests/golden/plan-digests.txt
+#
+# The committed digests were made by the tofu of commit 6b9bd96 (before the
+# `graph`/`program` crates and `BoundPlan`). A release build takes ~2 min.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bin=$(realpath "${1:?usage: plan-digests.sh TOFU_BIN [--check]}")
+mode=${2:-print}
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+models=(mlp-8-8192 rnn-4-8k:512 rnn-10-8k wresnet-50-4 wresnet-152-10 gpt-24-2048
+        onnx:gpt2 onnx:bert-base onnx:vit-b16 onnx:lstm-lm onnx:resnet50)
+out="$work/digests.txt"
+for m in "${models[@]}"; do
+  for k in 1 2 8; do
+    case $m in
+      onnx:*) name=${m#onnx:}; src=(onnx/tests/fixtures/exports/$name.onnx) ;;
+      *:*) name=${m%%:*}; src=(--model "$name" --batch "${m#*:}") ;;
+      *) name=$m; src=(--model "$name") ;;
+    esac
+    d="$work/$name-$k"
+    mkdir -p "$d"
+    "$bin" plan "${src[@]}" --workers "$k" -o "$d/plan.json" > /dev/null
+    "$bin" run "$d/plan.json" --save-programs "$d/programs" --estimate h100 > /dev/null
+    sed -E 's/"plan_seconds": [-0-9.eE+]+/"plan_seconds": 0/' "$d/plan.json" > "$d/plan.norm"
+    echo "$m k=$k plan $(sha256sum < "$d/plan.norm" | cut -c1-64)" >> "$out"
+    for p in $(ls "$d/programs" | sort -V); do
+      echo "$m k=$k $p $(sha256sum < "$d/programs/$p" | cut -c1-64)" >> "$out"
+    done
+  done
+done
+if [ "$mode" = --check ]; then
+  if diff -u tests/golden/plan-digests.txt "$out"; then
+    echo "plan files and programs byte-identical to tests/golden/plan-digests.txt ($(wc -l < "$out") files)"
+  else
+    echo "plan files or programs differ from tests/golden/plan-digests.txt" >&2
+    exit 1
+  fi
+else
+  cat "$out"
+fi
