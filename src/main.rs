@@ -8,6 +8,8 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+#[cfg(test)]
+mod cli_reference;
 mod cmd;
 
 /// Automatic dataflow-graph partitioning for training very large models.

@@ -78,7 +78,7 @@ pub struct Args {
     /// Print one JSON object instead of a table.
     #[arg(long)]
     pub json: bool,
-    /// Also write every rank's program (format `tofu-program`, version 3:
+    /// Also write every rank's program (format `tofu-program`, version 5:
     /// self-contained, with its specs, shapes and fills) to
     /// `DIR/rank-<r>.json`.
     #[arg(long, value_name = "DIR")]
