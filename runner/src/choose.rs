@@ -9,7 +9,8 @@
 //! it ([`use_nccl`]). A process started by a launcher (torchrun's
 //! variables, [`rendezvous::Env`]) running a 1-worker plan over NCCL joins
 //! the rendezvous for rank 0's NCCL unique id. Without the `cuda` feature,
-//! asking for CUDA is [`ChooseError::Unavailable`], saying why.
+//! the CUDA backend is a dummy whose constructors fail, so asking for CUDA
+//! is [`ChooseError::Unavailable`], saying why; no `cfg` here.
 
 use program::Program;
 
@@ -89,13 +90,24 @@ pub enum ChooseError {
     Unavailable(String),
     /// A device, cuBLAS or NCCL call failed.
     #[error(transparent)]
-    Backend(#[from] BackendError),
+    Backend(BackendError),
     /// The launcher's variables or its rendezvous failed.
     #[error(transparent)]
     Rendezvous(#[from] rendezvous::RendezvousError),
     /// A rank failed.
     #[error(transparent)]
     Exec(#[from] ExecError),
+}
+
+impl From<BackendError> for ChooseError {
+    /// [`ChooseError::Unavailable`] for a backend this build lacks
+    /// ([`BackendError::NotBuilt`]), else [`ChooseError::Backend`].
+    fn from(e: BackendError) -> Self {
+        match e {
+            BackendError::NotBuilt { .. } => ChooseError::Unavailable(e.to_string()),
+            e => ChooseError::Backend(e),
+        }
+    }
 }
 
 impl ChooseError {
@@ -161,15 +173,7 @@ impl ExecChoice {
             given,
         };
         match self.backend {
-            #[cfg(feature = "cuda")]
             BackendKind::Cuda => self.execute_cuda(&job),
-            #[cfg(not(feature = "cuda"))]
-            BackendKind::Cuda => Err(ChooseError::Unavailable(
-                match crate::backend::cuda::device_count() {
-                    Err(e) => e.to_string(),
-                    Ok(_) => "no CUDA backend in this build".into(),
-                },
-            )),
             BackendKind::Cpu => job.on(crate::LocalCommunicator::create(programs.len())
                 .into_iter()
                 .map(|c| (crate::CpuBackend::new(), c))
@@ -177,8 +181,8 @@ impl ExecChoice {
         }
     }
 
-    /// [`ExecChoice::execute`] on CUDA devices.
-    #[cfg(feature = "cuda")]
+    /// [`ExecChoice::execute`] on CUDA devices (in a build without the
+    /// `cuda` feature, the dummy backend's [`ChooseError::Unavailable`]).
     fn execute_cuda(&self, job: &Job<'_>) -> Result<RunReport, ChooseError> {
         use crate::backend::cuda::{device_count, CudaBackend, HostStaged, NcclCommunicator};
         use crate::LocalCommunicator;

@@ -10,6 +10,9 @@
 //!   matmul family, im2col + gemm for convolutions, and for every other op an
 //!   evaluator compiled from its TDL spec), and the CUDA backend (feature
 //!   `cuda`; a stand-in that reports its absence otherwise).
+//! * [`ops`]: what every backend shares about an op instance: kernel
+//!   errors, shape recognisers, buffer layouts of a window, and the op
+//!   table of library kernels both backends read.
 //! * [`exec`]: the executor, generic over backend × communicator, and
 //!   [`RankRunner`], one rank's program driven step by step (`set`, `step`,
 //!   `get`);
@@ -26,6 +29,7 @@ pub mod backend;
 pub mod choose;
 pub mod exec;
 pub mod launch;
+pub mod ops;
 pub mod region;
 pub mod verify;
 
@@ -43,5 +47,6 @@ pub use exec::{
     NoFeed, RankReport, RankRunner, RunOptions, RunReport, StepFeed, StepStats,
 };
 pub use given::{from_safetensors, Given, GivenError};
-pub use kernels::{KernelError, OpKernel, Provider, Registry};
+pub use kernels::{OpKernel, Provider, Registry};
+pub use ops::KernelError;
 pub use verify::{judge, max_rel_error, perturbed_leaves, Verification};

@@ -37,7 +37,7 @@ use cudarc::nvrtc::{compile_ptx_with_opts, CompileError, CompileOptions};
 use runner::backend::cuda::codegen::{generate, ReduceOptions};
 use runner::backend::cuda::scatter::SCATTER_SRC;
 use runner::backend::cuda::COPY_SRC;
-use runner::kernels::compiled::window_layouts;
+use runner::ops::window_layouts;
 use runner::{KernelError, Window};
 use tdl::{Binding, Library};
 

@@ -54,9 +54,9 @@ use runner::backend::cuda::codegen::{
 use runner::backend::cuda::scatter::{ScatterArgs, SCATTER_SRC};
 use runner::backend::cuda::{RegionArgs, COPY_SRC, MAX_RANK};
 use runner::comm::ReduceOp;
-use runner::kernels::compiled::{compile_window, window_layouts};
-use runner::kernels::embedding::scatter_rows_shape;
+use runner::kernels::compiled::compile_window;
 use runner::kernels::KernelImpl;
+use runner::ops::{scatter_rows_shape, window_layouts};
 use runner::{KernelError, Window};
 use tdl::{Binding, Library, Tensor, VarId};
 

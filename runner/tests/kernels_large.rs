@@ -12,7 +12,7 @@ use std::collections::BTreeSet;
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use runner::kernels::LIBRARY_KERNELS;
+use runner::ops::LIBRARY_KERNELS;
 use tdl::{AttrValue, Attrs, Library};
 
 /// Run op `op` through the registry (must be a library kernel) and compare
@@ -444,7 +444,7 @@ fn library_kernels_on_larger_shapes() {
     }
     let missing: Vec<&str> = LIBRARY_KERNELS
         .iter()
-        .map(|(n, _, _)| *n)
+        .map(|k| k.op)
         .filter(|n| lib.get(n).is_some() && !covered.contains(n))
         .collect();
     assert!(

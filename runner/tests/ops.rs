@@ -7,7 +7,7 @@ mod common;
 
 use rand::rngs::StdRng;
 use rand::SeedableRng;
-use runner::kernels::LIBRARY_KERNELS;
+use runner::ops::LIBRARY_KERNELS;
 use runner::{Provider, Registry};
 
 /// Random instances per op (override with `TOFU_OPS_CASES` for a soak run).
@@ -66,7 +66,7 @@ fn every_shipped_op_matches_the_interpreter() {
             .iter()
             .filter(|p| matches!(p, Provider::Library(_)))
             .count();
-        if LIBRARY_KERNELS.iter().any(|(n, _, _)| *n == spec.name) {
+        if LIBRARY_KERNELS.iter().any(|k| k.op == spec.name) {
             // Random shapes may be ones a library kernel declines (e.g. a
             // gradient's output size that no forward produces); consistent
             // instances must use it, which kernels_large.rs checks.

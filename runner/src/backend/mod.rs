@@ -4,8 +4,8 @@
 //! requests from a worker's program; gives allocated buffers, prepared
 //! kernels that run on them, and per-rank memory accounting (bytes in use and
 //! the peak). One trait, several backends (STYLE item 10): [`cpu::CpuBackend`]
-//! here; a CUDA one (cuBLAS/cuDNN/NVRTC) behind the `cuda` feature later,
-//! with the same API.
+//! and [`cuda`] (cuBLAS/NVRTC; a dummy with the same API without the
+//! `cuda` feature), both reading the op layer ([`crate::ops`]).
 //!
 //! Keeps true: [`MemoryStats::in_use`] is the sum of the sizes of the live
 //! buffers allocated through the backend (a buffer counts until it is freed
@@ -21,7 +21,7 @@ mod window;
 use comm::ReduceOp;
 use tdl::{Attrs, OpSpec};
 
-use crate::kernels::KernelError;
+use crate::ops::KernelError;
 
 pub use cpu::{CpuBackend, CpuBuffer};
 pub use window::Window;
@@ -77,6 +77,18 @@ pub enum BackendError {
         src: Vec<(i64, i64)>,
         /// The destination buffer's region.
         dst: Vec<(i64, i64)>,
+    },
+    /// The backend is not in this build (the CUDA backend of a build
+    /// without the `cuda` feature): says what to rebuild with.
+    #[error(
+        "{backend}: this tofu was built without the `{feature}` feature; rebuild with \
+         `cargo build --release --features {feature}`"
+    )]
+    NotBuilt {
+        /// The backend (`"cuda"`).
+        backend: &'static str,
+        /// The cargo feature that builds it.
+        feature: &'static str,
     },
     /// The device or its driver failed (CUDA error text, missing library).
     #[error("{backend}: {message}")]

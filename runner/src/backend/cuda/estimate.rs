@@ -39,12 +39,10 @@ use tdl::{Attrs, BinOp, Binding, Expr, ExprKind, OpSpec, TensorRef, Type};
 use crate::backend::{BackendError, Window};
 use crate::exec::instance::instance;
 use crate::exec::ExecError;
-use crate::kernels::compiled::window_layouts;
-use crate::kernels::embedding::scatter_rows_shape;
-use crate::kernels::gemm::gemm_shape;
-use crate::kernels::KernelError;
+use crate::ops::{window_layouts, KernelError};
 
 use super::codegen::{self, ReduceOptions};
+use super::library_form::{library_form, LibraryForm};
 
 /// A GPU's peak rates, as a roofline uses them.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -193,8 +191,9 @@ pub fn estimate_kernel(
     gpu: &Roofline,
 ) -> Result<KernelEstimate, BackendError> {
     let b = spec.bind(shapes, attrs).map_err(KernelError::from)?;
-    if window.is_none() {
-        if let Some(s) = gemm_shape(&b) {
+    let form = window.map_or_else(|| library_form(&b), |_| LibraryForm::Generated);
+    match form {
+        LibraryForm::Cublas(s) => {
             let (bt, m, n, k) = (s.batch as f64, s.m as f64, s.n as f64, s.k as f64);
             let bytes = 4.0 * bt * (m * k + k * n + m * n);
             let flops = 2.0 * bt * m * n * k;
@@ -206,7 +205,7 @@ pub fn estimate_kernel(
                 seconds: gpu.seconds(1, bytes, flops, gpu.f32_flops),
             });
         }
-        if let Some(s) = scatter_rows_shape(&b) {
+        LibraryForm::ScatterAdd(s) => {
             let (rows, w, t) = (s.rows as f64, s.width as f64, s.tokens as f64);
             let bytes = 4.0 * (rows * w + t + t * w + 2.0 * t * w);
             let flops = t * w;
@@ -218,6 +217,7 @@ pub fn estimate_kernel(
                 seconds: gpu.seconds(2, bytes, flops, gpu.f32_flops),
             });
         }
+        LibraryForm::Generated => {}
     }
     let whole;
     let w = match window {

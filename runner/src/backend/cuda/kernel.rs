@@ -1,8 +1,9 @@
 //! Kernels of the [`CudaBackend`]: [`CudaKernel`] (cuBLAS for the matmul
-//! family, CUDA C generated from the TDL spec, or the CPU kernel through host
-//! copies for opaque functions), how each is prepared for an op instance and
+//! family, CUDA C generated from the TDL spec, or the CPU backend's kernel
+//! through host copies for opaque functions), how each is prepared for an op instance and
 //! how it is launched on the backend's stream.
 
+use comm::HostMemory;
 use cudarc::cublas::{sys as blas_sys, Gemm, GemmConfig, StridedBatchedConfig};
 use cudarc::driver::{CudaFunction, CudaSlice, DevicePtr, LaunchConfig, PushKernelArg};
 use tdl::{Attrs, Binding};
@@ -11,11 +12,8 @@ use super::codegen::{self, Param};
 use super::device::{config, device_err, load, CudaBackend};
 use super::scatter::{ScatterArgs, SCATTER_SRC};
 use super::CudaBuffer;
-use crate::backend::{BackendError, Window};
-use crate::kernels::compiled::window_layouts;
-use crate::kernels::embedding::ScatterRows;
-use crate::kernels::gemm::{GemmShape, Trans};
-use crate::kernels::{KernelError, OpKernel};
+use crate::backend::{Backend, BackendError, CpuBackend, Window};
+use crate::ops::{window_layouts, GemmShape, KernelError, ScatterRows, Trans};
 
 /// A kernel prepared for one op instance on a [`CudaBackend`].
 pub enum CudaKernel {
@@ -59,8 +57,8 @@ pub enum CudaKernel {
         /// `scatter_add_rows`.
         function: CudaFunction,
     },
-    /// The CPU kernel, through host copies.
-    Host(OpKernel),
+    /// The CPU backend's kernel, through host copies.
+    Host(<CpuBackend as Backend>::Kernel),
 }
 
 impl CudaKernel {
@@ -158,6 +156,34 @@ impl CudaBackend {
         })
     }
 
+    /// Run a CPU backend's kernel on host copies of the buffers: the
+    /// inputs downloaded, the outputs computed on the host (zero-filled
+    /// first) and uploaded.
+    ///
+    /// Errors: the driver's (copies), the kernel's.
+    fn run_on_host(
+        &self,
+        k: &<CpuBackend as Backend>::Kernel,
+        inputs: &[&CudaBuffer],
+        outputs: &mut [&mut CudaBuffer],
+    ) -> Result<(), BackendError> {
+        let ins = inputs
+            .iter()
+            .map(|b| self.host.upload_owned(b.to_host().map_err(device_err)?))
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut outs = outputs
+            .iter()
+            .map(|b| self.host.alloc(b.len))
+            .collect::<Result<Vec<_>, _>>()?;
+        let ins_ref: Vec<_> = ins.iter().collect();
+        let mut outs_ref: Vec<_> = outs.iter_mut().collect();
+        self.host.launch(k, &ins_ref, &mut outs_ref)?;
+        for (b, v) in outputs.iter_mut().zip(&outs) {
+            b.copy_from_host(v.host()).map_err(device_err)?;
+        }
+        Ok(())
+    }
+
     /// [`Backend::launch`]: check the buffer lengths, then run cuBLAS, the
     /// generated kernels in statement order, or the host kernel.
     pub(super) fn run_kernel(
@@ -203,23 +229,7 @@ impl CudaBackend {
                     .map(|_| ())
                     .map_err(|e| device_err(format!("`{op}`: launch: {e}")))
             }
-            CudaKernel::Host(k) => {
-                let ins: Vec<Vec<f32>> = inputs
-                    .iter()
-                    .map(|b| b.to_host())
-                    .collect::<Result<_, _>>()
-                    .map_err(device_err)?;
-                let mut outs: Vec<Vec<f32>> = outputs.iter().map(|b| vec![0.0; b.len]).collect();
-                {
-                    let ins: Vec<&[f32]> = ins.iter().map(|v| &v[..]).collect();
-                    let mut o: Vec<&mut [f32]> = outs.iter_mut().map(|v| &mut v[..]).collect();
-                    k.run(&ins, &mut o)?;
-                }
-                for (b, v) in outputs.iter_mut().zip(&outs) {
-                    b.copy_from_host(v).map_err(device_err)?;
-                }
-                Ok(())
-            }
+            CudaKernel::Host(k) => self.run_on_host(k, inputs, outputs),
             CudaKernel::Generated {
                 op,
                 id,

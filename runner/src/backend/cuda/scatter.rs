@@ -1,6 +1,6 @@
 //! The scatter-add of rows on the device: the library kernel of
 //! `embedding_grad` and `gather_grad` (the shape is
-//! [`ScatterRows`](crate::kernels::embedding::ScatterRows), shared with the
+//! [`ScatterRows`](crate::ops::ScatterRows), shared with the
 //! CPU kernel).
 //!
 //! The specs say `dtable[v, d] = Σ_t select(ids[t] == v, dy[t, d], 0)`: a
@@ -15,10 +15,8 @@
 //! the spec's `ids == v`, an id that is not exactly a row number adds
 //! nowhere.
 
-use cudarc::driver::DeviceRepr;
-
 use super::codegen::Launch;
-use crate::kernels::embedding::ScatterRows;
+use crate::ops::ScatterRows;
 
 /// CUDA C of the scatter-add (`scatter_add_rows`); the test harness compiles
 /// the same text.
@@ -57,7 +55,8 @@ pub struct ScatterArgs {
 }
 
 // SAFETY: plain old data with the C layout the kernel declares.
-unsafe impl DeviceRepr for ScatterArgs {}
+#[cfg(feature = "cuda")]
+unsafe impl cudarc::driver::DeviceRepr for ScatterArgs {}
 
 impl ScatterArgs {
     /// The arguments and launch of the scatter-add of `s`; `None` where

@@ -17,7 +17,8 @@
 use rayon::prelude::*;
 use tdl::Binding;
 
-use super::{inputs_named, only_attrs, outputs_named, KernelError, KernelImpl};
+use super::KernelImpl;
+use crate::ops::{inputs_named, only_attrs, outputs_named, KernelError};
 
 /// Elements per parallel block of rows (at least one row).
 const BLOCK: usize = 1 << 14;

@@ -32,7 +32,8 @@ use rayon::prelude::*;
 use tdl::Binding;
 
 use super::gemm::{sgemm, Mat};
-use super::{int_attr, only_attrs, KernelError, KernelImpl};
+use super::KernelImpl;
+use crate::ops::{int_attr, only_attrs, KernelError};
 
 /// The sizes of a 2-D convolution of one group (a 1-D one has `h = kh = oh
 /// = 1`): `ci`, `co` are the channels per group; `ph`, `pw` the begin pads.

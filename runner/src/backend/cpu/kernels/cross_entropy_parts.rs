@@ -18,7 +18,8 @@
 use rayon::prelude::*;
 use tdl::Binding;
 
-use super::{inputs_named, only_attrs, outputs_named, KernelError, KernelImpl};
+use super::KernelImpl;
+use crate::ops::{inputs_named, only_attrs, outputs_named, KernelError};
 
 /// Rows per parallel block.
 const BLOCK: usize = 8;

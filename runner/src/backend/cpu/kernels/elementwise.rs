@@ -17,7 +17,8 @@ use rayon::prelude::*;
 use tdl::Binding;
 
 use super::f32_math;
-use super::{inputs_named, only_attrs, outputs_named, KernelError, KernelImpl};
+use super::KernelImpl;
+use crate::ops::{float_attr, inputs_named, only_attrs, outputs_named, KernelError};
 
 /// Elements per parallel chunk (each chunk is a contiguous slice of every buffer).
 const CHUNK: usize = 1 << 15;
@@ -241,7 +242,7 @@ pub fn scale(b: &Binding) -> Option<Box<dyn KernelImpl>> {
     if !fits(b, &["x"], &["y"], &["alpha"]) {
         return None;
     }
-    let alpha = super::float_attr(b, "alpha")?;
+    let alpha = float_attr(b, "alpha")?;
     let a32 = alpha as f32;
     if a32 as f64 == alpha {
         // An f32 factor (0.5, 1/8, …): one f32 product is the f64 one rounded.

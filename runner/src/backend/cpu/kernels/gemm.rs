@@ -11,7 +11,8 @@ use ::gemm::Parallelism;
 use rayon::prelude::*;
 use tdl::Binding;
 
-use super::{only_attrs, KernelError, KernelImpl};
+use super::KernelImpl;
+use crate::ops::{flat_shape, GemmShape, KernelError, Trans};
 
 /// A strided f32 matrix operand: `data[i * rs + j * cs]` is element (i, j).
 #[derive(Clone, Copy, Debug)]
@@ -92,98 +93,11 @@ pub fn sgemm(
     }
 }
 
-/// Which operand is transposed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Trans {
-    /// `a[M, K] · b[K, N]`.
-    NN,
-    /// `a[M, K] · b[N, K]ᵀ`.
-    NT,
-    /// `a[K, M]ᵀ · b[K, N]`.
-    TN,
-}
-
-/// A (batched) product: `batch` independent `[m, k] · [k, n]` products of
-/// row-major operands (a: `m·k` elements per batch, or `k·m` when
-/// transposed; b likewise; c: `m·n`). The shape any GEMM library needs; the
-/// CPU runs it on the `gemm` crate, the CUDA backend on cuBLAS.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct GemmShape {
-    /// Independent products.
-    pub batch: usize,
-    /// Rows of the output.
-    pub m: usize,
-    /// Columns of the output.
-    pub n: usize,
-    /// The reduced extent.
-    pub k: usize,
-    /// Which operand is stored transposed.
-    pub trans: Trans,
-}
-
-/// The GEMM shape of a bound op of the matmul family (the ops of
-/// [`super::LIBRARY_KERNELS`] with provider `"gemm"`), `None` for any other
-/// op or an instance whose shapes do not fit.
-pub fn gemm_shape(b: &Binding) -> Option<GemmShape> {
-    let (trans, batched, tails) = match b.spec.name.as_str() {
-        "matmul" => (Trans::NN, false, None),
-        "matmul_nt" => (Trans::NT, false, None),
-        "matmul_tn" => (Trans::TN, false, None),
-        "batch_matmul" => (Trans::NN, true, None),
-        "batch_matmul_nt" => (Trans::NT, true, None),
-        "batch_matmul_tn" => (Trans::TN, true, None),
-        "dense" => (Trans::NN, false, Some([1, 1, 1])),
-        "dense_nt" => (Trans::NT, false, Some([1, 1, 1])),
-        "dense_grad_w" => (Trans::TN, false, Some([1, 1, 1])),
-        "gate_matmul" => (Trans::NN, false, Some([1, 2, 2])),
-        "gate_matmul_grad_x" => (Trans::NT, false, Some([2, 2, 1])),
-        "gate_matmul_grad_w" => (Trans::TN, false, Some([1, 2, 2])),
-        _ => return None,
-    };
-    match tails {
-        None => GemmShape::from_shapes(b, trans, batched),
-        Some(t) => flat_shape(b, trans, t),
-    }
-}
-
 fn boxed(s: Option<GemmShape>) -> Option<Box<dyn KernelImpl>> {
     s.map(|s| Box::new(s) as Box<dyn KernelImpl>)
 }
 
 impl GemmShape {
-    /// From operand shapes `[..., r0, c0]`, `[..., r1, c1]` and output
-    /// `[..., M, N]`; `None` if they do not fit.
-    fn from_shapes(b: &Binding, trans: Trans, batched: bool) -> Option<GemmShape> {
-        if !only_attrs(b, &[]) || b.input_shapes.len() != 2 || b.output_shapes.len() != 1 {
-            return None;
-        }
-        let (sa, sb, sc) = (&b.input_shapes[0], &b.input_shapes[1], &b.output_shapes[0]);
-        let r = sa.len();
-        if r < 2 || sb.len() != r || sc.len() != r || (!batched && r != 2) {
-            return None;
-        }
-        let lead = &sa[..r - 2];
-        if &sb[..r - 2] != lead || &sc[..r - 2] != lead {
-            return None;
-        }
-        let (a0, a1, b0, b1) = (sa[r - 2], sa[r - 1], sb[r - 2], sb[r - 1]);
-        let (m, k, kb, n) = match trans {
-            Trans::NN => (a0, a1, b0, b1),
-            Trans::NT => (a0, a1, b1, b0),
-            Trans::TN => (a1, a0, b0, b1),
-        };
-        if k != kb || sc[r - 2] != m || sc[r - 1] != n {
-            return None;
-        }
-        Some(GemmShape {
-            batch: lead.iter().product(),
-            m,
-            n,
-            k,
-            trans,
-        })
-    }
-
     fn views<'a>(&self, a: &'a [f32], b: &'a [f32]) -> (Mat<'a>, Mat<'a>) {
         let (m, n, k) = (self.m, self.n, self.k);
         match self.trans {
@@ -286,37 +200,11 @@ pub fn batch_matmul_tn(b: &Binding) -> Option<Box<dyn KernelImpl>> {
     boxed(GemmShape::from_shapes(b, Trans::TN, true))
 }
 
-/// `[d0, …, dr-1]` as a matrix `[Π leading dims, Π last `tail` dims]`.
-fn as_matrix(s: &[usize], tail: usize) -> Option<(usize, usize)> {
-    let split = s.len().checked_sub(tail)?;
-    Some((s[..split].iter().product(), s[split..].iter().product()))
-}
-
 /// One product of operands flattened to matrices: operand i keeps its last
 /// `tails[i]` dims as columns and folds the others into rows; the output
 /// likewise with `tails[2]`.
 fn flat(b: &Binding, trans: Trans, tails: [usize; 3]) -> Option<Box<dyn KernelImpl>> {
     boxed(flat_shape(b, trans, tails))
-}
-
-fn flat_shape(b: &Binding, trans: Trans, tails: [usize; 3]) -> Option<GemmShape> {
-    if !only_attrs(b, &[]) || b.input_shapes.len() != 2 || b.output_shapes.len() != 1 {
-        return None;
-    }
-    let (a0, a1) = as_matrix(&b.input_shapes[0], tails[0])?;
-    let (b0, b1) = as_matrix(&b.input_shapes[1], tails[1])?;
-    let (m, k, kb, n) = match trans {
-        Trans::NN => (a0, a1, b0, b1),
-        Trans::NT => (a0, a1, b1, b0),
-        Trans::TN => (a1, a0, b0, b1),
-    };
-    (k == kb && as_matrix(&b.output_shapes[0], tails[2])? == (m, n)).then_some(GemmShape {
-        batch: 1,
-        m,
-        n,
-        k,
-        trans,
-    })
 }
 
 /// `dense(x[..., K], w[K, N]) -> y[..., N]`: one matmul over all batch rows.

@@ -17,7 +17,8 @@
 use rayon::prelude::*;
 use tdl::Binding;
 
-use super::{inputs_named, only_attrs, KernelError, KernelImpl};
+use super::KernelImpl;
+use crate::ops::{inputs_named, only_attrs, KernelError};
 
 /// Rows per parallel block (fixed: results do not depend on threads).
 const BLOCK: usize = 8;

@@ -18,7 +18,8 @@ use rayon::prelude::*;
 use tdl::Binding;
 
 use super::elementwise::fits;
-use super::{float_attr, int_attr, KernelError, KernelImpl};
+use super::KernelImpl;
+use crate::ops::{float_attr, int_attr, KernelError};
 
 const ATTRS: &[&str] = &["size", "alpha", "beta", "bias"];
 

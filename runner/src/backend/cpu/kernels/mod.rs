@@ -6,7 +6,7 @@
 //! instance and run any number of times on row-major f32 buffers.
 //!
 //! Which implementation runs is data, not code: [`Registry`] maps op names to
-//! library kernels ([`gemm`]: the matmul family on the `gemm` crate; [`conv`]:
+//! the CPU kernels of the op table ([`crate::ops::LIBRARY_KERNELS`]: [`gemm`]: the matmul family on the `gemm` crate; [`conv`]:
 //! convolutions as im2col + gemm; [`elementwise`] and [`optim`]: hot
 //! elementwise ops and optimizer updates as contiguous loops; [`bias`]:
 //! bias rows and their column-sum gradients; [`pool`]: max pooling and its gradient as direct loops; [`rows`]
@@ -45,80 +45,9 @@ pub mod shape;
 
 use std::collections::BTreeMap;
 
-use tdl::{Attrs, Binding, OpSpec, ShapeError};
+use tdl::{Attrs, Binding, OpSpec};
 
-/// Why preparing or running a kernel failed.
-#[derive(Clone, Debug, PartialEq, thiserror::Error)]
-pub enum KernelError {
-    /// The input shapes or attributes do not fit the op's spec.
-    #[error(transparent)]
-    Shape(#[from] ShapeError),
-    /// Wrong number of input or output buffers.
-    #[error("`{op}`: expected {expected} {what} buffer(s), got {got}")]
-    BufferCount {
-        /// The op.
-        op: String,
-        /// `"input"` or `"output"`.
-        what: &'static str,
-        /// Buffers the op has.
-        expected: usize,
-        /// Buffers given.
-        got: usize,
-    },
-    /// A buffer's length does not match its tensor's shape.
-    #[error(
-        "`{op}`: buffer of `{tensor}` has {got} elements but its shape {shape:?} needs {expected}"
-    )]
-    BufferLength {
-        /// The op.
-        op: String,
-        /// The tensor.
-        tensor: String,
-        /// Its shape (elements per dim).
-        shape: Vec<usize>,
-        /// Elements the shape needs.
-        expected: usize,
-        /// Elements given.
-        got: usize,
-    },
-    /// A read of an unpadded tensor outside its shape (a spec bug or a bad
-    /// data-dependent index such as an embedding id out of range).
-    #[error("`{op}`: read of `{tensor}` at {index:?} is outside its shape {shape:?}")]
-    OutOfBounds {
-        /// The op.
-        op: String,
-        /// The tensor read.
-        tensor: String,
-        /// The index.
-        index: Vec<i64>,
-        /// The tensor's shape.
-        shape: Vec<usize>,
-    },
-    /// An integer division or modulo by zero in an index expression.
-    #[error("`{op}`: division by zero in an index expression")]
-    DivByZero {
-        /// The op.
-        op: String,
-    },
-    /// An opaque function failed (e.g. Cholesky of a non-SPD matrix).
-    #[error("`{op}`: opaque function `{name}` failed: {message}")]
-    Opaque {
-        /// The op.
-        op: String,
-        /// The function.
-        name: String,
-        /// Its message.
-        message: String,
-    },
-    /// The spec uses something the compiled evaluator cannot run.
-    #[error("`{op}`: cannot compile: {what}")]
-    Unsupported {
-        /// The op.
-        op: String,
-        /// What.
-        what: String,
-    },
-}
+use crate::ops::{library_kernel, KernelError, LIBRARY_KERNELS, SHAPE_RANKS};
 
 /// The computation of a prepared kernel on row-major f32 buffers whose
 /// lengths [`OpKernel::run`] has already checked against the shapes.
@@ -249,11 +178,11 @@ pub struct Registry {
 }
 
 impl Default for Registry {
-    /// The library kernels of [`LIBRARY_KERNELS`].
+    /// The CPU kernels of the op table ([`LIBRARY_KERNELS`]).
     fn default() -> Self {
         let mut r = Registry::empty();
-        for &(op, provider, f) in LIBRARY_KERNELS {
-            r.register(op, provider, f);
+        for k in LIBRARY_KERNELS {
+            r.register(k.op, k.provider, k.cpu);
         }
         for op in shape::op_names(SHAPE_RANKS) {
             r.register(&op, "copy", shape::shape_op);
@@ -261,131 +190,6 @@ impl Default for Registry {
         r
     }
 }
-
-/// Trailing ranks up to which the ONNX shape ops (`reshape_M_N`,
-/// `broadcast_K`, `unbroadcast_K`: `shape.rs`) are library kernels, besides
-/// [`LIBRARY_KERNELS`] (the importer generates them up to rank 5).
-pub const SHAPE_RANKS: usize = 8;
-
-/// The library kernels, one line per op: (op name, provider, constructor).
-/// A name not listed here runs through the compiled evaluator.
-pub const LIBRARY_KERNELS: &[(&str, &str, KernelFactory)] = &[
-    ("matmul", "gemm", gemm::matmul),
-    ("matmul_nt", "gemm", gemm::matmul_nt),
-    ("matmul_tn", "gemm", gemm::matmul_tn),
-    ("batch_matmul", "gemm", gemm::batch_matmul),
-    ("batch_matmul_nt", "gemm", gemm::batch_matmul_nt),
-    ("batch_matmul_tn", "gemm", gemm::batch_matmul_tn),
-    ("dense", "gemm", gemm::dense),
-    ("dense_nt", "gemm", gemm::dense_nt),
-    ("dense_grad_w", "gemm", gemm::dense_grad_w),
-    ("gemm_bias", "gemm", gemm::gemm_bias),
-    ("gemm_nt_bias", "gemm", gemm::gemm_nt_bias),
-    ("gate_matmul", "gemm", gemm::gate_matmul),
-    ("gate_matmul_grad_x", "gemm", gemm::gate_matmul_grad_x),
-    ("gate_matmul_grad_w", "gemm", gemm::gate_matmul_grad_w),
-    ("conv1d", "im2col+gemm", conv::conv1d),
-    ("conv1d_grad_x", "im2col+gemm", conv::conv1d_grad_x),
-    ("conv1d_grad_w", "im2col+gemm", conv::conv1d_grad_w),
-    ("conv2d", "im2col+gemm", conv::conv2d),
-    ("conv2d_grad_x", "im2col+gemm", conv::conv2d_grad_x),
-    ("conv2d_grad_w", "im2col+gemm", conv::conv2d_grad_w),
-    ("conv2d_bias", "im2col+gemm", conv::conv2d),
-    ("conv2d_group", "im2col+gemm", conv::conv2d),
-    ("conv2d_group_bias", "im2col+gemm", conv::conv2d),
-    ("conv2d_group_grad_x", "im2col+gemm", conv::conv2d_grad_x),
-    ("conv2d_group_grad_w", "im2col+gemm", conv::conv2d_grad_w),
-    ("conv2d_ext", "im2col+gemm", conv::conv2d_ext),
-    ("conv2d_group_ext", "im2col+gemm", conv::conv2d_ext),
-    ("lrn", "rows", lrn::lrn),
-    ("lrn_grad", "rows", lrn::lrn_grad),
-    ("relu", "elementwise", elementwise::relu),
-    ("relu_grad", "elementwise", elementwise::relu_grad),
-    ("add", "elementwise", elementwise::add),
-    ("mul", "elementwise", elementwise::mul),
-    ("div", "elementwise", elementwise::div),
-    ("div_grad_b", "elementwise", elementwise::div_grad_b),
-    ("scale", "elementwise", elementwise::scale),
-    ("erf", "elementwise", elementwise::erf),
-    ("erf_grad", "elementwise", elementwise::erf_grad),
-    ("is_nan", "elementwise", elementwise::is_nan),
-    ("bias_add", "elementwise", bias::bias_add),
-    ("bias_add2", "elementwise", bias::bias_add),
-    ("sum_leading", "column sum", bias::sum_leading),
-    ("sum_leading2", "column sum", bias::sum_leading),
-    ("where", "elementwise", elementwise::where_select),
-    ("where_grad", "elementwise", elementwise::where_grad),
-    ("identity", "elementwise", elementwise::identity),
-    ("gelu", "elementwise", elementwise::gelu),
-    ("gelu_grad", "elementwise", elementwise::gelu_grad),
-    ("sgd_update", "elementwise", optim::sgd),
-    ("momentum_update", "elementwise", optim::momentum),
-    ("adam_update", "elementwise", optim::adam),
-    ("adamw_update", "elementwise", optim::adamw),
-    ("adagrad_update", "elementwise", optim::adagrad),
-    ("rmsprop_update", "elementwise", optim::rmsprop),
-    ("maxpool2d", "direct", pool::maxpool2d),
-    ("maxpool2d_grad", "direct", pool::maxpool2d_grad),
-    ("maxpool2d_ext", "direct", pool::maxpool2d_ext),
-    ("maxpool2d_ext_grad", "direct", pool::maxpool2d_ext_grad),
-    ("softmax", "rows", rows::softmax),
-    ("softmax_grad", "rows", rows::softmax_grad),
-    ("log_softmax", "rows", rows::log_softmax),
-    ("log_softmax_grad", "rows", rows::log_softmax_grad),
-    ("layernorm", "rows", rows::layernorm),
-    ("layernorm_grad", "rows", rows::layernorm_grad),
-    ("softmax_cross_entropy", "rows", loss::softmax_cross_entropy),
-    (
-        "softmax_cross_entropy_grad",
-        "rows",
-        loss::softmax_cross_entropy_grad,
-    ),
-    (
-        "softmax_cross_entropy_parts",
-        "rows",
-        cross_entropy_parts::softmax_cross_entropy_parts,
-    ),
-    (
-        "softmax_cross_entropy_parts_grad",
-        "rows",
-        cross_entropy_parts::softmax_cross_entropy_parts_grad,
-    ),
-    ("reduce_max", "rows", reduce::reduce_max),
-    ("reduce_min", "rows", reduce::reduce_min),
-    (
-        "sparse_softmax_cross_entropy",
-        "rows",
-        loss::sparse_softmax_cross_entropy,
-    ),
-    (
-        "sparse_softmax_cross_entropy_grad",
-        "rows",
-        loss::sparse_softmax_cross_entropy_grad,
-    ),
-    ("transpose", "permute", permute::transpose),
-    ("batch_transpose", "permute", permute::batch_transpose),
-    ("transpose_0213", "permute", permute::transpose_0213),
-    ("swap_blocks", "permute", permute::swap_blocks),
-    ("split_heads", "permute", permute::split_heads),
-    ("merge_heads", "permute", permute::merge_heads),
-    ("split_qkv", "permute", qkv::split_qkv),
-    ("merge_qkv", "permute", qkv::merge_qkv),
-    ("embedding", "gather", embedding::embedding),
-    ("vocab_embedding", "gather", embedding::vocab_embedding),
-    ("embedding_grad", "scatter-add", embedding::embedding_grad),
-    ("gather", "gather", embedding::gather),
-    ("gather_grad", "scatter-add", embedding::gather_grad),
-];
-
-/// The library kernels for windowed shares, one line per op: (op name,
-/// provider, constructor). Used only for ops the registry has a library
-/// kernel for ([`LIBRARY_KERNELS`]); every other windowed share runs through
-/// the compiled evaluator.
-pub const WINDOW_KERNELS: &[(&str, &str, WindowKernelFactory)] = &[(
-    "vocab_embedding",
-    "gather",
-    embedding::vocab_embedding_window,
-)];
 
 impl Registry {
     /// A registry without library kernels: everything runs compiled.
@@ -431,7 +235,7 @@ impl Registry {
     }
 
     /// One worker's share of an op instance in global coordinates, through
-    /// the op's windowed library kernel ([`WINDOW_KERNELS`]) when the
+    /// the op's windowed library kernel ([`LibraryKernel::cpu_window`](crate::ops::LibraryKernel::cpu_window)) when the
     /// registry has its library kernel and the window kernel accepts the
     /// share, else the compiled evaluator (see [`compiled::compile_window`]):
     /// the kernel's
@@ -448,10 +252,9 @@ impl Registry {
     ) -> Result<OpKernel, KernelError> {
         let binding = spec.bind(input_shapes, attrs)?;
         let name = binding.spec.name.as_str();
-        let library = WINDOW_KERNELS
-            .iter()
-            .filter(|(op, ..)| *op == name && self.table.contains_key(name))
-            .find_map(|&(_, provider, factory)| Some((provider, factory(&binding, window)?)));
+        let library = library_kernel(name)
+            .filter(|_| self.table.contains_key(name))
+            .and_then(|k| Some((k.provider, k.cpu_window?(&binding, window)?)));
         let (provider, imp) = match library {
             Some((provider, k)) => (Provider::Library(provider), k),
             None => (
@@ -541,44 +344,4 @@ fn collapse_ellipsis(spec: &OpSpec, input_shapes: &[Vec<usize>]) -> Option<Vec<V
             }
         })
         .collect()
-}
-
-/// The value of an int attribute of a bound op, `None` if the spec has no
-/// attribute of that name.
-pub(crate) fn int_attr(b: &Binding, name: &str) -> Option<i64> {
-    float_attr(b, name).map(|v| v as i64)
-}
-
-/// The value of a float (or int) attribute of a bound op, `None` if the
-/// spec has no attribute of that name.
-pub(crate) fn float_attr(b: &Binding, name: &str) -> Option<f64> {
-    b.spec.attr(name).map(|id| b.attrs[id.0 as usize].as_f64())
-}
-
-/// Whether the op's inputs have these names, in order (a library kernel
-/// declines a spec whose tensors it cannot place).
-pub(crate) fn inputs_named(b: &Binding, names: &[&str]) -> bool {
-    b.spec
-        .inputs
-        .iter()
-        .map(|t| t.name.as_str())
-        .eq(names.iter().copied())
-}
-
-/// Whether the op's outputs have these names, in order.
-pub(crate) fn outputs_named(b: &Binding, names: &[&str]) -> bool {
-    b.spec
-        .outputs
-        .iter()
-        .map(|t| t.name.as_str())
-        .eq(names.iter().copied())
-}
-
-/// Whether every attribute of the spec is one of `known` (library kernels
-/// decline specs with attributes they do not understand).
-pub(crate) fn only_attrs(b: &Binding, known: &[&str]) -> bool {
-    b.spec
-        .attrs
-        .iter()
-        .all(|a| known.contains(&a.name.as_str()))
 }

@@ -16,7 +16,8 @@
 use tdl::Binding;
 
 use super::elementwise::{fits, kernel};
-use super::{float_attr as attr, KernelImpl};
+use super::KernelImpl;
+use crate::ops::float_attr as attr;
 
 /// `sgd_update<lr>(w, g) -> w_new`: `w − lr·g`.
 pub fn sgd(b: &Binding) -> Option<Box<dyn KernelImpl>> {

@@ -17,7 +17,8 @@
 use rayon::prelude::*;
 use tdl::Binding;
 
-use super::{inputs_named, int_attr, only_attrs, KernelError, KernelImpl};
+use super::KernelImpl;
+use crate::ops::{inputs_named, int_attr, only_attrs, KernelError};
 
 struct Permute {
     /// Input dims (the view).

@@ -16,7 +16,8 @@
 use rayon::prelude::*;
 use tdl::Binding;
 
-use super::{inputs_named, int_attr, only_attrs, KernelError, KernelImpl};
+use super::KernelImpl;
+use crate::ops::{inputs_named, int_attr, only_attrs, KernelError};
 
 /// Window geometry.
 #[derive(Clone, Copy, Debug)]

@@ -12,7 +12,8 @@
 use rayon::prelude::*;
 use tdl::Binding;
 
-use super::{inputs_named, int_attr, only_attrs, outputs_named, KernelError, KernelImpl};
+use super::KernelImpl;
+use crate::ops::{inputs_named, int_attr, only_attrs, outputs_named, KernelError};
 
 /// The fused tensor's view `[B, S, NH, 3, DH]`.
 #[derive(Clone, Copy)]

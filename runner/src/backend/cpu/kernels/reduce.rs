@@ -13,7 +13,8 @@
 use rayon::prelude::*;
 use tdl::Binding;
 
-use super::{inputs_named, only_attrs, KernelError, KernelImpl};
+use super::KernelImpl;
+use crate::ops::{inputs_named, only_attrs, KernelError};
 
 /// Rows per parallel block.
 const BLOCK: usize = 16;

@@ -16,7 +16,8 @@
 use rayon::prelude::*;
 use tdl::Binding;
 
-use super::{float_attr, inputs_named, only_attrs, outputs_named, KernelError, KernelImpl};
+use super::KernelImpl;
+use crate::ops::{float_attr, inputs_named, only_attrs, outputs_named, KernelError};
 
 /// Rows per parallel block (a fixed count: results do not depend on threads).
 const BLOCK: usize = 16;

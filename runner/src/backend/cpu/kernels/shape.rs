@@ -21,7 +21,8 @@
 use rayon::prelude::*;
 use tdl::Binding;
 
-use super::{int_attr, KernelError, KernelImpl};
+use super::KernelImpl;
+use crate::ops::{int_attr, KernelError};
 
 /// The trailing ranks (M, N) of `reshape_M_N`, (K, K) of `broadcast_K` and
 /// `unbroadcast_K`, with which of the three it is.

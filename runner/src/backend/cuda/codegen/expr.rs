@@ -5,7 +5,7 @@
 use tdl::{BinOp, Builtin, Expr, ExprKind, Index, TensorRef, Type, UnOp};
 
 use super::{Gen, ERR_OUT_OF_BOUNDS};
-use crate::kernels::KernelError;
+use crate::ops::KernelError;
 
 impl Gen<'_> {
     /// An integer-valued expression (the interpreter's `eval_int`).

@@ -1,8 +1,9 @@
 //! CUDA C from a TDL spec: the GPU counterpart of the CPU's compiled
-//! evaluator (`kernels::compiled`).
+//! evaluator.
 //!
 //! Takes a bound op ([`tdl::Binding`]), one worker's [`Window`] and the
-//! buffer [`Layouts`] the CPU evaluator computes for it; gives a
+//! buffer [`Layouts`] of the window (`crate::ops::window_layouts`, as the CPU's
+//! evaluator uses); gives a
 //! [`Generated`]: CUDA C source with one `__global__` function per statement
 //! (one thread per element of the statement's target, row-major; reduction
 //! variables as loops inside the thread, in f64 as the interpreter does) and
@@ -28,8 +29,7 @@ use std::fmt::Write;
 use tdl::{BinOp, Binding, Builtin, Expr, ExprKind, TensorRef};
 
 use crate::backend::Window;
-use crate::kernels::compiled::Layouts;
-use crate::kernels::KernelError;
+use crate::ops::{KernelError, Layouts};
 
 /// Error codes written to the backend's error word.
 pub const ERR_OUT_OF_BOUNDS: i32 = 1;

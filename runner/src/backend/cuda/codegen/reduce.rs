@@ -5,7 +5,7 @@
 use tdl::{Expr, ExprKind, Reducer};
 
 use super::{reductions_in, Gen};
-use crate::kernels::KernelError;
+use crate::ops::KernelError;
 
 impl Gen<'_> {
     /// Iterations of a reduction node times those of the longest reduction
@@ -214,7 +214,7 @@ impl Gen<'_> {
 #[cfg(test)]
 mod tests {
     use crate::backend::Window;
-    use crate::kernels::compiled::window_layouts;
+    use crate::ops::window_layouts;
 
     /// The generated source of `y[a, b] = x[a, 0] - x[a, b]` on `x` of `shape`.
     fn source(shape: Vec<usize>) -> String {

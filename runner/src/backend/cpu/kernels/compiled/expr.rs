@@ -21,10 +21,8 @@
 
 use tdl::{BinOp, Binding, Builtin, Expr, ExprKind, Index, Semantics, TensorRef, Type, UnOp};
 
-use super::value::{
-    bin, floor_div, reduce, row_major_strides, un, Affine, Fail, Layouts, Src, I, V,
-};
-use crate::kernels::KernelError;
+use super::value::{bin, floor_div, reduce, row_major_strides, un, Affine, Fail, Src, I, V};
+use crate::ops::{KernelError, Layouts};
 
 /// Compiles the expressions of one bound op.
 pub(super) struct Compiler<'b> {

@@ -19,7 +19,8 @@
 //! input buffer holds one global region of its tensor (origin + extent),
 //! each output buffer holds the box of its coordinate variables, and each
 //! `let` temporary is computed over the hull of the elements the later
-//! statements read from it. Index expressions keep their global meaning
+//! statements read from it (the layouts of [`crate::ops::window_layouts`],
+//! which the CUDA backend's kernels use too). Index expressions keep their global meaning
 //! (padding, positions, comparisons), so a share computes exactly the
 //! elements the whole op would, or its partial result when a reduction
 //! variable is cut (case 2).
@@ -38,11 +39,11 @@ mod value;
 use rayon::prelude::*;
 use tdl::{Binding, TensorRef};
 
-use super::{KernelError, KernelImpl};
+use super::KernelImpl;
+use crate::ops::{window_layouts, KernelError};
 use expr::Compiler;
 use row::RowFn;
-use tdl::{Expr, ExprKind, Index, Reducer};
-pub use value::Layouts;
+use tdl::{ExprKind, Reducer};
 use value::{for_each_index, Bufs, Env, Fail, ValFn};
 
 /// Estimated scalar operations above which a statement runs in parallel.
@@ -104,147 +105,6 @@ pub fn compile_window(b: &Binding, window: &Window) -> Result<Program, KernelErr
     Program::with_window(b, window)
 }
 
-/// Where every buffer of a window's kernel lies (see [`Layouts`]): inputs
-/// as the window says, outputs the box of their coordinate variables,
-/// each `let` temporary the hull of the elements later statements read.
-/// The CUDA backend generates its kernels over the same layouts.
-///
-/// Errors: [`KernelError::Unsupported`] for a window whose rank does not fit
-/// the spec or a range that divides by zero.
-pub fn window_layouts(b: &Binding, window: &Window) -> Result<Layouts, KernelError> {
-    let mut c = Compiler::new(b)?;
-    if window.vars.len() != c.ranges.len()
-        || window.inputs.len() != b.input_shapes.len()
-        || window
-            .inputs
-            .iter()
-            .zip(&b.input_shapes)
-            .any(|(w, s)| w.len() != s.len())
-    {
-        return Err(KernelError::Unsupported {
-            op: b.spec.name.clone(),
-            what: "a window whose rank does not fit the spec".into(),
-        });
-    }
-    for (v, &(l, h)) in window.vars.iter().enumerate() {
-        c.lo[v] = l;
-        c.ranges[v] = (h - l).max(0);
-    }
-    layouts_of(&mut c, window)
-}
-
-/// The layout phase of [`Program::with_window`]: `c` has the window's
-/// variable boxes set; leaves them so.
-fn layouts_of(c: &mut Compiler<'_>, window: &Window) -> Result<Layouts, KernelError> {
-    let b = c.b;
-    let spec = &b.spec;
-    let (wlo, wranges) = (c.lo.clone(), c.ranges.clone());
-    let mut layouts = Layouts::whole(b);
-    layouts.inputs = window.inputs.iter().map(|r| extent(r)).collect();
-    for (o, lay) in layouts.outputs.iter_mut().enumerate() {
-        if let Some(s) = spec
-            .stmts
-            .iter()
-            .find(|s| s.target == TensorRef::Output(o as u32))
-        {
-            *lay = (
-                s.vars.iter().map(|v| wlo[v.0 as usize]).collect(),
-                s.vars
-                    .iter()
-                    .map(|v| wranges[v.0 as usize] as usize)
-                    .collect(),
-            );
-        }
-    }
-    // Backwards: the hull of every local's reads (locals read by no one are empty).
-    let mut needed: Vec<Option<Vec<(i64, i64)>>> = vec![None; b.local_shapes.len()];
-    c.defined = (0..spec.outputs.len() as u32)
-        .map(TensorRef::Output)
-        .chain((0..spec.locals.len() as u32).map(TensorRef::Local))
-        .collect();
-    for s in spec.stmts.iter().rev() {
-        let region: Vec<(i64, i64)> = match s.target {
-            TensorRef::Local(l) => match &needed[l as usize] {
-                Some(r) => r.clone(),
-                None => continue,
-            },
-            _ => s.vars.iter().map(|v| window.vars[v.0 as usize]).collect(),
-        };
-        for (v, &(l, h)) in s.vars.iter().zip(&region) {
-            c.lo[v.0 as usize] = l;
-            c.ranges[v.0 as usize] = (h - l).max(0);
-        }
-        let mut reads = Vec::new();
-        local_reads(&s.body, &mut reads);
-        for (l, indices) in reads {
-            let shape = b.local_shapes[l].clone();
-            let mut hull = Vec::with_capacity(shape.len());
-            let mut empty = false;
-            for (d, ix) in indices.iter().enumerate() {
-                let n = shape.get(d).copied().unwrap_or(0) as i64;
-                let h = match ix {
-                    Index::Expr(x) => match c.int(x).map(|i| c.hull(&i))? {
-                        Some(Some((lo, hi))) => (lo.clamp(0, n), (hi + 1).clamp(0, n)),
-                        Some(None) => {
-                            empty = true;
-                            (0, 0)
-                        }
-                        None => (0, n),
-                    },
-                    _ => (0, n),
-                };
-                hull.push(h);
-            }
-            if empty || hull.len() != shape.len() {
-                continue;
-            }
-            let cur = needed[l].get_or_insert_with(|| hull.clone());
-            for (a, h) in cur.iter_mut().zip(&hull) {
-                if h.1 > h.0 {
-                    *a = if a.1 > a.0 {
-                        (a.0.min(h.0), a.1.max(h.1))
-                    } else {
-                        *h
-                    };
-                }
-            }
-        }
-        c.lo.clone_from(&wlo);
-        c.ranges.clone_from(&wranges);
-    }
-    c.defined.clear();
-    c.n_opaque = 0;
-    for (l, lay) in layouts.locals.iter_mut().enumerate() {
-        *lay = match &needed[l] {
-            Some(r) => extent(r),
-            None => (
-                vec![0; b.local_shapes[l].len()],
-                vec![0; b.local_shapes[l].len()],
-            ),
-        };
-    }
-    Ok(layouts)
-}
-
-fn extent(r: &[(i64, i64)]) -> (Vec<i64>, Vec<usize>) {
-    (
-        r.iter().map(|&(l, _)| l).collect(),
-        r.iter().map(|&(l, h)| (h - l).max(0) as usize).collect(),
-    )
-}
-
-/// Every read of a `let` temporary in `e`: (local, its indices).
-fn local_reads<'e>(e: &'e Expr, out: &mut Vec<(usize, &'e [Index])>) {
-    if let ExprKind::Read {
-        tensor: TensorRef::Local(l),
-        indices,
-    } = &e.kind
-    {
-        out.push((*l as usize, indices));
-    }
-    e.children().for_each(|c| local_reads(c, out));
-}
-
 impl Program {
     /// Compile a bound op (see the module doc).
     pub fn new(b: &Binding) -> Result<Program, KernelError> {
@@ -261,27 +121,14 @@ impl Program {
     pub fn with_window(b: &Binding, window: &Window) -> Result<Program, KernelError> {
         let spec = &b.spec;
         let mut c = Compiler::new(b)?;
-        let bad = |what: String| KernelError::Unsupported {
-            op: spec.name.clone(),
-            what,
-        };
-        if window.vars.len() != c.ranges.len()
-            || window.inputs.len() != b.input_shapes.len()
-            || window
-                .inputs
-                .iter()
-                .zip(&b.input_shapes)
-                .any(|(w, s)| w.len() != s.len())
-        {
-            return Err(bad("a window whose rank does not fit the spec".into()));
-        }
+        // Checks the window's rank against the spec's.
+        let layouts = window_layouts(b, window)?;
         let full = c.ranges.clone();
         for (v, &(l, h)) in window.vars.iter().enumerate() {
             c.lo[v] = l;
             c.ranges[v] = (h - l).max(0);
         }
         let (wlo, wranges) = (c.lo.clone(), c.ranges.clone());
-        let layouts = layouts_of(&mut c, window)?;
         c.layouts = layouts.clone();
         let mut stmts = Vec::new();
         for s in &spec.stmts {

@@ -11,7 +11,7 @@ use tdl::{Expr, ExprKind, Index, TensorRef};
 
 use super::expr::Compiler;
 use super::value::{row_major_strides, Bufs, Env, Fail, Src, ValFn, I, V};
-use crate::kernels::KernelError;
+use crate::ops::KernelError;
 
 impl Compiler<'_> {
     /// Compile `name(args…)[index…]`.

@@ -23,7 +23,7 @@ use tdl::{BinOp, Builtin, Expr, ExprKind, Reducer, Semantics, TensorRef, Type, U
 
 use super::expr::Compiler;
 use super::value::{for_each_index, Affine, Bufs, Env, Src, I};
-use crate::kernels::KernelError;
+use crate::ops::KernelError;
 
 /// A compiled expression over a row: fills the slice (see the module doc).
 pub(super) type RowFn = Box<dyn Fn(&mut Env, &Bufs<'_>, &mut [f64]) + Send + Sync>;

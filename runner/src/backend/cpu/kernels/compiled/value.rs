@@ -1,10 +1,9 @@
 //! The values compiled expressions compute with: per-thread state ([`Env`]),
 //! the buffers read ([`Bufs`]), real and integer values that are folded
-//! constants, affine forms or closures ([`V`], [`I`]), reductions over them,
-//! and where each tensor's buffer sits ([`Layouts`]). [`super::expr`]
-//! compiles TDL expressions into these.
+//! constants, affine forms or closures ([`V`], [`I`]) and reductions over
+//! them. [`super::expr`] compiles TDL expressions into these.
 
-use tdl::{Binding, Reducer, TensorRef};
+use tdl::{Reducer, TensorRef};
 
 /// Per-thread evaluation state.
 pub(super) struct Env {
@@ -90,12 +89,7 @@ impl V {
     }
 }
 
-/// `c + Σ coef·vars[v]`.
-#[derive(Clone, Debug, PartialEq)]
-pub(super) struct Affine {
-    pub c: i64,
-    pub terms: Vec<(usize, i64)>,
-}
+pub(super) use crate::ops::index_range::Affine;
 
 impl Affine {
     #[inline]
@@ -103,25 +97,6 @@ impl Affine {
         self.terms
             .iter()
             .fold(self.c, |s, &(v, k)| s + k * env.vars[v])
-    }
-
-    pub(super) fn add(mut self, o: &Affine, sign: i64) -> Affine {
-        self.c += sign * o.c;
-        for &(v, k) in &o.terms {
-            match self.terms.iter_mut().find(|t| t.0 == v) {
-                Some(t) => t.1 += sign * k,
-                None => self.terms.push((v, sign * k)),
-            }
-        }
-        self.terms.retain(|t| t.1 != 0);
-        self
-    }
-
-    pub(super) fn scale(mut self, k: i64) -> Affine {
-        self.c *= k;
-        self.terms.iter_mut().for_each(|t| t.1 *= k);
-        self.terms.retain(|t| t.1 != 0);
-        self
     }
 }
 
@@ -260,40 +235,5 @@ pub(super) fn for_each_index(e: &mut Env, vars: &[(usize, i64, i64)], mut f: imp
             e.vars[v] = lo;
         }
         break;
-    }
-}
-
-/// Where each tensor's buffer sits in the tensor: `(origin, extent)` per
-/// tensor, per dim the first global index it holds and how many (the whole
-/// tensor unless a window says otherwise); row-major buffers.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Layouts {
-    /// One per input.
-    pub inputs: Vec<(Vec<i64>, Vec<usize>)>,
-    /// One per output.
-    pub outputs: Vec<(Vec<i64>, Vec<usize>)>,
-    /// One per `let` temporary.
-    pub locals: Vec<(Vec<i64>, Vec<usize>)>,
-}
-
-impl Layouts {
-    /// Every buffer holds its whole tensor.
-    pub fn whole(b: &Binding) -> Layouts {
-        let w = |s: &Vec<usize>| (vec![0; s.len()], s.clone());
-        Layouts {
-            inputs: b.input_shapes.iter().map(w).collect(),
-            outputs: b.output_shapes.iter().map(w).collect(),
-            locals: b.local_shapes.iter().map(w).collect(),
-        }
-    }
-
-    /// (origin, extent) of a tensor's buffer.
-    pub fn get(&self, t: TensorRef) -> (&[i64], &[usize]) {
-        let (o, e) = match t {
-            TensorRef::Input(i) => &self.inputs[i as usize],
-            TensorRef::Output(i) => &self.outputs[i as usize],
-            TensorRef::Local(i) => &self.locals[i as usize],
-        };
-        (o, e)
     }
 }
