@@ -27,6 +27,8 @@
     clippy::missing_safety_doc
 )]
 
+#[cfg(test)]
+mod api_tests;
 pub mod cublas;
 pub mod device;
 pub mod driver;
