@@ -240,3 +240,52 @@ fn grouped_sends_and_receives_exchange_and_a_mismatch_fails() {
         assert_eq!(*sync, CUDA_ERROR_LAUNCH_FAILED);
     }
 }
+
+/// Rank `rank` of 2 from the unique id `id`: an in-place all-reduce of
+/// `values(4, 30 + rank)`, checked against the host sum of both ranks'.
+fn all_reduce_rank(id: UniqueId, rank: usize) {
+    bind(rank);
+    let mut c = null_mut();
+    assert_eq!(ncclCommInitRank(&mut c, 2, id, rank as i32), 0);
+    let buf = upload(&values(4, 30 + rank as u32));
+    assert_eq!(ncclAllReduce(buf as _, buf as _, 4, 7, 0, c, null_mut()), 0);
+    let want: Vec<f32> = (0..4)
+        .map(|i| values(4, 30)[i] + values(4, 31)[i])
+        .collect();
+    assert_eq!(download(buf, 4), want, "rank {rank}");
+    assert_eq!(ncclCommAbort(c), 0);
+}
+
+/// The second process of the test below (a no-op unless it set
+/// `TOFU_CPU_CUDA_TEST_ID`).
+#[test]
+fn nccl_second_process() {
+    let Ok(hex) = std::env::var("TOFU_CPU_CUDA_TEST_ID") else {
+        return;
+    };
+    let mut id = UniqueId { internal: [0; 128] };
+    for (i, b) in id.internal.iter_mut().enumerate() {
+        *b = u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).expect("hex") as _;
+    }
+    all_reduce_rank(id, 1);
+}
+
+#[test]
+fn nccl_between_two_processes_reduces() {
+    let _one = serial();
+    let mut id = UniqueId { internal: [0; 128] };
+    assert_eq!(ncclGetUniqueId(&mut id), 0);
+    let hex: String = id
+        .internal
+        .iter()
+        .map(|&b| format!("{:02x}", b as u8))
+        .collect();
+    let child = std::process::Command::new(std::env::current_exe().expect("test binary"))
+        .args(["--exact", "api_tests::nccl_second_process", "--nocapture"])
+        .env("TOFU_CPU_CUDA_TEST_ID", hex)
+        .spawn()
+        .expect("second process");
+    all_reduce_rank(id, 0);
+    let out = child.wait_with_output().expect("second process");
+    assert!(out.status.success(), "the second process failed");
+}

@@ -13,7 +13,8 @@
 //! really wait ([`stream`]), kernels compiled from the generated CUDA C
 //! with g++ after the C++ shim of CUDA's execution model ([`module`],
 //! [`nvrtc`]), GEMM by the `gemm` crate ([`cublas`]), NCCL between the
-//! threads of one process ([`nccl`]). Results under it are never GPU
+//! threads of one process and between processes ([`nccl`],
+//! [`nccl_net`]). Results under it are never GPU
 //! results.
 //!
 //! Unimplemented entry points are absent: cudarc resolves each symbol on
@@ -37,6 +38,7 @@ pub mod memory;
 pub mod module;
 pub mod nccl;
 pub mod nccl_clique;
+pub mod nccl_net;
 pub mod nvrtc;
 pub mod status;
 pub mod stream;

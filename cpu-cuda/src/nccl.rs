@@ -1,5 +1,5 @@
-//! NCCL (`nccl*`, the C signatures of `nccl.h`) between the threads of one
-//! process: a communicator joins the clique of its unique id (or of one
+//! NCCL (`nccl*`, the C signatures of `nccl.h`) between threads and
+//! processes: a communicator joins the clique of its unique id (or of one
 //! `ncclCommInitAll`); each collective or group of sends and receives is
 //! queued on its stream and, when the stream reaches it, meets the other
 //! ranks' calls of the same sequence number ([`crate::nccl_clique`]):
@@ -11,8 +11,8 @@
 //! fails the clique's waiting and later calls; a call that waits longer
 //! than `TOFU_CPU_CUDA_NCCL_TIMEOUT_S` (default 120) fails too (a sticky
 //! launch failure on its stream, reported on stderr naming the rank).
-//! Between processes: not modelled (a unique id of another process is
-//! `ncclInvalidUsage`).
+//! Communicators from a unique id meet through the id's server, in this
+//! process or another ([`crate::nccl_net`]): NCCL between processes.
 
 use std::cell::RefCell;
 use std::ffi::{c_char, c_int, c_void};
@@ -23,12 +23,15 @@ use crate::device::{current, devices, stream_of};
 use crate::driver::put;
 use crate::memory::check;
 use crate::nccl_clique::{join, Clique, Collective, Post};
+use crate::nccl_net::{serve, Remote};
 use crate::status::{CUDA_ERROR_LAUNCH_FAILED, CUDA_SUCCESS};
 use crate::stream::Delay;
+use std::os::unix::ffi::OsStringExt;
 
 /// `ncclResult_t`.
 pub type NcclResult = u32;
 const NCCL_SUCCESS: NcclResult = 0;
+const NCCL_SYSTEM_ERROR: NcclResult = 2;
 const NCCL_INVALID_ARGUMENT: NcclResult = 4;
 const NCCL_INVALID_USAGE: NcclResult = 5;
 /// `ncclFloat32`.
@@ -42,9 +45,20 @@ pub struct UniqueId {
     pub internal: [c_char; 128],
 }
 
-/// A communicator: rank `rank` of `clique` on `device`.
+/// How a communicator meets its clique.
+#[derive(Clone)]
+enum Transport {
+    /// In this process (`ncclCommInitAll`).
+    Local(Arc<Clique>),
+    /// Through the server of its unique id ([`crate::nccl_net`]).
+    Remote(Arc<Remote>),
+}
+
+/// A communicator: rank `rank` of a clique on `device`.
 pub struct Comm {
-    clique: Arc<Clique>,
+    transport: Transport,
+    /// Ranks in the clique.
+    n: usize,
     rank: usize,
     device: usize,
     /// Calls issued so far (the next call's sequence number).
@@ -76,23 +90,57 @@ pub extern "C" fn ncclGetErrorString(r: NcclResult) -> *const c_char {
 
 static IDS: AtomicU64 = AtomicU64::new(1);
 
+/// A fresh id: this process, a counter, then `path` (NUL-terminated).
+fn fresh_id(path: &[u8]) -> [u8; 128] {
+    let mut b = [0u8; 128];
+    b[..8].copy_from_slice(&u64::from(std::process::id()).to_le_bytes());
+    b[8..16].copy_from_slice(&IDS.fetch_add(1, Ordering::Relaxed).to_le_bytes());
+    b[16..16 + path.len()].copy_from_slice(path);
+    b
+}
+
+/// Where a clique's server listens (a unix socket path of at most 100 bytes).
+fn socket_path() -> Option<std::path::PathBuf> {
+    let n = IDS.load(Ordering::Relaxed);
+    let p = std::env::temp_dir().join(format!("tofu-cpu-cuda-nccl-{}-{n}", std::process::id()));
+    (p.as_os_str().len() <= 100).then_some(p)
+}
+
+/// A unique id whose clique is served from this process, on a unix socket
+/// whose path the id carries ([`crate::nccl_net`]).
 #[no_mangle]
 pub extern "C" fn ncclGetUniqueId(id: *mut UniqueId) -> NcclResult {
-    let mut internal = [0 as c_char; 128];
-    let words = [
-        u64::from(std::process::id()),
-        IDS.fetch_add(1, Ordering::Relaxed),
-    ];
-    for (i, b) in words.iter().flat_map(|w| w.to_le_bytes()).enumerate() {
-        internal[i] = b as c_char;
+    let Some(path) = socket_path() else {
+        return NCCL_SYSTEM_ERROR;
+    };
+    let b = fresh_id(path.as_os_str().as_encoded_bytes());
+    let _ = std::fs::remove_file(&path);
+    if let Err(e) = serve(path.clone(), b.to_vec()) {
+        eprintln!(
+            "tofu-cpu-cuda: serving an NCCL clique on {}: {e}",
+            path.display()
+        );
+        return NCCL_SYSTEM_ERROR;
     }
-    put(id, UniqueId { internal });
+    put(
+        id,
+        UniqueId {
+            internal: b.map(|x| x as c_char),
+        },
+    );
     NCCL_SUCCESS
 }
 
-fn new_comm(out: *mut *mut c_void, clique: Arc<Clique>, rank: usize, device: usize) -> NcclResult {
+fn new_comm(
+    out: *mut *mut c_void,
+    transport: Transport,
+    n: usize,
+    rank: usize,
+    device: usize,
+) -> NcclResult {
     let c = Box::new(Comm {
-        clique,
+        transport,
+        n,
         rank,
         device,
         seq: AtomicU64::new(0),
@@ -114,14 +162,25 @@ pub extern "C" fn ncclCommInitRank(
     let Some(device) = current() else {
         return NCCL_INVALID_USAGE;
     };
-    let bytes: Vec<u8> = id.internal.iter().map(|&c| c as u8).collect();
-    if bytes[..4] != u64::from(std::process::id()).to_le_bytes()[..4] {
-        eprintln!("tofu-cpu-cuda: NCCL between processes is not modelled (rank {rank} of {n})");
-        return NCCL_INVALID_USAGE;
+    if rank >= n {
+        return NCCL_INVALID_ARGUMENT;
     }
-    match join(&bytes, n, rank) {
-        Some(c) => new_comm(comm, c, rank, device),
-        None => NCCL_INVALID_ARGUMENT,
+    let bytes: Vec<u8> = id.internal.iter().map(|&c| c as u8).collect();
+    let path: Vec<u8> = bytes[16..]
+        .iter()
+        .copied()
+        .take_while(|&b| b != 0)
+        .collect();
+    let path = std::path::PathBuf::from(std::ffi::OsString::from_vec(path));
+    match Remote::connect(&path, n, rank) {
+        Ok(r) => new_comm(comm, Transport::Remote(r), n, rank, device),
+        Err(e) => {
+            eprintln!(
+                "tofu-cpu-cuda: NCCL rank {rank} of {n}: connecting to the clique's server at {}: {e}",
+                path.display()
+            );
+            NCCL_SYSTEM_ERROR
+        }
     }
 }
 
@@ -137,9 +196,7 @@ pub extern "C" fn ncclCommInitAll(
     if comms.is_null() || n == 0 {
         return NCCL_INVALID_ARGUMENT;
     }
-    let mut id = UniqueId { internal: [0; 128] };
-    ncclGetUniqueId(&mut id);
-    let bytes: Vec<u8> = id.internal.iter().map(|&c| c as u8).collect();
+    let bytes = fresh_id(&[]);
     for r in 0..n {
         // SAFETY: the caller's `n` device ordinals (or none: 0..n).
         let d = if devs.is_null() {
@@ -154,7 +211,7 @@ pub extern "C" fn ncclCommInitAll(
             return NCCL_INVALID_ARGUMENT;
         };
         // SAFETY: the caller's array of `n` communicator slots.
-        new_comm(unsafe { comms.add(r) }, c, r, d);
+        new_comm(unsafe { comms.add(r) }, Transport::Local(c), n, r, d);
     }
     NCCL_SUCCESS
 }
@@ -167,7 +224,10 @@ pub extern "C" fn ncclCommAbort(comm: *mut c_void) -> NcclResult {
     // SAFETY: from `ncclCommInitRank`/`InitAll`, aborted once; queued
     // calls hold the clique, not the communicator.
     let c = unsafe { Box::from_raw(comm as *mut Comm) };
-    c.clique.abort(c.rank);
+    match &c.transport {
+        Transport::Local(clique) => clique.abort(c.rank),
+        Transport::Remote(remote) => remote.close(),
+    }
     NCCL_SUCCESS
 }
 
@@ -225,14 +285,21 @@ fn issue(p: Pending) -> NcclResult {
         return NCCL_INVALID_USAGE;
     }
     let seq = comm.seq.fetch_add(1, Ordering::Relaxed);
-    let (clique, rank) = (comm.clique.clone(), comm.rank);
+    let (transport, rank) = (comm.transport.clone(), comm.rank);
     stream.enqueue(
         Delay::Random,
-        Box::new(move || match clique.run(seq, rank, p.post) {
-            Ok(()) => CUDA_SUCCESS,
-            Err(e) => {
-                eprintln!("tofu-cpu-cuda: NCCL rank {rank}: {e}");
-                CUDA_ERROR_LAUNCH_FAILED
+        Box::new(move || {
+            let r = match &transport {
+                Transport::Local(clique) => clique.run(seq, rank, p.post),
+                // SAFETY: the post's buffers were checked by `call`.
+                Transport::Remote(remote) => unsafe { remote.run(seq, rank, &p.post) },
+            };
+            match r {
+                Ok(()) => CUDA_SUCCESS,
+                Err(e) => {
+                    eprintln!("tofu-cpu-cuda: NCCL rank {rank}: {e}");
+                    CUDA_ERROR_LAUNCH_FAILED
+                }
             }
         }),
     );
@@ -279,7 +346,7 @@ fn ranks(comm: *mut c_void) -> usize {
     }
     // SAFETY: non-null handles are live communicators.
     let c = unsafe { &*(comm as *const Comm) };
-    c.clique.n
+    c.n
 }
 
 #[no_mangle]

@@ -171,6 +171,21 @@ impl Clique {
 
     /// Rank `rank`'s call `seq`: meet the others, compute, write.
     pub fn run(&self, seq: u64, rank: usize, post: Post) -> Result<(), String> {
+        for (p, v) in self.exchange(seq, rank, post)? {
+            // SAFETY: a receive buffer checked when the call was made.
+            unsafe { std::ptr::copy_nonoverlapping(v.as_ptr(), p as *mut f32, v.len()) };
+        }
+        Ok(())
+    }
+
+    /// Rank `rank`'s call `seq`: meet the others, compute; gives the
+    /// (receive address, values) to write, once every rank has read.
+    pub fn exchange(
+        &self,
+        seq: u64,
+        rank: usize,
+        post: Post,
+    ) -> Result<Vec<(usize, Vec<f32>)>, String> {
         let n = self.n;
         let mut st = self.state.lock().expect("clique");
         if let Some(r) = st.aborted {
@@ -199,11 +214,7 @@ impl Clique {
             st.rounds.remove(&seq);
         }
         drop(st);
-        for (p, v) in out? {
-            // SAFETY: a receive buffer checked when the call was made.
-            unsafe { std::ptr::copy_nonoverlapping(v.as_ptr(), p as *mut f32, v.len()) };
-        }
-        Ok(())
+        out
     }
 }
 
