@@ -40,11 +40,32 @@ impl CudaBuffer {
     /// Errors: the driver's, as text.
     pub fn to_host(&self) -> Result<Vec<f32>, String> {
         let mut v = vec![0.0f32; self.data.len()];
-        self.stream
-            .memcpy_dtoh(&self.data, &mut v)
-            .map_err(|e| e.to_string())?;
+        if skip_sync_fault() {
+            self.to_host_unordered(&mut v)?;
+        } else {
+            self.stream
+                .memcpy_dtoh(&self.data, &mut v)
+                .map_err(|e| e.to_string())?;
+        }
         v.truncate(self.len);
         Ok(v)
+    }
+
+    /// The injected fault `TOFU_CUDA_FAULT=skip-sync` (the negative control
+    /// of `tests/cpu_cuda.rs`): the copy runs on a second stream without
+    /// waiting for an event of the buffer's stream, so it may read the
+    /// buffer before the work queued on it has written it — a missing
+    /// synchronisation, wrong on a GPU and under the CPU stand-in's delays.
+    fn to_host_unordered(&self, v: &mut [f32]) -> Result<(), String> {
+        let side = self
+            .stream
+            .context()
+            .new_stream()
+            .map_err(|e| e.to_string())?;
+        // SAFETY: `v` holds the buffer's elements; the call returns once
+        // the copy (to pageable memory) is done.
+        unsafe { cudarc::driver::result::memcpy_dtoh_async(v, self.ptr(), side.cu_stream()) }
+            .map_err(|e| e.to_string())
     }
 
     /// Overwrite the elements from the host (`host.len() == self.len()`).
@@ -83,4 +104,10 @@ impl Drop for CudaBuffer {
     fn drop(&mut self) {
         self.counter.give(self.len as u64 * 4);
     }
+}
+
+/// Whether `TOFU_CUDA_FAULT=skip-sync` is set (read once).
+fn skip_sync_fault() -> bool {
+    static FAULT: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *FAULT.get_or_init(|| std::env::var("TOFU_CUDA_FAULT").is_ok_and(|v| v == "skip-sync"))
 }

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Run one command with the CPU stand-in of the CUDA libraries (cpu-cuda/,
+# test equipment: results under it are never GPU results).
+#
+#   bash scripts/cpu-cuda.sh [--no-build] -- COMMAND [ARGS…]
+#
+# Builds the stand-in (`cargo build -p tofu-cpu-cuda`, unless --no-build),
+# links it in a fresh temporary directory under the names cudarc and
+# tofu's NCCL loader open (libcuda.so, libcuda.so.1, libnvrtc.so,
+# libcublas.so, libnccl.so.2, libnccl.so), puts that directory first on
+# LD_LIBRARY_PATH and names it in TOFU_NCCL_LIBRARY for COMMAND only, runs
+# COMMAND and removes the directory; exits with COMMAND's status. The real
+# libraries are never touched or shadowed outside COMMAND.
+#
+# The stand-in reads (see cpu-cuda/README.md): TOFU_CPU_CUDA_DEVICES
+# (default 2), TOFU_CPU_CUDA_MEMORY (per device, e.g. 2G; default 16G),
+# TOFU_CPU_CUDA_SEED (random delays before copies, kernels and collectives;
+# off when unset), TOFU_CPU_CUDA_DELAY_US (the largest delay, default 2000),
+# TOFU_CPU_CUDA_CACHE (compiled kernels; default $TMPDIR/tofu-cpu-cuda-cache).
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+BUILD=1
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --no-build) BUILD=0; shift ;;
+    --) shift; break ;;
+    *) echo "usage: bash scripts/cpu-cuda.sh [--no-build] -- COMMAND [ARGS…]" >&2; exit 2 ;;
+  esac
+done
+if [ $# -eq 0 ]; then
+  echo "usage: bash scripts/cpu-cuda.sh [--no-build] -- COMMAND [ARGS…]" >&2
+  exit 2
+fi
+TARGET=${CARGO_TARGET_DIR:-$ROOT/target}
+if [ "$BUILD" = 1 ]; then
+  (cd "$ROOT" && cargo build --quiet -p tofu-cpu-cuda) >&2
+fi
+LIB=$TARGET/debug/libtofu_cpu_cuda.so
+if [ ! -f "$LIB" ]; then
+  echo "cpu-cuda.sh: $LIB is missing (build it: cargo build -p tofu-cpu-cuda)" >&2
+  exit 2
+fi
+DIR=$(mktemp -d "${TMPDIR:-/tmp}/tofu-cpu-cuda.XXXXXX")
+trap 'rm -rf "$DIR"' EXIT
+for name in libcuda.so libcuda.so.1 libnvrtc.so libcublas.so libnccl.so.2 libnccl.so; do
+  ln -s "$LIB" "$DIR/$name"
+done
+set +e
+LD_LIBRARY_PATH="$DIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" TOFU_NCCL_LIBRARY="$DIR/libnccl.so.2" "$@"
+status=$?
+set -e
+exit $status

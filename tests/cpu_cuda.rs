@@ -1,0 +1,180 @@
+//! `tofu run --backend cuda` on the CPU stand-in of the CUDA libraries
+//! (`scripts/cpu-cuda.sh`, `cpu-cuda/`; issue 37, item 3), in CI without a
+//! GPU: a zoo MLP's synthetic steps verify (every rank's results against
+//! the CPU reference, `--verify`) at k = 1, at k = 2 host-staged with two
+//! ranks on one stand-in device, and at k = 2 over the stand-in's NCCL
+//! across two devices, all with seeded random delays on every stream; a
+//! negative control: the backend with one synchronisation left out
+//! (`TOFU_CUDA_FAULT=skip-sync`: a device-to-host copy on a second stream
+//! that does not wait for the buffer's stream) fails the k = 2
+//! host-staged run that verifies without it, under the same delays; a device memory smaller than the run needs is an error naming
+//! out-of-memory, not a crash.
+//!
+//! A root-package test so that `CARGO_BIN_EXE_tofu` is the binary of this
+//! build, with the `cuda` feature. Needs bash and g++ (the stand-in
+//! compiles kernels with it): without g++ it prints `SKIPPED` and passes,
+//! and fails when `CI` is set.
+#![cfg(feature = "cuda")]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Whether g++ runs; panics without it when `CI` is set.
+fn have_gxx() -> bool {
+    let ok = Command::new("g++")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "cpu_cuda: g++ is not usable and CI is set"
+        );
+        println!("SKIPPED: cpu_cuda needs g++");
+    }
+    ok
+}
+
+fn temp_dir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("tofu-cpu-cuda-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).expect("temporary directory");
+    d
+}
+
+fn text(o: &Output) -> (String, String) {
+    (
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+/// `tofu plan` mlp-2-8 (batch 4) for `workers` into `dir`.
+fn plan(dir: &Path, workers: &str) -> PathBuf {
+    let p = dir.join(format!("plan-{workers}.json"));
+    let o = Command::new(env!("CARGO_BIN_EXE_tofu"))
+        .args([
+            "plan",
+            "--model",
+            "mlp-2-8",
+            "--batch",
+            "4",
+            "--workers",
+            workers,
+            "-o",
+        ])
+        .arg(&p)
+        .env_remove("TOFU_SPECS")
+        .output()
+        .expect("running tofu plan");
+    assert!(o.status.success(), "{}", text(&o).1);
+    p
+}
+
+/// `tofu run PLAN --backend cuda --steps 2 --verify --json ARGS` under the
+/// stand-in with delays seeded by `seed`, and `env`.
+fn run(plan: &Path, args: &[&str], seed: u64, env: &[(&str, &str)]) -> Output {
+    Command::new("bash")
+        .arg(root().join("scripts/cpu-cuda.sh"))
+        .arg("--")
+        .arg(env!("CARGO_BIN_EXE_tofu"))
+        .arg("run")
+        .arg(plan)
+        .args(["--backend", "cuda", "--steps", "2", "--verify", "--json"])
+        .args(args)
+        .env_remove("TOFU_SPECS")
+        .env("TOFU_CPU_CUDA_SEED", seed.to_string())
+        .env("TOFU_CPU_CUDA_DELAY_US", "1000")
+        .envs(env.iter().copied())
+        .output()
+        .expect("running scripts/cpu-cuda.sh")
+}
+
+/// The JSON report of a run that verified, or a panic with its output.
+fn verified(o: &Output, what: &str) -> serde_json::Value {
+    let (out, err) = text(o);
+    assert!(o.status.success(), "{what}: failed:\n{err}");
+    let v: serde_json::Value = serde_json::from_str(out.trim()).expect("one JSON object");
+    assert_eq!(v["verified"], true, "{what}: {v}");
+    assert!(v["max_rel_error"].as_f64().unwrap() <= 1e-4, "{what}: {v}");
+    v
+}
+
+#[test]
+fn an_mlp_verifies_at_k1_and_k2_host_staged_and_over_nccl() {
+    if !have_gxx() {
+        return;
+    }
+    let dir = temp_dir("verify");
+    let (p1, p2) = (plan(&dir, "1"), plan(&dir, "2"));
+    verified(&run(&p1, &[], 1, &[]), "k = 1");
+    let v = verified(
+        &run(&p2, &["--ranks-per-device", "2"], 2, &[]),
+        "k = 2, two ranks on one device (host-staged)",
+    );
+    assert_eq!(
+        v["bytes_sent_per_rank"], v["predicted_bytes_per_rank"],
+        "{v}"
+    );
+    let v = verified(
+        &run(&p2, &["--devices", "0,1"], 3, &[]),
+        "k = 2 on two devices (NCCL)",
+    );
+    assert_eq!(
+        v["bytes_sent_per_rank"], v["predicted_bytes_per_rank"],
+        "{v}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_missing_synchronisation_gives_a_wrong_result() {
+    if !have_gxx() {
+        return;
+    }
+    let dir = temp_dir("fault");
+    let p = plan(&dir, "2");
+    // The host-staged exchange copies device results to the host in the
+    // middle of a step: the copy the fault leaves unordered.
+    let o = run(
+        &p,
+        &["--ranks-per-device", "2"],
+        2,
+        &[("TOFU_CUDA_FAULT", "skip-sync")],
+    );
+    let (out, err) = text(&o);
+    let passed = o.status.success()
+        && serde_json::from_str::<serde_json::Value>(out.trim())
+            .is_ok_and(|v| v["verified"] == true);
+    assert!(
+        !passed,
+        "the run without its synchronisation verified:\n{out}\n{err}"
+    );
+    assert!(o.status.code().is_some(), "killed by a signal:\n{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn too_little_device_memory_is_an_out_of_memory_error() {
+    if !have_gxx() {
+        return;
+    }
+    let dir = temp_dir("oom");
+    let p = plan(&dir, "1");
+    let o = run(&p, &[], 1, &[("TOFU_CPU_CUDA_MEMORY", "1K")]);
+    let (_, err) = text(&o);
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "an error exit, not a crash:\n{err}"
+    );
+    assert!(
+        err.contains("OUT_OF_MEMORY") || err.contains("out of memory"),
+        "{err}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
