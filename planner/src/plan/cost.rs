@@ -151,6 +151,21 @@ impl<'a> CostModel<'a> {
         }
     }
 
+    /// The graph it costs.
+    pub fn graph(&self) -> &'a Graph {
+        self.graph
+    }
+
+    /// The graph's bound operators.
+    pub fn model(&self) -> &'a Model {
+        self.model
+    }
+
+    /// Worker factor per recursion level.
+    pub fn factors(&self) -> &'a [usize] {
+        self.factors
+    }
+
     /// [`CostModel::new`] whose input and output costs (and link loads) are
     /// looked up in, and added to, `memo` when given (same results, computed
     /// once per op kind). `memo` must serve only cost models of this `model`
