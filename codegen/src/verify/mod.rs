@@ -5,32 +5,32 @@
 //! model, factors) and decisions they were built from; gives `Ok(())` or the
 //! first problem, naming the rank. Checked:
 //!
-//! * **Headers** ([`headers`]): format, version, one program per rank, rank
+//! * **Headers** (`headers.rs`): format, version, one program per rank, rank
 //!   numbers.
-//! * **Buffers** ([`buffers`]): each declared region lies inside its tensor
+//! * **Buffers** (`buffers.rs`): each declared region lies inside its tensor
 //!   and has the declared size; each buffer is allocated once, used only
 //!   while alive, freed once after its last use; exactly the kept buffers
 //!   survive.
-//! * **Shares** ([`shares`]): every compute's index box is the rank's share
+//! * **Shares** (`shares.rs`): every compute's index box is the rank's share
 //!   of the op under the plan, its input buffers hold exactly the regions the
 //!   share reads and its output buffers the boxes it writes.
-//! * **Data flow** ([`dataflow`], element-exact for buffers up to 2²²
+//! * **Data flow** (`dataflow.rs`, element-exact for buffers up to 2²²
 //!   elements): every element read has been written (filled, computed,
 //!   copied, received or reduced into); no element of a buffer is assembled
 //!   twice by plain copies (each tile is produced exactly once per replica).
-//! * **Messages** ([`messages`]): for every ordered pair of ranks the
+//! * **Messages** (`messages.rs`): for every ordered pair of ranks the
 //!   sequence of sends (operator, phase, size) equals the peer's sequence of
 //!   receives, and each program's exchanges follow the one global
 //!   (operator, phase) order, so the grouped send/recv cannot deadlock.
 //!   All-to-alls and broadcasts count as their messages here, hold one
 //!   message per other rank (all-to-all), and are also collectives every
 //!   rank calls in the same order.
-//! * **Collectives** ([`collectives`]): each lies in its buffers and in the
+//! * **Collectives** (`collectives.rs`): each lies in its buffers and in the
 //!   global order, and every rank calls the same ones in the same order.
-//! * **Bytes** ([`bytes`]): the bytes each rank sends equal the planner's
+//! * **Bytes** (`bytes.rs`): the bytes each rank sends equal the planner's
 //!   transfers.
 //!
-//! One program is checked in one walk over its instructions ([`Walk`]):
+//! One program is checked in one walk over its instructions (`Walk`):
 //! per instruction the buffer-use check first, then the checks of its kind's
 //! family, then its data flow, so the first problem reported is the one of
 //! the earliest instruction.
