@@ -6,7 +6,7 @@
 //! per-rank [`Programs`] after every check: the plan file's recorded costs
 //! against its decisions ([`BoundPlan::check_recorded`]), generation
 //! ([`crate::generate::generate_in`]) and the program verifier
-//! ([`crate::validate`]). The cost model is built once and shared by all
+//! ([`crate::verify::validate_in`]). The cost model is built once and shared by all
 //! three.
 
 use planner::plan::file::RecordedError;

@@ -23,13 +23,14 @@
 //!   run that should not use the synthetic fills.
 //! * [`wire`]: element types — values a tensor of each type holds, and its
 //!   messages at the type's own size.
-//! * [`validate`]: the checks run before anything executes (programs, and a
-//!   plan file's recorded costs against its decisions).
+//! * [`verify`]: the checks run before anything executes (programs, one
+//!   function per check family, and a plan file's recorded costs against its
+//!   decisions).
 //! * [`error`]: what goes wrong, named.
 //!
 //! Keeps true: programs are deterministic for a given plan; the bytes a
 //! program sends are the planner's predicted bytes exactly (every message is
-//! one transfer, every collective moves what its transfers would); [`validate::validate`] accepts every program
+//! one transfer, every collective moves what its transfers would); [`verify::validate`] accepts every program
 //! [`generate::generate`] builds from a consistent plan.
 #![warn(missing_docs)]
 
@@ -40,7 +41,7 @@ pub mod error;
 mod exchange;
 pub mod generate;
 pub mod local;
-pub mod validate;
+pub mod verify;
 
 pub use ::program;
 pub use ::program::{given, given_save, wire};
@@ -53,4 +54,4 @@ pub use ::program::{DType, Phase, ProgramError};
 pub use compile::{compile, compile_unpartitioned};
 pub use error::CodegenError;
 pub use generate::{generate, generate_in, generate_unpartitioned, Programs};
-pub use validate::{check_recorded, validate};
+pub use verify::{check_recorded, validate, validate_in};

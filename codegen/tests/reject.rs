@@ -9,7 +9,11 @@
 //!   follow from the decisions;
 //! * [`codegen::validate`] rejects programs in which a tile is assembled
 //!   twice, an element is read that nothing produced, a send has no matching
-//!   receive, or the tiles are not the plan's.
+//!   receive, or the tiles are not the plan's; and, one test per further
+//!   check family of the verifier, programs with a wrong header, a buffer
+//!   never freed or allocated twice, a compute over another share, an
+//!   exchange or collective out of the global order, or ranks that call
+//!   different collectives.
 //!
 //! The CLI path (`tofu run tampered.json`) is tested in `tests/tests/run_cli.rs`.
 
@@ -57,6 +61,13 @@ fn temp(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("tofu-codegen-reject-{}", std::process::id()));
     std::fs::create_dir_all(&d).unwrap();
     d.join(name)
+}
+
+/// `progs` are rejected with an error whose message holds every one of
+/// `needles`.
+fn rejected(c: &Case, progs: &Programs, needles: &[&str]) {
+    let err = invalid(c, progs);
+    assert!(needles.iter().all(|n| err.contains(n)), "{err}");
 }
 
 fn invalid(c: &Case, progs: &Programs) -> String {
@@ -300,4 +311,187 @@ fn validator_rejects_programs_of_other_tiles() {
         err.contains("tile of `fc0.w`") && err.contains("the plan gives"),
         "{err}"
     );
+}
+
+#[test]
+fn validator_rejects_wrong_headers() {
+    let cache = StrategyCache::new();
+    let c = case(2, &cache);
+    let mut progs = c.progs.clone();
+    progs.programs.pop();
+    rejected(&c, &progs, &["1 programs for 2 ranks"]);
+
+    // Rank 1's program claims to be rank 0's.
+    let mut progs = c.progs.clone();
+    progs.programs[1].rank = 0;
+    rejected(&c, &progs, &["rank 1", "header", "rank 0 of 2"]);
+}
+
+#[test]
+fn validator_rejects_a_buffer_never_freed_or_allocated_twice() {
+    let cache = StrategyCache::new();
+    let c = case(2, &cache);
+    let mut progs = c.progs.clone();
+    let at = progs.programs[0]
+        .instrs
+        .iter()
+        .position(|i| matches!(i, Instr::Free { .. }))
+        .expect("a free");
+    progs.programs[0].instrs.remove(at);
+    rejected(&c, &progs, &["rank 0", "is never freed"]);
+
+    let mut progs = c.progs.clone();
+    let at = progs.programs[1]
+        .instrs
+        .iter()
+        .position(|i| matches!(i, Instr::Alloc { .. }))
+        .expect("an alloc");
+    let ins = progs.programs[1].instrs[at].clone();
+    progs.programs[1].instrs.insert(at + 1, ins);
+    rejected(
+        &c,
+        &progs,
+        &[
+            format!("instruction {} (alloc)", at + 1).as_str(),
+            "while it is not alive (or allocates it twice)",
+        ],
+    );
+}
+
+#[test]
+fn validator_rejects_a_compute_over_another_share() {
+    let cache = StrategyCache::new();
+    let c = case(2, &cache);
+    let mut progs = c.progs.clone();
+    let var_box = progs.programs[1]
+        .instrs
+        .iter_mut()
+        .find_map(|i| match i {
+            Instr::Compute { var_box, .. } => Some(var_box),
+            _ => None,
+        })
+        .expect("a compute");
+    var_box[0].1 += 1;
+    rejected(&c, &progs, &["rank 1", "but this rank's share is"]);
+}
+
+#[test]
+fn validator_rejects_an_exchange_out_of_the_global_order() {
+    let cache = StrategyCache::new();
+    // AllRow-Greedy's plan at k = 3 exchanges by all-to-alls and point to
+    // point.
+    let c = case_with(3, &cache, "allrow-greedy".parse().unwrap());
+    // The first and the last exchange of a rank trade their (op, phase):
+    // same messages and data flow, but the last now comes first in the
+    // global order.
+    let mut progs = c.progs.clone();
+    let (r, at) = progs
+        .programs
+        .iter()
+        .enumerate()
+        .find_map(|(r, p)| {
+            let at: Vec<usize> = (0..p.instrs.len())
+                .filter(|&k| key(&p.instrs[k]).is_some())
+                .collect();
+            (at.len() >= 2 && key(&p.instrs[at[0]]) != key(&p.instrs[*at.last().unwrap()]))
+                .then(|| (r, [at[0], *at.last().unwrap()]))
+        })
+        .expect("a rank with two exchanges at k = 3");
+    let instrs = &mut progs.programs[r].instrs;
+    let (first, last) = (key(&instrs[at[0]]), key(&instrs[at[1]]));
+    for (k, new) in [(at[0], last), (at[1], first)] {
+        if let Instr::Exchange { op, phase, .. } | Instr::AllToAll { op, phase, .. } =
+            &mut instrs[k]
+        {
+            (*op, *phase) = new.unwrap();
+        }
+    }
+    rejected(
+        &c,
+        &progs,
+        &[format!("rank {r}").as_str(), "is out of the global order"],
+    );
+}
+
+#[test]
+fn validator_rejects_a_collective_out_of_the_global_order() {
+    let cache = StrategyCache::new();
+    // Data parallelism at k = 2 sums the weight gradients by all-reduces.
+    let c = case_with(2, &cache, SearchKind::DataParallel);
+    // The last all-reduce of rank 0 names the first op, after collectives
+    // of later ops.
+    let mut progs = c.progs.clone();
+    let op = progs.programs[0]
+        .instrs
+        .iter_mut()
+        .rev()
+        .find_map(|i| match i {
+            Instr::AllReduce { op, .. } => Some(op),
+            _ => None,
+        })
+        .expect("an all-reduce at k = 2");
+    assert!(op.0 > 0, "the last all-reduce is of op 0");
+    *op = planner::graph::OpId(0);
+    rejected(
+        &c,
+        &progs,
+        &[
+            "rank 0",
+            format!("collective of op `{}`", c.g.ops()[0].name).as_str(),
+            "is out of the global order",
+        ],
+    );
+}
+
+#[test]
+fn validator_rejects_ranks_that_call_different_collectives() {
+    let cache = StrategyCache::new();
+    let c = case_with(2, &cache, SearchKind::DataParallel);
+    // Rank 1 runs its first all-reduce as a reduce-scatter (rank 0 gets
+    // the whole region) and an all-gather: the same bytes and the same data
+    // flow on rank 1, but rank 0 calls an all-reduce (a deadlock on NCCL).
+    let mut progs = c.progs.clone();
+    let instrs = &mut progs.programs[1].instrs;
+    let at = instrs
+        .iter()
+        .position(|i| matches!(i, Instr::AllReduce { .. }))
+        .expect("an all-reduce at k = 2");
+    let Instr::AllReduce {
+        op,
+        src,
+        dst,
+        region,
+        reduce,
+    } = instrs[at].clone()
+    else {
+        unreachable!()
+    };
+    let empty = codegen::Region(region.0.iter().map(|&(l, _)| (l, l)).collect());
+    let blocks = vec![region, empty];
+    instrs[at] = Instr::ReduceScatter {
+        op,
+        src,
+        dst,
+        blocks: blocks.clone(),
+        reduce,
+    };
+    instrs.insert(
+        at + 1,
+        Instr::AllGather {
+            op,
+            buf: dst,
+            blocks,
+        },
+    );
+    rejected(&c, &progs, &["rank 1", "differ from rank 0's"]);
+}
+
+/// The (operator, phase) of an exchange or all-to-all.
+fn key(i: &Instr) -> Option<(planner::graph::OpId, planner::plan::Phase)> {
+    match i {
+        Instr::Exchange { op, phase, .. } | Instr::AllToAll { op, phase, .. } => {
+            Some((*op, *phase))
+        }
+        _ => None,
+    }
 }
