@@ -13,7 +13,7 @@
 //! * [`exec`]: the executor, generic over backend × communicator, and
 //!   [`RankRunner`], one rank's program driven step by step (`set`, `step`,
 //!   `get`);
-//!   [`launch`]: ranks on threads; [`verify`]: comparison with the
+//!   ranks on threads ([`comm::on_threads`]); [`verify`]: comparison with the
 //!   unpartitioned run.
 //!
 //! Takes self-contained programs (`codegen::Program`: specs, shapes and
@@ -25,7 +25,6 @@
 pub mod backend;
 pub mod choose;
 pub mod exec;
-pub mod launch;
 pub mod region;
 pub mod verify;
 
