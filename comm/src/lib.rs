@@ -44,12 +44,14 @@
 
 mod error;
 pub mod local;
+pub mod ranks;
 pub mod traffic;
 
 use std::fmt;
 
 pub use local::tcp::TcpCommunicator;
 pub use local::{run_ranks, LocalCommunicator, DEFAULT_TIMEOUT};
+pub use ranks::on_threads;
 pub use traffic::Traffic;
 
 /// A rank (worker index) in a communicator: `0..world_size`.

@@ -212,21 +212,13 @@ pub fn load(path: &Path) -> Result<Graph, FormatError> {
     from_json(&text)
 }
 
-/// Write `bytes` to `path` via a temporary sibling file and a rename, so a
-/// reader never sees a half-written file.
+/// Write `bytes` to `path` whole or not at all (`durable::write_atomic`:
+/// temporary file, fsync, rename, fsync of the directory).
+///
+/// Errors: [`FormatError::Io`] naming `path`.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), FormatError> {
-    let io = |source| FormatError::Io {
+    durable::write_atomic(path, bytes).map_err(|source| FormatError::Io {
         path: path.to_path_buf(),
         source,
-    };
-    let file_name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "graph".into());
-    let tmp = path.with_file_name(format!(".{file_name}.tmp{}", std::process::id()));
-    std::fs::write(&tmp, bytes).map_err(io)?;
-    std::fs::rename(&tmp, path).map_err(|e| {
-        let _ = std::fs::remove_file(&tmp);
-        io(e)
     })
 }

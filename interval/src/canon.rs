@@ -100,10 +100,23 @@ impl Default for EggLimits {
 /// anything: the normal form is the best there is), or the limit of
 /// [`EggLimits`] it reached first (the best form found so far is used).
 /// Ordered from the best outcome to the worst.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    serde::Serialize,
+    serde::Deserialize,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum Saturation {
     /// Every rewrite was exhausted (or egg was not needed).
+    #[default]
     Saturated,
     /// [`EggLimits::iterations`] stopped it.
     IterationLimit,
@@ -115,6 +128,12 @@ impl Saturation {
     /// Whether a limit stopped egg.
     pub fn is_limit(self) -> bool {
         self != Saturation::Saturated
+    }
+
+    /// Whether egg saturated (no limit stopped it); `skip_serializing_if`
+    /// takes a reference.
+    pub fn is_saturated(&self) -> bool {
+        *self == Saturation::Saturated
     }
 
     /// Egg's reason as ours.

@@ -43,12 +43,4 @@ pub enum LoopError {
         /// What happened.
         why: String,
     },
-    /// Reading a data file failed.
-    #[error("{path}: {why}")]
-    Data {
-        /// The file.
-        path: String,
-        /// What is wrong and how to fix it.
-        why: String,
-    },
 }

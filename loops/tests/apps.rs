@@ -6,7 +6,8 @@
 
 mod common;
 
-use loops::apps::{lr, mf, movielens};
+use datasets::movielens;
+use loops::apps::{lr, mf};
 use loops::Choice;
 
 #[test]
@@ -16,7 +17,7 @@ fn mf_movielens_4_workers_unordered_2d_tracks_serial() {
     };
     let data = movielens::load(&path).unwrap();
     assert_eq!(data.ratings.len(), 100_000);
-    let (train, test) = mf::split(&data.ratings, 0.1, 1);
+    let (train, test) = mf::split(&mf::widen(&data.ratings), 0.1, 1);
     let run = |workers| {
         let cfg = mf::MfConfig {
             workers,
@@ -25,8 +26,8 @@ fn mf_movielens_4_workers_unordered_2d_tracks_serial() {
         mf::train(
             &train,
             &test,
-            data.users,
-            data.items,
+            data.users as usize,
+            data.items as usize,
             &cfg,
             &mut |_, _, _, _| {},
         )
@@ -140,7 +141,7 @@ fn mf_data_parallel_runs_and_learns() {
         return;
     };
     let data = movielens::load(&path).unwrap();
-    let (train, test) = mf::split(&data.ratings, 0.1, 1);
+    let (train, test) = mf::split(&mf::widen(&data.ratings), 0.1, 1);
     let cfg = mf::MfConfig {
         workers: 4,
         epochs: 2,
@@ -150,8 +151,8 @@ fn mf_data_parallel_runs_and_learns() {
     let rep = mf::train(
         &train,
         &test,
-        data.users,
-        data.items,
+        data.users as usize,
+        data.items as usize,
         &cfg,
         &mut |_, _, _, _| {},
     )

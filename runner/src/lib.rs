@@ -16,7 +16,7 @@
 //! * [`exec`]: the executor, generic over backend × communicator, and
 //!   [`RankRunner`], one rank's program driven step by step (`set`, `step`,
 //!   `get`);
-//!   [`launch`]: ranks on threads; [`verify`]: comparison with the
+//!   ranks on threads ([`comm::on_threads`]); [`verify`]: comparison with the
 //!   unpartitioned run.
 //!
 //! Takes self-contained programs (`program::Program`: specs, shapes and
@@ -28,7 +28,6 @@
 pub mod backend;
 pub mod choose;
 pub mod exec;
-pub mod launch;
 pub mod ops;
 pub mod region;
 pub mod verify;

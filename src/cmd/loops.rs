@@ -9,7 +9,8 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use loops::apps::{lr, mf, movielens};
+use datasets::movielens;
+use loops::apps::{lr, mf};
 use loops::Choice;
 
 /// Arguments of `tofu loops`.
@@ -125,7 +126,7 @@ fn run_mf(a: MfArgs) -> miette::Result<ExitCode> {
         .parse()
         .map_err(|e| miette::miette!("--schedule {e}"))?;
     let data = load(&a.data)?;
-    let (train, test) = mf::split(&data.ratings, 0.1, a.seed);
+    let (train, test) = mf::split(&mf::widen(&data.ratings), 0.1, a.seed);
     let cfg = mf::MfConfig {
         rank: a.rank,
         lr: a.lr,
@@ -147,8 +148,8 @@ fn run_mf(a: MfArgs) -> miette::Result<ExitCode> {
     let rep = mf::train(
         &train,
         &test,
-        data.users,
-        data.items,
+        data.users as usize,
+        data.items as usize,
         &cfg,
         &mut |e, tr, ho, s| {
             eprintln!("epoch {e:3}: train RMSE {tr:.4}  held-out RMSE {ho:.4}  {s:.3} s");
@@ -227,7 +228,7 @@ fn run_lr(a: LrArgs) -> miette::Result<ExitCode> {
 
 fn run_bench(a: BenchArgs) -> miette::Result<ExitCode> {
     let data = load(&a.data)?;
-    let (train, test) = mf::split(&data.ratings, 0.1, 1);
+    let (train, test) = mf::split(&mf::widen(&data.ratings), 0.1, 1);
     let go = |workers: usize, schedule: mf::MfSchedule, epochs: usize| {
         let cfg = mf::MfConfig {
             workers,
@@ -238,8 +239,8 @@ fn run_bench(a: BenchArgs) -> miette::Result<ExitCode> {
         mf::train(
             &train,
             &test,
-            data.users,
-            data.items,
+            data.users as usize,
+            data.items as usize,
             &cfg,
             &mut |e, _, ho, s| {
                 eprintln!("  {workers} workers {schedule:?} epoch {e}: held-out {ho:.4} {s:.3} s");

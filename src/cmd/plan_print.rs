@@ -134,6 +134,7 @@ impl Shown<'_> {
             p.stop_reason,
             p.choice
         );
+        print_saturation(p.index_saturation);
         println!(
             "comm       {} per training step (all workers together)",
             human(p.comm_bytes)
@@ -199,4 +200,15 @@ impl Shown<'_> {
             );
         }
     }
+}
+
+/// The summary's line when a limit stopped egg in the strategy analysis
+/// (nothing when it saturated).
+fn print_saturation(s: interval::Saturation) {
+    let limit = match s {
+        interval::Saturation::Saturated => return,
+        interval::Saturation::IterationLimit => "iteration",
+        interval::Saturation::NodeLimit => "node",
+    };
+    println!("analysis   egg stopped at its {limit} limit on some index expressions (strategies from the best form found)");
 }

@@ -10,7 +10,8 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use ssp::mf::{default_path, load_inter, split, train, MfConfig, Rating, Ratings};
+use datasets::movielens::{default_path, load};
+use ssp::mf::{split, train, MfConfig, Rating, Ratings};
 use ssp::placement::{Placement, Policy};
 
 use super::ssp::{comm_config, CommArgs, MfDataArgs, MfModelArgs, PlacementArg};
@@ -33,7 +34,7 @@ pub struct MfArgs {
     pub shards: usize,
 }
 
-/// The cached MovieLens-100K file ([`ssp::mf::default_path`]).
+/// The cached MovieLens-100K file ([`datasets::movielens::default_path`]).
 ///
 /// # Errors
 /// It is missing (names the fetch script and `--data`).
@@ -62,7 +63,7 @@ pub(crate) fn load_movielens(
         Some(f) => f.to_path_buf(),
         None => default_movielens()?,
     };
-    let ratings = load_inter(&file).map_err(|e| miette::miette!("--data: {e}"))?;
+    let ratings = load(&file).map_err(|e| miette::miette!("--data: {e}"))?;
     let (tr, te) = split(&ratings, 0.9, seed);
     Ok((ratings, tr, te))
 }

@@ -10,7 +10,8 @@
 //! `<= t` go to both copies. So a checkpoint equals replaying exactly the
 //! updates `<= t`, although the live rows may already hold newer ones.
 //! Files: `shard-<id>-clock-<t>.ckpt` (postcard), written to a temporary
-//! name and renamed, so a file that exists is whole.
+//! name, synced and renamed (and the directory synced), so a file that
+//! exists is whole, also after a crash.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -37,23 +38,20 @@ impl ShardCheckpoint {
         format!("shard-{}-clock-{clock}.ckpt", shard.0)
     }
 
-    /// Writes this checkpoint into `dir` (atomically: temp file + rename).
+    /// Writes this checkpoint into `dir`, whole or not at all
+    /// (`durable::write_atomic`: a temporary file in `dir`, synced, renamed
+    /// into place, and `dir` synced).
     ///
     /// # Errors
     /// [`SspError::Io`] naming the file.
     pub fn write(&self, dir: &Path) -> Result<PathBuf, SspError> {
         let path = dir.join(Self::file_name(self.shard, self.clock));
-        let tmp = dir.join(format!("{}.tmp", Self::file_name(self.shard, self.clock)));
         let bytes = postcard::to_stdvec(self).map_err(|e| SspError::Codec {
             peer: path.display().to_string(),
             why: e.to_string(),
         })?;
-        std::fs::write(&tmp, bytes).map_err(|e| SspError::Io {
-            what: format!("writing {}", tmp.display()),
-            source: e,
-        })?;
-        std::fs::rename(&tmp, &path).map_err(|e| SspError::Io {
-            what: format!("renaming {} into place", tmp.display()),
+        durable::write_atomic(&path, &bytes).map_err(|e| SspError::Io {
+            what: format!("writing {}", path.display()),
             source: e,
         })?;
         Ok(path)

@@ -3,20 +3,16 @@
 //! library's SVD scores 0.934 on this set).
 //!
 //! Needs `ml-100k.inter` from `scripts/fetch-movielens.sh` (cache
-//! `${TOFU_MOVIELENS_CACHE:-~/.cache/tofu/recbole-1.2.1}`); without it the
+//! `${TOFU_DATA_CACHE:-~/.cache/tofu}/recbole-1.2.1`); without it the
 //! test fails under CI and prints SKIPPED locally.
 
 use std::path::PathBuf;
 
-use ssp::mf::{load_inter, split, train, MfConfig};
+use datasets::movielens::{default_path, load};
+use ssp::mf::{split, train, MfConfig};
 
 fn data_file() -> Option<PathBuf> {
-    let cache = std::env::var_os("TOFU_MOVIELENS_CACHE")
-        .map(PathBuf::from)
-        .or_else(|| {
-            std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/tofu/recbole-1.2.1"))
-        })?;
-    let file = cache.join("ml-100k.inter");
+    let file = default_path();
     if file.is_file() {
         return Some(file);
     }
@@ -32,7 +28,7 @@ fn data_file() -> Option<PathBuf> {
 #[test]
 fn mf_movielens_4_workers_s2_reaches_heldout_rmse_095() {
     let Some(file) = data_file() else { return };
-    let data = load_inter(&file).unwrap();
+    let data = load(&file).unwrap();
     assert_eq!(data.ratings.len(), 100_000);
     let (tr, te) = split(&data, 0.9, 7);
     let cfg = MfConfig {

@@ -77,38 +77,28 @@ pub fn temp_dir(name: &str) -> PathBuf {
     d
 }
 
-/// The MovieLens-100K cache (`$TOFU_MOVIELENS_CACHE`, default
-/// `~/.cache/tofu/recbole-1.2.1`) if it holds `ml-100k.inter`; otherwise
-/// prints `SKIPPED` and gives `None`, or panics when `CI` is set (data
-/// must be fetched there by `scripts/fetch-movielens.sh`).
-pub fn movielens_cache() -> Option<PathBuf> {
-    let cache = std::env::var_os("TOFU_MOVIELENS_CACHE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(std::env::var_os("HOME").unwrap_or_else(|| "/root".into()))
-                .join(".cache/tofu/recbole-1.2.1")
-        });
-    if cache.join("ml-100k.inter").is_file() {
-        return Some(cache);
+/// The MovieLens-100K file (`datasets::movielens::default_path`:
+/// `${TOFU_DATA_CACHE:-~/.cache/tofu}/recbole-1.2.1/ml-100k.inter`) if it is
+/// there; otherwise prints `SKIPPED` and gives `None`, or panics when `CI` is
+/// set (data must be fetched there by `scripts/fetch-movielens.sh`).
+pub fn movielens_file() -> Option<PathBuf> {
+    let file = datasets::movielens::default_path();
+    if file.is_file() {
+        return Some(file);
     }
     let msg = format!(
-        "MovieLens-100K not in {}: run `bash scripts/fetch-movielens.sh`",
-        cache.display()
+        "MovieLens-100K not at {}: run `bash scripts/fetch-movielens.sh`",
+        file.display()
     );
     assert!(std::env::var_os("CI").is_none(), "{msg}");
     eprintln!("SKIPPED: {msg}");
     None
 }
 
-/// The data cache the fetch scripts fill: `$TOFU_DATA_CACHE`, default
-/// `~/.cache/tofu`.
+/// The data cache the fetch scripts fill (`datasets::cache_dir`:
+/// `$TOFU_DATA_CACHE`, default `~/.cache/tofu`).
 pub fn data_cache() -> PathBuf {
-    std::env::var_os("TOFU_DATA_CACHE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(std::env::var_os("HOME").unwrap_or_else(|| "/root".into()))
-                .join(".cache/tofu")
-        })
+    datasets::cache_dir()
 }
 
 /// Whether `file` (relative to [`data_cache`]) is there; otherwise prints

@@ -5,33 +5,11 @@
 //! comes from `scripts/fetch-movielens.sh`; without it the MF tests fail
 //! under CI and print SKIPPED locally.
 
-use std::path::PathBuf;
-
-use tofu_tests::{text, tofu};
-
-fn movielens() -> Option<PathBuf> {
-    let root = std::env::var_os("TOFU_DATA_CACHE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(std::env::var_os("HOME").unwrap_or_else(|| "/root".into()))
-                .join(".cache/tofu")
-        });
-    let f = root.join("recbole-1.2.1/ml-100k.inter");
-    if f.is_file() {
-        return Some(f);
-    }
-    let msg = format!(
-        "MovieLens-100K not at {}: run `bash scripts/fetch-movielens.sh`",
-        f.display()
-    );
-    assert!(std::env::var_os("CI").is_none(), "{msg}");
-    eprintln!("SKIPPED: {msg}");
-    None
-}
+use tofu_tests::{movielens_file, text, tofu};
 
 #[test]
 fn mf_json_reports_unordered_2d_and_serial() {
-    if movielens().is_none() {
+    if movielens_file().is_none() {
         return;
     }
     for (workers, schedule) in [("4", "unordered-2d"), ("1", "serial")] {
@@ -61,7 +39,7 @@ fn mf_json_reports_unordered_2d_and_serial() {
 
 #[test]
 fn mf_inapplicable_schedule_names_the_flag() {
-    if movielens().is_none() {
+    if movielens_file().is_none() {
         return;
     }
     let o = tofu(&["loops", "mf", "--schedule", "1d", "--epochs", "1"]);

@@ -7,11 +7,11 @@
 
 use std::process::Command;
 
-use tofu_tests::{movielens_cache, tofu_bin};
+use tofu_tests::{data_cache, movielens_file, tofu_bin};
 
 #[test]
 fn ssp_bench_json_runs_and_ratios() {
-    let Some(cache) = movielens_cache() else {
+    let Some(_) = movielens_file() else {
         return;
     };
     let out = Command::new(tofu_bin())
@@ -34,7 +34,7 @@ fn ssp_bench_json_runs_and_ratios() {
             "1.05",
             "--json",
         ])
-        .env("TOFU_MOVIELENS_CACHE", &cache)
+        .env("TOFU_DATA_CACHE", data_cache())
         .output()
         .unwrap();
     assert!(

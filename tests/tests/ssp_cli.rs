@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use tofu_tests::{movielens_cache, tofu_bin};
+use tofu_tests::{data_cache, movielens_file, tofu_bin};
 
 fn spawn(args: &[String], stdout: bool) -> Child {
     Command::new(tofu_bin())
@@ -196,7 +196,7 @@ fn killed_server_restarts_from_checkpoint_losing_and_repeating_nothing() {
 
 #[test]
 fn ssp_mf_json_summary() {
-    let Some(cache) = movielens_cache() else {
+    let Some(_) = movielens_file() else {
         return;
     };
     let out = Command::new(tofu_bin())
@@ -213,7 +213,7 @@ fn ssp_mf_json_summary() {
             "8",
             "--json",
         ])
-        .env("TOFU_MOVIELENS_CACHE", &cache)
+        .env("TOFU_DATA_CACHE", data_cache())
         .output()
         .unwrap();
     assert!(

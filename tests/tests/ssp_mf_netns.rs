@@ -16,7 +16,7 @@ mod ssp_common;
 use std::process::Command;
 
 use ssp_common::{assert_close, floats, Host, MfRun};
-use tofu_tests::movielens_cache;
+use tofu_tests::movielens_file;
 
 /// Network namespaces made for this test; deleted on drop.
 struct Netns(Vec<String>);
@@ -81,7 +81,7 @@ impl Drop for Netns {
 
 #[test]
 fn mf_across_network_namespaces_matches_loopback() {
-    let Some(cache) = movielens_cache() else {
+    let Some(file) = movielens_file() else {
         return;
     };
     let netns = match Netns::pair() {
@@ -91,7 +91,7 @@ fn mf_across_network_namespaces_matches_loopback() {
             return;
         }
     };
-    let run = MfRun::small(cache.join("ml-100k.inter"), 0);
+    let run = MfRun::small(file, 0);
     let hosts = [netns.host(0), netns.host(1)];
     let (servers, workers) = run.processes(&hosts, &hosts, &[7070, 7071]);
     let (_, looped) = run.on_loopback();

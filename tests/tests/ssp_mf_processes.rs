@@ -26,10 +26,10 @@ mod ssp_common;
 use std::path::PathBuf;
 
 use ssp_common::{assert_close, floats, split_counts, users_items, MfRun};
-use tofu_tests::movielens_cache;
+use tofu_tests::movielens_file;
 
 fn data() -> Option<PathBuf> {
-    movielens_cache().map(|c| c.join("ml-100k.inter"))
+    movielens_file()
 }
 
 fn check(run: &MfRun, tol: f64, tol_train: f64, tol_last: f64) {

@@ -23,7 +23,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use ssp_common::{assert_close, floats, free_ports, split_counts, Host, MfRun, Procs};
-use tofu_tests::movielens_cache;
+use tofu_tests::movielens_file;
 
 /// Highest clock with a checkpoint file of both shards 0 and 1.
 fn common_checkpoint(dir: &Path) -> Option<u32> {
@@ -38,12 +38,12 @@ fn strings(v: &[&str]) -> Vec<String> {
 
 #[test]
 fn killed_mf_server_restarts_from_its_checkpoint_losing_and_repeating_nothing() {
-    let Some(cache) = movielens_cache() else {
+    let Some(file) = movielens_file() else {
         return;
     };
     let dir = std::env::temp_dir().join(format!("tofu-ssp-mf-ckpt-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
-    let run = MfRun::small(cache.join("ml-100k.inter"), 1);
+    let run = MfRun::small(file, 1);
     let clocks = run.epochs * run.clocks_per_epoch;
     let ckpt = strings(&["--checkpoint-dir", &dir.display().to_string()]);
     let mut server_flags = ckpt.clone();

@@ -23,6 +23,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use codegen::{Programs, Region, TensorId};
+use planner::graph::format::write_atomic;
 use planner::graph::Graph;
 use planner::plan::file::graph_sha256;
 use runner::Given;
@@ -30,7 +31,6 @@ use safetensors::SafeTensors;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::atomic::{sync_dir, write_atomic};
 use crate::weights::to_safetensors;
 use crate::TrainError;
 
@@ -228,7 +228,8 @@ pub fn write_shard(
         })
         .collect();
     let bytes = to_safetensors(&named, Some(meta))?;
-    write_atomic(&tmp.join(format!("rank-{rank}.safetensors")), &bytes).map_err(TrainError::Data)
+    write_atomic(&tmp.join(format!("rank-{rank}.safetensors")), &bytes)
+        .map_err(|e| TrainError::Data(e.to_string()))
 }
 
 /// Finish the checkpoint after `step` steps once every rank's shard is
@@ -269,11 +270,12 @@ pub fn commit(
         shards,
     };
     let text = serde_json::to_string_pretty(&manifest).expect("manifest serialises");
-    write_atomic(&tmp.join("manifest.json"), text.as_bytes()).map_err(TrainError::Data)?;
+    write_atomic(&tmp.join("manifest.json"), text.as_bytes())
+        .map_err(|e| TrainError::Data(e.to_string()))?;
     let done = step_dir(dir, step);
     let _ = std::fs::remove_dir_all(&done);
     std::fs::rename(&tmp, &done).map_err(|e| io(e, &done))?;
-    sync_dir(dir).map_err(TrainError::Data)?;
+    durable::sync_dir(dir).map_err(|e| io(e, dir))?;
     Ok(done)
 }
 

@@ -14,7 +14,6 @@
 //! arguments and prints; everything else is here.
 #![warn(missing_docs)]
 
-mod atomic;
 pub mod batches;
 pub mod checkpoint;
 pub mod data;

@@ -16,8 +16,8 @@ use runner::Given;
 use safetensors::tensor::TensorView;
 use safetensors::Dtype;
 
-use crate::atomic::write_atomic;
 use crate::TrainError;
+use planner::graph::format::write_atomic;
 
 /// Little-endian bytes of f32 values.
 fn le_bytes(v: &[f32]) -> Vec<u8> {
@@ -59,7 +59,7 @@ pub fn save(path: &Path, graph: &Graph, weights: &Given) -> Result<(), TrainErro
         .collect();
     named.sort_by(|a, b| a.0.cmp(&b.0));
     let bytes = to_safetensors(&named, None)?;
-    write_atomic(path, &bytes).map_err(TrainError::Data)
+    write_atomic(path, &bytes).map_err(|e| TrainError::Data(e.to_string()))
 }
 
 /// The weights a run with `seed` starts from: every trainable weight's
@@ -131,5 +131,5 @@ pub fn export_batches(
         .map(|((name, elems), v)| (name.to_string(), vec![steps, batch, *elems], v.as_slice()))
         .collect();
     let bytes = to_safetensors(&named, None)?;
-    write_atomic(path, &bytes).map_err(TrainError::Data)
+    write_atomic(path, &bytes).map_err(|e| TrainError::Data(e.to_string()))
 }

@@ -493,25 +493,14 @@ impl Drop for LocalCommunicator {
     }
 }
 
-/// Run `f(comm)` for every communicator of a clique, each on its own scoped
-/// thread named `rank-{r}`; gives the results in rank order, `Err` with the
-/// panic payload for a rank that panicked.
+/// Run `f(comm)` for every communicator of a clique (in rank order), each
+/// on its own scoped thread named `rank-{r}` ([`crate::on_threads`]); gives
+/// the results in rank order, `Err` with the panic payload for a rank that
+/// panicked.
 pub fn run_ranks<T, F>(comms: Vec<LocalCommunicator>, f: F) -> Vec<std::thread::Result<T>>
 where
     T: Send,
     F: Fn(LocalCommunicator) -> T + Sync,
 {
-    std::thread::scope(|s| {
-        let handles: Vec<_> = comms
-            .into_iter()
-            .map(|c| {
-                let f = &f;
-                std::thread::Builder::new()
-                    .name(format!("rank-{}", c.rank))
-                    .spawn_scoped(s, move || f(c))
-                    .expect("spawn a rank thread")
-            })
-            .collect();
-        handles.into_iter().map(|h| h.join()).collect()
-    })
+    crate::on_threads(comms, |_, c| f(c))
 }

@@ -23,7 +23,8 @@ use crate::exec::run;
 use crate::schedule::{plan, Choice, PlanOptions};
 use crate::spec::{LoopBuilder, Mode, Sub};
 
-use super::movielens::Rating;
+/// One rating: (user, item, stars), indices widened for indexing.
+pub type Rating = (usize, usize, f32);
 
 /// Largest supported rank (rows live on the stack).
 pub const MAX_RANK: usize = 63;
@@ -114,6 +115,14 @@ pub struct MfReport {
     pub heldout_rmse: Vec<f64>,
     /// Seconds per epoch (the pass only).
     pub seconds: Vec<f64>,
+}
+
+/// Ratings as `datasets::movielens::load` reads them, with indices widened.
+pub fn widen(ratings: &[datasets::movielens::Rating]) -> Vec<Rating> {
+    ratings
+        .iter()
+        .map(|&(u, i, r)| (u as usize, i as usize, r))
+        .collect()
 }
 
 /// Split ratings into train and held-out sets (`heldout` fraction, seeded).

@@ -5,5 +5,3 @@
 pub mod lr;
 /// SGD matrix factorisation (unordered 2D).
 pub mod mf;
-/// MovieLens-100K loader.
-pub mod movielens;

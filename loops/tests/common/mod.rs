@@ -171,7 +171,7 @@ pub fn stamp(point: &[usize]) -> f32 {
 /// The MovieLens file, or `None` (after printing SKIPPED) when it is
 /// missing locally. Panics under CI when it is missing.
 pub fn movielens() -> Option<PathBuf> {
-    let p = loops::apps::movielens::default_path();
+    let p = datasets::movielens::default_path();
     if p.is_file() {
         return Some(p);
     }

@@ -352,6 +352,12 @@ fn plan_levels(
         memory,
         levels,
         stop_reason,
+        index_saturation: model
+            .ops
+            .iter()
+            .map(|o| o.strategies.saturation)
+            .max()
+            .unwrap_or_default(),
         plan_seconds: 0.0,
         coarse,
         choice: String::new(),

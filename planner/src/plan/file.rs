@@ -11,7 +11,9 @@
 //! * `search`, `workers` (k), `factors` (worker factor per recursion level,
 //!   outermost first; their product is k);
 //! * `comm_bytes_per_step`: bytes sent by all workers together in one
-//!   training step; `max_worker_memory_bytes`; `stop_reason`; `plan_seconds`;
+//!   training step; `max_worker_memory_bytes`; `stop_reason`;
+//!   `index_saturation` (only when a limit stopped egg in the strategy
+//!   analysis: `iteration-limit` or `node-limit`); `plan_seconds`;
 //! * `tensors[i]`: `name`, `shape`, `splits` (per level: the split dim, or
 //!   `null` for replicated at that level);
 //! * `ops[i]`: `name`, `spec`, `choices` (per level: `{"strategy": n}` or
@@ -32,6 +34,7 @@
 
 use std::path::Path;
 
+use interval::Saturation;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
@@ -99,6 +102,11 @@ pub struct PlanFile {
     pub max_worker_memory_bytes: u64,
     /// Why the search stopped.
     pub stop_reason: StopReason,
+    /// Why egg stopped rewriting index expressions in the strategy analysis
+    /// ([`Planned::index_saturation`]); written only when a limit stopped it
+    /// (`iteration-limit`, `node-limit`), absent when it saturated.
+    #[serde(default, skip_serializing_if = "Saturation::is_saturated")]
+    pub index_saturation: Saturation,
     /// Search time (seconds).
     pub plan_seconds: f64,
     /// Per tensor, in graph order.
@@ -229,6 +237,7 @@ impl PlanFile {
                 .max()
                 .unwrap_or(0),
             stop_reason: planned.stop_reason,
+            index_saturation: planned.index_saturation,
             plan_seconds: planned.plan_seconds,
             tensors,
             ops,

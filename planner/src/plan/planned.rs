@@ -8,6 +8,8 @@
 //! why planning failed; and [`max_memory`], the largest worker of a plan.
 //! The planner that makes them is [`super::driver`].
 
+use interval::Saturation;
+
 use super::cluster::{LinkReport, TopologyError};
 use super::coarse::CoarseGraph;
 use super::decisions::Decisions;
@@ -108,6 +110,11 @@ pub struct Planned {
     /// first limit that stopped a level; else `optimal` only if every level
     /// was solved exactly.
     pub stop_reason: StopReason,
+    /// Why egg stopped rewriting the index expressions of the analysis that
+    /// gave the operators' strategies: the worst over the operators
+    /// ([`Saturation`]); a limit means some strategies were found on the best
+    /// form egg reached, not its normal form.
+    pub index_saturation: Saturation,
     /// Search time in seconds (model building and search; not graph construction).
     pub plan_seconds: f64,
     /// The coarsened graph of the first level, for pictures.

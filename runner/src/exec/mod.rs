@@ -38,11 +38,10 @@ use std::time::Instant;
 
 use program::{Program, Region, TensorId};
 
-use comm::{Collectives, CommError, LocalCommunicator};
+use comm::{on_threads, Collectives, CommError, LocalCommunicator};
 
 use crate::backend::{Backend, BackendError, CpuBackend};
 use crate::given::Given;
-use crate::launch::on_threads;
 use crate::region::{copy_region, slice};
 
 mod collective;

@@ -17,7 +17,8 @@
 //! so worker processes read the run's RMSE from the servers
 //! ([`read_metrics`]) and a checkpoint holds them up to its clock.
 //!
-//! * [`data`]-level: [`load_inter`], [`split`];
+//! * [`data`]-level: [`split`] (the ratings come from
+//!   `datasets::movielens::load`);
 //! * one worker's loop: [`run_worker`] (the same in one process and over
 //!   TCP);
 //! * a whole run in one process: [`train`].
@@ -31,7 +32,7 @@ use crate::error::SspError;
 use crate::placement::TableSize;
 use crate::types::{TableConfig, TableId};
 
-pub use data::{default_path, load_inter, split, Rating, Ratings};
+pub use data::{split, Rating, Ratings};
 pub use local::train;
 pub use worker::{read_metrics, run_worker};
 
