@@ -20,7 +20,7 @@ use super::ir::{DType, Fill, Graph, Group, Op, OpRole, Tensor, TensorRole};
 /// Builds a forward graph, one operator at a time, inferring shapes.
 ///
 /// ```no_run
-/// # use planner::graph::{DType, Fill, GraphBuilder};
+/// # use graph::{DType, Fill, GraphBuilder};
 /// let lib = tdl::Library::shipped().unwrap();
 /// let mut b = GraphBuilder::new(&lib, "example");
 /// let x = b.input("x", &[8, 16], DType::F32, Fill::Normal { std: 1.0 }).unwrap();
