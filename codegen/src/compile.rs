@@ -30,13 +30,7 @@ pub fn compile(plan: &BoundPlan, lib: &Library) -> Result<Programs, CodegenError
         RecordedError::Tampered(m) => CodegenError::Tampered(m),
     })?;
     let progs = generate_in(&cm, lib, &plan.decisions)?;
-    crate::validate(
-        &plan.graph,
-        &plan.ops,
-        &plan.factors,
-        &plan.decisions,
-        &progs,
-    )?;
+    crate::verify::validate_in(&cm, &plan.decisions, &progs)?;
     Ok(progs)
 }
 

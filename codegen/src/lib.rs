@@ -15,7 +15,7 @@
 //!   crate, with [`wire`], [`given`] and [`given_save`]).
 //! * [`compile()`]: a [`planner::plan::BoundPlan`] to verified programs in
 //!   one call (what `tofu run`, `tofu train` and the SSP path use).
-//! * [`generate`]: building the programs.
+//! * [`generate`](mod@generate): building the programs.
 //! * [`collectives`]: where the transfers of an output are a collective's
 //!   pattern (all-reduce, reduce-scatter + all-gather), lowered to it.
 //! * [`local`]: when a share may run a kernel on local shapes.

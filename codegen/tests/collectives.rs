@@ -9,12 +9,11 @@
 
 use std::sync::OnceLock;
 
-use codegen::{generate, validate, Instr, Programs};
+use codegen::{compile, Instr, Programs};
 use comm::traffic::BYTES_PER_ELEMENT;
 use interval::cache::StrategyCache;
 use planner::graph::{Graph, Optimizer};
-use planner::plan::model::Model;
-use planner::plan::{plan, SearchKind};
+use planner::plan::{BoundPlan, PlanOptions, SearchKind};
 use planner::zoo::{self, GptConfig, MlpConfig, RnnConfig, WResNetConfig};
 use tdl::Library;
 
@@ -23,13 +22,12 @@ fn lib() -> &'static Library {
     LIB.get_or_init(|| Library::shipped().expect("shipped specs load"))
 }
 
+/// `g` planned for `k` workers by `s`, generated and verified in one call.
 fn programs(g: &Graph, k: usize, s: SearchKind) -> Programs {
     let cache = StrategyCache::new();
-    let model = Model::new(g, lib(), &cache).unwrap();
-    let p = plan(g, lib(), &cache, k, s).unwrap();
-    let progs = generate(g, lib(), &model, &p.factors, &p.decisions).unwrap();
-    validate(g, &model, &p.factors, &p.decisions, &progs).unwrap();
-    progs
+    let opts = PlanOptions::default();
+    let (bound, _) = BoundPlan::search(g.clone(), lib(), &cache, k, s, opts).unwrap();
+    compile(&bound, lib()).unwrap()
 }
 
 /// (bytes by collectives, all bytes) per step, all ranks.

@@ -20,11 +20,11 @@
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
-use codegen::{check_recorded, generate, validate, CodegenError, Instr, Programs};
+use codegen::{check_recorded, compile, generate, validate, CodegenError, Instr, Programs};
 use interval::cache::StrategyCache;
 use planner::graph::{Graph, Optimizer};
 use planner::plan::model::Model;
-use planner::plan::{plan, OpChoice, PlanFile, Planned, SearchKind};
+use planner::plan::{BoundPlan, OpChoice, PlanFile, PlanOptions, Planned, SearchKind};
 use planner::zoo::{self, GptConfig, MlpConfig};
 use tdl::Library;
 
@@ -50,11 +50,15 @@ fn case_with(k: usize, cache: &StrategyCache, search: SearchKind) -> Case {
     let g = zoo::Model::Mlp(MlpConfig::tiny())
         .training(lib(), &Optimizer::Sgd { lr: 0.1 })
         .unwrap();
-    let model = Model::new(&g, lib(), cache).unwrap();
-    let p = plan(&g, lib(), cache, k, search).unwrap();
-    let progs = generate(&g, lib(), &model, &p.factors, &p.decisions).unwrap();
-    validate(&g, &model, &p.factors, &p.decisions, &progs).expect("untampered programs pass");
-    Case { g, model, p, progs }
+    let opts = PlanOptions::default();
+    let (bound, p) = BoundPlan::search(g, lib(), cache, k, search, opts).unwrap();
+    let progs = compile(&bound, lib()).expect("untampered programs pass");
+    Case {
+        g: bound.graph,
+        model: bound.ops,
+        p,
+        progs,
+    }
 }
 
 fn temp(name: &str) -> PathBuf {

@@ -16,7 +16,7 @@ use planner::plan::cost::{CostModel, OpChoice};
 use planner::plan::file::PlanFile;
 use planner::plan::model::Model;
 use planner::plan::topology::{price, Link, Topology};
-use planner::plan::{plan, plan_with, PlanOptions, SearchKind};
+use planner::plan::{plan, plan_with, BoundPlan, PlanOptions, SearchKind};
 use planner::zoo;
 use tdl::Library;
 
@@ -102,9 +102,9 @@ fn scalar_loss_is_reduced_on_rank_zero_point_to_point() {
         topology: Some(topo),
         ..PlanOptions::default()
     };
-    let p = plan_with(&g, &lib, &cache, 4, SearchKind::DataParallel, opts).unwrap();
-    let model = Model::new(&g, &lib, &cache).unwrap();
-    let cm = CostModel::new(&g, &model, &p.factors);
+    let (bound, p) =
+        BoundPlan::search(g.clone(), &lib, &cache, 4, SearchKind::DataParallel, opts).unwrap();
+    let cm = bound.cost();
     let o = g.op_by_name("loss").unwrap();
     let t = g.op(o).outputs[0];
     assert!(g.tensor(t).shape.is_empty());

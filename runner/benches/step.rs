@@ -7,11 +7,10 @@
 //! 3 measured steps after one warm-up step; `TOFU_BENCH_MODEL`, default
 //! `mlp-4-4096`).
 
-use codegen::generate;
+use codegen::compile;
 use interval::cache::StrategyCache;
 use planner::graph::Optimizer;
-use planner::plan::model::Model;
-use planner::plan::{plan, SearchKind};
+use planner::plan::{BoundPlan, PlanOptions, SearchKind};
 use planner::zoo;
 use runner::{run_programs, RunOptions};
 use tdl::Library;
@@ -29,11 +28,12 @@ fn main() {
         .with_batch(256)
         .training(&lib, &Optimizer::Sgd { lr: 0.1 })
         .expect("graph");
-    let model = Model::new(&g, &lib, &cache).expect("model");
     let mut baseline: Option<f64> = None;
     for k in [1usize, 2] {
-        let p = plan(&g, &lib, &cache, k, SearchKind::CriticalDp).expect("plan");
-        let progs = generate(&g, &lib, &model, &p.factors, &p.decisions).expect("programs");
+        let search = SearchKind::CriticalDp;
+        let opts = PlanOptions::default();
+        let (bound, _) = BoundPlan::search(g.clone(), &lib, &cache, k, search, opts).expect("plan");
+        let progs = compile(&bound, &lib).expect("programs");
         let r = run_programs(
             &progs.programs,
             RunOptions {

@@ -234,8 +234,8 @@ fn nccl_world_size_one() {
         .training(lib(), &Optimizer::default())
         .unwrap();
     let cache = interval::cache::StrategyCache::new();
-    let model = planner::plan::model::Model::new(&g, lib(), &cache).unwrap();
-    let progs = codegen::generate_unpartitioned(&g, lib(), &model).unwrap();
+    let one = partition::unpartitioned(&g, &cache);
+    let progs = codegen::compile_unpartitioned(&one, lib()).unwrap();
     let opts = RunOptions {
         steps: 2,
         seed: partition::SEED,

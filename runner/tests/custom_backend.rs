@@ -12,8 +12,7 @@ use comm::ReduceOp;
 use interval::cache::StrategyCache;
 use partition::{lib, SEED};
 use planner::graph::Optimizer;
-use planner::plan::model::Model;
-use planner::plan::{plan, SearchKind};
+use planner::plan::{PlanOptions, SearchKind};
 use planner::zoo::{self, MlpConfig};
 use runner::backend::Bounds;
 use runner::{
@@ -120,9 +119,13 @@ fn a_backend_defined_in_a_test_runs_a_plan_through_the_generic_executor() {
         .training(lib(), &Optimizer::default())
         .unwrap();
     let cache = StrategyCache::new();
-    let model = Model::new(&g, lib(), &cache).unwrap();
-    let p = plan(&g, lib(), &cache, 4, SearchKind::CriticalDp).unwrap();
-    let progs = codegen::generate(&g, lib(), &model, &p.factors, &p.decisions).unwrap();
+    let progs = partition::compiled(
+        &g,
+        &cache,
+        4,
+        SearchKind::CriticalDp,
+        PlanOptions::default(),
+    );
     let opts = RunOptions {
         steps: 2,
         seed: SEED,

@@ -8,8 +8,7 @@ mod partition;
 use partition::{lib, SEED};
 use planner::graph::execute::{execute, synthesize};
 use planner::graph::{Graph, Optimizer, TensorRole};
-use planner::plan::model::Model;
-use planner::plan::{plan, SearchKind};
+use planner::plan::{PlanOptions, SearchKind};
 use planner::zoo::{self, MlpConfig};
 use runner::given::Kind;
 use runner::{
@@ -104,10 +103,9 @@ fn given_weights_are_what_runs_partitioned_or_not() {
     let given = from_safetensors(&g, "w.safetensors", &bytes, Kind::Weights).unwrap();
     assert_eq!(given.len(), weights(&g).len());
     let cache = interval::cache::StrategyCache::new();
-    let model = Model::new(&g, lib(), &cache).unwrap();
     for k in [1, 3] {
-        let p = plan(&g, lib(), &cache, k, SearchKind::CriticalDp).unwrap();
-        let progs = codegen::generate(&g, lib(), &model, &p.factors, &p.decisions).unwrap();
+        let opts = PlanOptions::default();
+        let progs = partition::compiled(&g, &cache, k, SearchKind::CriticalDp, opts);
         let ranks = LocalCommunicator::create(k)
             .into_iter()
             .map(|c| (CpuBackend::new(), c))

@@ -12,7 +12,6 @@ mod partition;
 
 use partition::{check, f64_oracle, lib, reference};
 use planner::graph::Optimizer;
-use planner::plan::model::Model;
 use planner::plan::SearchKind;
 use planner::zoo::{self, CnnConfig, GptConfig, MlpConfig, RnnConfig, WResNetConfig};
 use runner::max_rel_error;
@@ -172,15 +171,13 @@ fn wresnet_batch3_partitioned_is_as_accurate_as_unpartitioned() {
         .training(lib(), &Optimizer::Sgd { lr: 0.1 })
         .unwrap();
     let cache = interval::cache::StrategyCache::new();
-    let model = Model::new(&g, lib(), &cache).unwrap();
-    let r1 = reference(&g, &model, 1).unwrap();
+    let r1 = reference(&partition::unpartitioned(&g, &cache), 1).unwrap();
     let exact = f64_oracle(&g, &r1).unwrap();
     let (e1, _) = max_rel_error(&r1, &exact);
     assert!(e1 < 1e-3, "unpartitioned f32 vs f64: {e1:e}");
     for k in [3, 8] {
         for s in SearchKind::ALL {
-            let r =
-                partition::run_plan(&g, &model, &cache, k, s, 1).unwrap_or_else(|e| panic!("{e}"));
+            let r = partition::run_plan(&g, &cache, k, s, 1).unwrap_or_else(|e| panic!("{e}"));
             let (ek, _) = max_rel_error(&r, &exact);
             assert!(
                 ek <= 2.0 * e1.max(1e-5),
@@ -199,8 +196,8 @@ fn unvalidated_program_using_a_dead_buffer_is_an_error() {
         .training(lib(), &Optimizer::Sgd { lr: 0.1 })
         .unwrap();
     let cache = interval::cache::StrategyCache::new();
-    let model = Model::new(&g, lib(), &cache).unwrap();
-    let mut progs = codegen::generate_unpartitioned(&g, lib(), &model).unwrap();
+    let one = partition::unpartitioned(&g, &cache);
+    let mut progs = codegen::compile_unpartitioned(&one, lib()).unwrap();
     let instrs = &mut progs.programs[0].instrs;
     let first_alloc = instrs
         .iter()

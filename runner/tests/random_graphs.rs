@@ -31,11 +31,10 @@
 mod partition;
 
 use interval::cache::StrategyCache;
-use partition::{check_one, check_one_opts, cpu, lib, reference};
+use partition::{check_one, check_one_opts, cpu, lib, reference, unpartitioned};
 use planner::graph::{int, DType, Fill, Graph, GraphBuilder, GraphError, Optimizer, TensorId};
-use planner::plan::model::Model;
 use planner::plan::topology::Topology;
-use planner::plan::{PlanOptions, SearchKind};
+use planner::plan::{BoundPlan, PlanOptions, SearchKind};
 use proptest::prelude::*;
 
 /// One layer of the 2-D chain.
@@ -221,13 +220,11 @@ fn runs_include_all_to_all_and_broadcast_instructions() {
         let d = desc().new_tree(&mut runner).unwrap().current();
         let g = build(&d).unwrap();
         let cache = StrategyCache::new();
-        let model = Model::new(&g, lib(), &cache).unwrap();
-        let r1 = reference(&g, &model, 1).unwrap();
+        let r1 = reference(&unpartitioned(&g, &cache), 1).unwrap();
         let k = 3 + case % 2;
         check_one(
             &format!("{d:?}"),
             &g,
-            &model,
             &cache,
             k,
             SearchKind::CriticalDp,
@@ -259,8 +256,7 @@ fn runs_include_activations_replicated_inside_a_split() {
         }
         let g = build(&d).unwrap();
         let cache = StrategyCache::new();
-        let model = Model::new(&g, lib(), &cache).unwrap();
-        let r1 = reference(&g, &model, 1).unwrap();
+        let r1 = reference(&unpartitioned(&g, &cache), 1).unwrap();
         for k in [4, 6] {
             let opts = PlanOptions {
                 tensor_parallel: Some(2),
@@ -270,7 +266,6 @@ fn runs_include_activations_replicated_inside_a_split() {
                 &cpu,
                 &format!("{d:?}"),
                 &g,
-                &model,
                 &cache,
                 k,
                 "megatron".parse().unwrap(),
@@ -301,11 +296,11 @@ proptest! {
     fn partitioned_random_graphs_equal_unpartitioned(d in desc(), k in 1usize..=8, steps in 1usize..=2) {
         let g = build(&d).map_err(|e| TestCaseError::fail(format!("{d:?}: build: {e}")))?;
         let cache = StrategyCache::new();
-        let model = Model::new(&g, lib(), &cache)
+        let one = BoundPlan::unpartitioned(g.clone(), lib(), &cache)
             .map_err(|e| TestCaseError::fail(format!("{d:?}: model: {e}")))?;
-        let r1 = reference(&g, &model, steps).map_err(TestCaseError::fail)?;
+        let r1 = reference(&one, steps).map_err(TestCaseError::fail)?;
         for s in SearchKind::ALL {
-            check_one(&format!("{d:?} steps={steps}"), &g, &model, &cache, k, s, steps, &r1)
+            check_one(&format!("{d:?} steps={steps}"), &g, &cache, k, s, steps, &r1)
                 .map_err(TestCaseError::fail)?;
         }
         let nodes = (2..=k).find(|p| k % p == 0).unwrap_or(1);
@@ -313,7 +308,7 @@ proptest! {
             topology: Some(Topology::new(nodes, k / nodes)),
             ..PlanOptions::default()
         };
-        check_one_opts(&cpu, &format!("{d:?} steps={steps}"), &g, &model, &cache, k, SearchKind::CriticalDp, opts, steps, &r1)
+        check_one_opts(&cpu, &format!("{d:?} steps={steps}"), &g, &cache, k, SearchKind::CriticalDp, opts, steps, &r1)
             .map_err(TestCaseError::fail)?;
     }
 }

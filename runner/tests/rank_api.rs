@@ -8,12 +8,11 @@ mod partition;
 use std::collections::HashMap;
 use std::sync::{Barrier, Mutex};
 
-use codegen::{generate, Program, Region, TensorId};
+use codegen::{Program, Region, TensorId};
 use interval::cache::StrategyCache;
 use partition::{lib, SEED};
 use planner::graph::Optimizer;
-use planner::plan::model::Model;
-use planner::plan::{plan, SearchKind};
+use planner::plan::{PlanOptions, SearchKind};
 use planner::zoo::{self, MlpConfig};
 use runner::{
     run_programs, run_programs_given, run_ranks, Communicator, CpuBackend, ExecError, Given,
@@ -26,11 +25,8 @@ fn programs(k: usize) -> Vec<Program> {
         .training(lib(), &Optimizer::default())
         .unwrap();
     let cache = StrategyCache::new();
-    let model = Model::new(&g, lib(), &cache).unwrap();
-    let p = plan(&g, lib(), &cache, k, SearchKind::CriticalDp).unwrap();
-    generate(&g, lib(), &model, &p.factors, &p.decisions)
-        .unwrap()
-        .programs
+    let opts = PlanOptions::default();
+    partition::compiled(&g, &cache, k, SearchKind::CriticalDp, opts).programs
 }
 
 /// Each rank on its own thread through the per-rank API for `steps` steps,

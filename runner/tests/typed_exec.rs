@@ -9,12 +9,11 @@ mod partition;
 
 use std::collections::BTreeMap;
 
-use codegen::{generate, wire, DType};
+use codegen::{wire, DType};
 use interval::cache::StrategyCache;
 use partition::{check, lib};
 use planner::graph::{float, Fill, Graph, GraphBuilder, Optimizer};
-use planner::plan::model::Model;
-use planner::plan::{plan_with, PlanOptions, SearchKind};
+use planner::plan::{PlanOptions, SearchKind};
 
 const KS: [usize; 4] = [1, 2, 4, 8];
 
@@ -106,12 +105,10 @@ fn typed_leaves_every_search_every_k() {
 fn typed_leaves_cross_the_wire_at_their_size() {
     let g = typed_graph();
     let cache = StrategyCache::new();
-    let model = Model::new(&g, lib(), &cache).unwrap();
     let mut moved: BTreeMap<DType, u64> = BTreeMap::new();
     for k in [2, 4, 8] {
         for s in SearchKind::ALL {
-            let p = plan_with(&g, lib(), &cache, k, s, PlanOptions::default()).unwrap();
-            let progs = generate(&g, lib(), &model, &p.factors, &p.decisions).unwrap();
+            let progs = partition::compiled(&g, &cache, k, s, PlanOptions::default());
             for t in &progs.transfers {
                 let dtype = g.tensor(t.tensor).dtype;
                 let elems = t.region.volume();

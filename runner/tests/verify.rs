@@ -6,11 +6,10 @@
 
 mod partition;
 
-use codegen::{generate_unpartitioned, Init, Instr};
+use codegen::{compile_unpartitioned, Init, Instr};
 use interval::cache::StrategyCache;
 use partition::lib;
 use planner::graph::{DType, Optimizer};
-use planner::plan::model::Model;
 use planner::zoo::{self, GptConfig};
 use runner::verify::PERTURBATION;
 use runner::{perturbed_leaves, run_programs, run_programs_given, CpuBackend, Given};
@@ -22,8 +21,7 @@ fn perturbed_leaves_move_floats_by_about_delta_and_leave_ids_alone() {
         .training(lib(), &Optimizer::default())
         .unwrap();
     let cache = StrategyCache::new();
-    let model = Model::new(&g, lib(), &cache).unwrap();
-    let one = generate_unpartitioned(&g, lib(), &model).unwrap();
+    let one = compile_unpartitioned(&partition::unpartitioned(&g, &cache), lib()).unwrap();
     let p = &one.programs[0];
     let opts = RunOptions { steps: 1, seed: 3 };
     let reference = run_programs(&one.programs, opts, None).unwrap();

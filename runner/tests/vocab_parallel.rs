@@ -16,7 +16,7 @@
 mod partition;
 
 use interval::cache::StrategyCache;
-use partition::{check_one_opts, cpu, lib, reference};
+use partition::{check_one_opts, cpu, lib, reference, unpartitioned};
 use planner::graph::{Graph, Optimizer};
 use planner::plan::model::Model;
 use planner::plan::searches::megatron::Megatron;
@@ -52,8 +52,8 @@ fn gpt_tiny_vocabulary_parallel_plans_run_exactly() {
         .training(lib(), &Optimizer::Sgd { lr: 0.1 })
         .unwrap();
     let cache = StrategyCache::new();
-    let model = Model::new(&g, lib(), &cache).unwrap();
-    let r1 = reference(&g, &model, 1).unwrap();
+    let one = unpartitioned(&g, &cache);
+    let r1 = reference(&one, 1).unwrap();
     for (k, t) in [(2, 2), (4, 4), (4, 2), (8, 2)] {
         let opts = PlanOptions {
             tensor_parallel: Some(t),
@@ -63,7 +63,7 @@ fn gpt_tiny_vocabulary_parallel_plans_run_exactly() {
         let case = format!("k={k} t={t}");
         // The tensor-parallel levels are the innermost ones.
         let inner = |name: &str| {
-            let c = chosen(&g, &model, &p.decisions.ops, name);
+            let c = chosen(&g, &one.ops, &p.decisions.ops, name);
             let levels = c.len();
             let tp = match t {
                 2 => 1,
@@ -104,7 +104,6 @@ fn gpt_tiny_vocabulary_parallel_plans_run_exactly() {
             &cpu,
             "gpt-tiny",
             &g,
-            &model,
             &cache,
             k,
             SearchKind(&Megatron),

@@ -24,10 +24,13 @@ use tdl::Library;
 
 use super::cost::{exact_cost_in, CostModel};
 use super::decisions::Decisions;
+use super::driver::plan_with_model;
 use super::file::{graph_sha256, PlanFile, PlanFileError, RecordedError, FORMAT, VERSION};
 use super::memory::{per_worker, WorkerMemory};
 use super::model::{Model, ModelError};
-use super::planned::Planned;
+use super::options::PlanOptions;
+use super::planned::{PlanError, Planned};
+use super::searches::SearchKind;
 use super::transfer::{transfers_in, Transfer};
 use crate::graph::{format, Graph};
 
@@ -65,6 +68,27 @@ impl BoundPlan {
             import: None,
             recorded: None,
         }
+    }
+
+    /// Search a plan of `graph` for `workers` workers with `search` and
+    /// `opts` ([`super::driver::plan_with`]), binding its operators once:
+    /// gives the bound plan and the search's report (bytes, memory, stop
+    /// reason). What tests and tools use instead of binding a [`Model`] by
+    /// hand beside [`super::driver::plan`].
+    ///
+    /// Errors: as [`super::driver::plan_with`] (k = 0, an operator whose spec
+    /// is missing or does not fit, a level with no feasible assignment).
+    pub fn search(
+        graph: Graph,
+        lib: &Library,
+        cache: &StrategyCache,
+        workers: usize,
+        search: SearchKind,
+        opts: PlanOptions,
+    ) -> Result<(BoundPlan, Planned), PlanError> {
+        let ops = Model::new(&graph, lib, cache)?;
+        let (planned, ops) = plan_with_model(&graph, ops, workers, search, opts)?;
+        Ok((BoundPlan::from_planned(graph, ops, &planned), planned))
     }
 
     /// The unpartitioned plan of `graph`: one worker, no recursion levels,

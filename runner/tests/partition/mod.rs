@@ -7,12 +7,11 @@
 use std::cell::Cell;
 use std::sync::OnceLock;
 
-use codegen::{generate, generate_unpartitioned, validate, Instr, Programs};
+use codegen::{compile, compile_unpartitioned, validate_in, Instr, Programs};
 use interval::cache::StrategyCache;
 use planner::graph::execute::{execute, synthesize};
 use planner::graph::Graph;
-use planner::plan::model::Model;
-use planner::plan::{plan_with, Decisions, PlanOptions, SearchKind};
+use planner::plan::{BoundPlan, Decisions, PlanOptions, SearchKind};
 use runner::{max_rel_error, run_programs, RunOptions, RunReport};
 use tdl::Library;
 
@@ -64,25 +63,35 @@ pub fn cpu(_graph: &Graph, progs: &Programs, opts: RunOptions) -> Result<RunRepo
     run_programs(&progs.programs, opts, None).map_err(|e| e.to_string())
 }
 
+/// The unpartitioned plan of `g` (its operators bound once): what
+/// [`reference`] runs.
+pub fn unpartitioned(g: &Graph, cache: &StrategyCache) -> BoundPlan {
+    BoundPlan::unpartitioned(g.clone(), lib(), cache).unwrap()
+}
+
+/// `g` planned for `k` workers by `s` with `opts`, compiled (generated and
+/// verified) in one call.
+pub fn compiled(
+    g: &Graph,
+    cache: &StrategyCache,
+    k: usize,
+    s: SearchKind,
+    opts: PlanOptions,
+) -> Programs {
+    let (bound, _) = BoundPlan::search(g.clone(), lib(), cache, k, s, opts).unwrap();
+    compile(&bound, lib()).unwrap()
+}
+
 /// The oracle: the unpartitioned graph on one rank (programs validated).
-pub fn reference(g: &Graph, model: &Model, steps: usize) -> Result<RunReport, String> {
-    reference_with(&cpu, g, model, steps)
+pub fn reference(one: &BoundPlan, steps: usize) -> Result<RunReport, String> {
+    reference_with(&cpu, one, steps)
 }
 
 /// [`reference`] executed by `exec`.
-pub fn reference_with(
-    exec: &Exec,
-    g: &Graph,
-    model: &Model,
-    steps: usize,
-) -> Result<RunReport, String> {
-    let progs = generate_unpartitioned(g, lib(), model).map_err(|e| e.to_string())?;
-    let none = Decisions {
-        tensors: vec![vec![]; g.tensors().len()],
-        ops: vec![vec![]; g.ops().len()],
-    };
-    validate(g, model, &[], &none, &progs).map_err(|e| e.to_string())?;
-    exec(g, &progs, RunOptions { steps, seed: SEED })
+pub fn reference_with(exec: &Exec, one: &BoundPlan, steps: usize) -> Result<RunReport, String> {
+    let progs = compile_unpartitioned(one, lib()).map_err(|e| e.to_string())?;
+    validate_in(&one.cost(), &one.decisions, &progs).map_err(|e| e.to_string())?;
+    exec(&one.graph, &progs, RunOptions { steps, seed: SEED })
 }
 
 /// Plan `g` for `k` workers with `s`, generate and validate the programs,
@@ -91,26 +100,24 @@ pub fn reference_with(
 /// bytes. Gives the run, or what failed (naming the case).
 pub fn run_plan(
     g: &Graph,
-    model: &Model,
     cache: &StrategyCache,
     k: usize,
     s: SearchKind,
     steps: usize,
 ) -> Result<RunReport, String> {
-    run_plan_with(&cpu, g, model, cache, k, s, steps)
+    run_plan_with(&cpu, g, cache, k, s, steps)
 }
 
 /// [`run_plan`] executed by `exec`.
 pub fn run_plan_with(
     exec: &Exec,
     g: &Graph,
-    model: &Model,
     cache: &StrategyCache,
     k: usize,
     s: SearchKind,
     steps: usize,
 ) -> Result<RunReport, String> {
-    run_plan_opts(exec, g, model, cache, k, s, PlanOptions::default(), steps)
+    run_plan_opts(exec, g, cache, k, s, PlanOptions::default(), steps)
 }
 
 /// [`run_plan_with`] with planner options (e.g. a topology).
@@ -118,7 +125,6 @@ pub fn run_plan_with(
 pub fn run_plan_opts(
     exec: &Exec,
     g: &Graph,
-    model: &Model,
     cache: &StrategyCache,
     k: usize,
     s: SearchKind,
@@ -135,11 +141,9 @@ pub fn run_plan_opts(
         ),
         None => format!("{} k={k} {}", g.name(), s.name()),
     };
-    let p = plan_with(g, lib(), cache, k, s, opts).map_err(|e| format!("{case}: plan: {e}"))?;
-    let progs = generate(g, lib(), model, &p.factors, &p.decisions)
-        .map_err(|e| format!("{case}: codegen: {e}"))?;
-    validate(g, model, &p.factors, &p.decisions, &progs)
-        .map_err(|e| format!("{case}: validate: {e}"))?;
+    let (bound, p) = BoundPlan::search(g.clone(), lib(), cache, k, s, opts)
+        .map_err(|e| format!("{case}: plan: {e}"))?;
+    let progs = compile(&bound, lib()).map_err(|e| format!("{case}: compile: {e}"))?;
     let total: u64 = progs.predicted_bytes_per_rank.iter().sum();
     if total != p.comm_bytes {
         return Err(format!(
@@ -185,14 +189,13 @@ pub fn run_plan_opts(
 pub fn check_one(
     name: &str,
     g: &Graph,
-    model: &Model,
     cache: &StrategyCache,
     k: usize,
     s: SearchKind,
     steps: usize,
     r1: &RunReport,
 ) -> Result<f64, String> {
-    check_one_with(&cpu, name, g, model, cache, k, s, steps, r1)
+    check_one_with(&cpu, name, g, cache, k, s, steps, r1)
 }
 
 /// [`check_one`] executed by `exec`.
@@ -201,7 +204,6 @@ pub fn check_one_with(
     exec: &Exec,
     name: &str,
     g: &Graph,
-    model: &Model,
     cache: &StrategyCache,
     k: usize,
     s: SearchKind,
@@ -212,7 +214,6 @@ pub fn check_one_with(
         exec,
         name,
         g,
-        model,
         cache,
         k,
         s,
@@ -228,7 +229,6 @@ pub fn check_one_opts(
     exec: &Exec,
     name: &str,
     g: &Graph,
-    model: &Model,
     cache: &StrategyCache,
     k: usize,
     s: SearchKind,
@@ -236,8 +236,7 @@ pub fn check_one_opts(
     steps: usize,
     r1: &RunReport,
 ) -> Result<f64, String> {
-    let r = run_plan_opts(exec, g, model, cache, k, s, opts, steps)
-        .map_err(|e| format!("{name}: {e}"))?;
+    let r = run_plan_opts(exec, g, cache, k, s, opts, steps).map_err(|e| format!("{name}: {e}"))?;
     let (err, per) = max_rel_error(&r, r1);
     if err > TOLERANCE {
         let worst: Vec<(String, f64)> = per
@@ -270,12 +269,11 @@ pub fn check_with(
     steps: usize,
 ) {
     let cache = StrategyCache::new();
-    let model = Model::new(g, lib(), &cache).unwrap();
-    let r1 =
-        reference_with(exec, g, &model, steps).unwrap_or_else(|e| panic!("{name} k=1 oracle: {e}"));
+    let one = unpartitioned(g, &cache);
+    let r1 = reference_with(exec, &one, steps).unwrap_or_else(|e| panic!("{name} k=1 oracle: {e}"));
     for &k in ks {
         for &s in searches {
-            if let Err(e) = check_one_with(exec, name, g, &model, &cache, k, s, steps, &r1) {
+            if let Err(e) = check_one_with(exec, name, g, &cache, k, s, steps, &r1) {
                 panic!("{e}");
             }
         }
