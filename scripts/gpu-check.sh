@@ -45,10 +45,13 @@ prepare() {
     dir=${1:-$root/target/gpu-check}
     profile=${GPU_CHECK_PROFILE:-release}
     cd "$root"
-    tofu=$(cargo build --profile "$profile" --features cuda --bin tofu --message-format=json |
-        executable tofu)
-    tests=$(cargo test --profile "$profile" --features cuda -p runner --test cuda --no-run \
-        --message-format=json | executable cuda)
+    # The whole workspace's feature set, as the test suite builds it: under
+    # the test profile both come from the suite's own build (seconds, not a
+    # second build of every crate with `-p`'s narrower feature set).
+    tofu=$(cargo build --profile "$profile" --workspace --locked --features tofu/cuda \
+        --bin tofu --message-format=json | executable tofu)
+    tests=$(cargo test --profile "$profile" --workspace --locked --features tofu/cuda \
+        --test cuda --no-run --message-format=json | executable cuda)
     if [[ -z "$tofu" || -z "$tests" ]]; then
         echo "gpu-check prepare: cargo did not report the tofu binary and the CUDA test executable" >&2
         exit 1
