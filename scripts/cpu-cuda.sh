@@ -4,7 +4,8 @@
 #
 #   bash scripts/cpu-cuda.sh [--no-build] -- COMMAND [ARGS…]
 #
-# Builds the stand-in (`cargo build -p tofu-cpu-cuda`, unless --no-build),
+# Builds the stand-in (the workspace libraries under the test profile, as the
+# test suite builds them, unless --no-build),
 # links it in a fresh temporary directory under the names cudarc and
 # tofu's NCCL loader open (libcuda.so, libcuda.so.1, libnvrtc.so,
 # libcublas.so, libnccl.so.2, libnccl.so), puts that directory first on
@@ -33,11 +34,16 @@ if [ $# -eq 0 ]; then
 fi
 TARGET=${CARGO_TARGET_DIR:-$ROOT/target}
 if [ "$BUILD" = 1 ]; then
-  (cd "$ROOT" && cargo build --quiet -p tofu-cpu-cuda) >&2
+  # The workspace's libraries under the test profile with the test suite's
+  # features: inside the suite this builds the stand-in alone and reuses
+  # every other artifact (a `-p` build would rebuild its dependencies with
+  # a narrower feature set). The test profile's output folder is debug/.
+  (cd "$ROOT" && cargo build --quiet --profile test --workspace --locked \
+    --features tofu/cuda --lib) >&2
 fi
 LIB=$TARGET/debug/libtofu_cpu_cuda.so
 if [ ! -f "$LIB" ]; then
-  echo "cpu-cuda.sh: $LIB is missing (build it: cargo build -p tofu-cpu-cuda)" >&2
+  echo "cpu-cuda.sh: $LIB is missing (build it: bash scripts/cpu-cuda.sh -- true)" >&2
   exit 2
 fi
 DIR=$(mktemp -d "${TMPDIR:-/tmp}/tofu-cpu-cuda.XXXXXX")

@@ -2,9 +2,12 @@
 //!
 //! The binary belongs to another package, so `CARGO_BIN_EXE_tofu` is not
 //! available here; [`tofu_bin`] builds it once per test run with the cargo
-//! that runs the tests (`cargo build -p tofu --bin tofu --profile test`, into
-//! the same target directory, so it shares the test build's artifacts and is
-//! never stale). `TOFU_BIN` overrides the path.
+//! that runs the tests (`cargo build --workspace --features tofu/cuda --bin
+//! tofu --profile test`, into the same target directory: the features and
+//! profile of the test command in `scripts/test.sh`, so under that command
+//! it reuses the suite's own build instead of building every crate again
+//! with `-p tofu`'s feature set, and is never stale; the CUDA backend loads
+//! CUDA at run time, so this builds anywhere). `TOFU_BIN` overrides the path.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -28,8 +31,9 @@ pub fn tofu_bin() -> &'static Path {
             .args([
                 "build",
                 "--quiet",
-                "-p",
-                "tofu",
+                "--workspace",
+                "--features",
+                "tofu/cuda",
                 "--bin",
                 "tofu",
                 "--profile",
