@@ -31,6 +31,7 @@ mod ir;
 pub mod memory;
 mod optimizer;
 mod outputs;
+mod parts;
 pub mod region;
 mod training;
 pub mod zoo;

@@ -39,7 +39,7 @@ use tdl::{
 use super::build::{OpInserter, OutputMeta};
 use super::error::GraphError;
 use super::ids::TensorId;
-use super::ir::{DType, Fill, Graph, OpRole, Tensor, TensorRole};
+use super::ir::{DType, Fill, Graph, Op, OpRole, Tensor, TensorRole};
 use super::optimizer::Optimizer;
 
 /// Build the training graph of `forward` (see the module doc).
@@ -61,18 +61,7 @@ pub fn training_graph(
             shape: lt.shape.clone(),
         });
     }
-    let mut requires = vec![false; forward.tensors().len()];
-    for (i, t) in forward.tensors().iter().enumerate() {
-        requires[i] =
-            t.role == TensorRole::Weight && forward.producer(TensorId(i as u32)).is_none();
-    }
-    for op in forward.ops() {
-        if op.inputs.iter().any(|t| requires[t.index()]) {
-            for t in &op.outputs {
-                requires[t.index()] = true;
-            }
-        }
-    }
+    let requires = requires_grad(forward);
     let mut pass = Backward {
         ins: OpInserter::new(lib, forward.clone()),
         contribs: HashMap::new(),
@@ -105,7 +94,61 @@ pub fn training_graph(
         {
             continue;
         }
-        let (spec, binding) = forward.bind_op(lib, &op)?;
+        pass.differentiate(forward, lib, &op, &requires)?;
+    }
+    // Weights (no producer): sum their gradients, then update them.
+    let weights: Vec<TensorId> = forward
+        .tensor_ids()
+        .filter(|&t| forward.tensor(t).role == TensorRole::Weight && forward.producer(t).is_none())
+        .collect();
+    let mut updates = Vec::new();
+    for w in weights {
+        if pass.contribs.contains_key(&w) {
+            let g = pass.total_or_zero(w)?;
+            updates.push((w, g));
+        }
+    }
+    for (w, g) in updates {
+        pass.update(w, g, optimizer)?;
+    }
+    Ok(pass.ins.graph)
+}
+
+/// Which tensors of `forward` need a gradient (indexed by tensor): the
+/// weights without a producer and everything computed from them.
+fn requires_grad(forward: &Graph) -> Vec<bool> {
+    let mut requires = vec![false; forward.tensors().len()];
+    for (i, t) in forward.tensors().iter().enumerate() {
+        requires[i] =
+            t.role == TensorRole::Weight && forward.producer(TensorId(i as u32)).is_none();
+    }
+    for op in forward.ops() {
+        if op.inputs.iter().any(|t| requires[t.index()]) {
+            for t in &op.outputs {
+                requires[t.index()] = true;
+            }
+        }
+    }
+    requires
+}
+
+impl Backward<'_> {
+    /// Insert the backward ops of forward op `op` (its spec's `grad`
+    /// declarations for the inputs that need a gradient) and accumulate
+    /// their outputs into the inputs' gradient contributions.
+    ///
+    /// Errors: a declaration naming a temporary, an attribute that does not
+    /// evaluate, a gradient whose shape is not its input's
+    /// ([`GraphError::GradShape`]), an input that needs a gradient of a spec
+    /// declaring none ([`GraphError::NoGradient`]).
+    fn differentiate(
+        &mut self,
+        forward: &Graph,
+        lib: &Library,
+        op: &Op,
+        requires: &[bool],
+    ) -> Result<(), GraphError> {
+        let (spec, binding) = forward.bind_op(lib, op)?;
         let mut covered = vec![false; op.inputs.len()];
         for decl in &spec.grads {
             if !decl
@@ -128,7 +171,7 @@ pub fn training_graph(
                             message: "a gradient argument names a temporary".into(),
                         })
                     }
-                    GradArg::OutputGrad(k) => pass.total_or_zero(op.outputs[k as usize])?,
+                    GradArg::OutputGrad(k) => self.total_or_zero(op.outputs[k as usize])?,
                 });
             }
             let mut attrs = Attrs::new();
@@ -148,7 +191,7 @@ pub fn training_graph(
                 .collect();
             let targets: Vec<TensorId> = decl.wrt.iter().map(|&i| op.inputs[i as usize]).collect();
             let gname = format!("bwd/{}/{}", op.name, wrt_names.join(","));
-            let (outs, _) = pass.ins.insert(
+            let (outs, _) = self.ins.insert(
                 &decl.op,
                 &gname,
                 args,
@@ -168,8 +211,8 @@ pub fn training_graph(
             for (k, &i) in decl.wrt.iter().enumerate() {
                 let target = op.inputs[i as usize];
                 covered[i as usize] = true;
-                let want = &pass.ins.graph.tensor(target).shape;
-                let got = &pass.ins.graph.tensor(outs[k]).shape;
+                let want = &self.ins.graph.tensor(target).shape;
+                let got = &self.ins.graph.tensor(outs[k]).shape;
                 if want != got {
                     return Err(GraphError::GradShape {
                         op: gname,
@@ -180,7 +223,7 @@ pub fn training_graph(
                     });
                 }
                 if requires[target.index()] {
-                    pass.accumulate(target, outs[k])?;
+                    self.accumulate(target, outs[k])?;
                 }
             }
         }
@@ -196,23 +239,8 @@ pub fn training_graph(
                 });
             }
         }
+        Ok(())
     }
-    // Weights (no producer): sum their gradients, then update them.
-    let weights: Vec<TensorId> = forward
-        .tensor_ids()
-        .filter(|&t| forward.tensor(t).role == TensorRole::Weight && forward.producer(t).is_none())
-        .collect();
-    let mut updates = Vec::new();
-    for w in weights {
-        if pass.contribs.contains_key(&w) {
-            let g = pass.total_or_zero(w)?;
-            updates.push((w, g));
-        }
-    }
-    for (w, g) in updates {
-        pass.update(w, g, optimizer)?;
-    }
-    Ok(pass.ins.graph)
 }
 
 /// The running sum of a tensor's gradient contributions.

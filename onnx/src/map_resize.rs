@@ -20,6 +20,7 @@ use crate::map_elementwise::{broadcast_binary, input};
 use crate::mapping::Mapping;
 use crate::node::Node;
 use crate::tensor::{Data, Elem};
+use graph::TensorId;
 use tdl::AttrValue;
 
 /// How output coordinates map to input coordinates (ONNX
@@ -209,29 +210,13 @@ fn floats_input(l: &Lower, n: &Node, i: usize) -> LResult<Option<Vec<f64>>> {
     }
 }
 
-/// Lower Resize or Upsample (see the module doc).
+/// The coordinate transformation and interpolation of a Resize node
+/// (Upsample and opset < 11: asymmetric coordinates, floor rounding).
 ///
-/// Errors (unsupported uses): scales or sizes not known at import, an
-/// unknown mode, a 0-sized output.
-pub fn resize(l: &mut Lower, n: &Node, _m: &Mapping) -> LResult<Vec<Out>> {
-    let x = input(l, n, 0)?;
-    let s = l.shape(x);
-    let r = s.len();
-    let legacy = n.op_type() == "Upsample" || n.opset < 11;
+/// Errors: an unknown `coordinate_transformation_mode`, `nearest_mode` or
+/// `mode`.
+fn modes(n: &Node, legacy: bool) -> LResult<(Coord, Interp)> {
     let mode = n.attrs.string("mode", "nearest");
-    let (roi, scales, sizes) = if legacy {
-        let scales = match n.attrs.floats("scales") {
-            Some(v) => Some(v),
-            None => floats_input(l, n, 1)?,
-        };
-        (None, scales, None)
-    } else {
-        (
-            floats_input(l, n, 1)?,
-            floats_input(l, n, 2)?,
-            floats_input(l, n, 3)?,
-        )
-    };
     let coord = if legacy {
         Coord::Asymmetric
     } else {
@@ -272,29 +257,25 @@ pub fn resize(l: &mut Lower, n: &Node, _m: &Mapping) -> LResult<Vec<Out>> {
         },
         other => return unsupported(format!("mode `{other}`")),
     };
-    let axes: Vec<usize> = match n.attrs.ints("axes") {
-        Some(a) => a
-            .iter()
-            .map(|&v| {
-                let v = if v < 0 { v + r as i64 } else { v };
-                usize::try_from(v)
-                    .ok()
-                    .filter(|&v| v < r)
-                    .ok_or_else(|| NodeError::Unsupported(format!("axis {v} out of range")))
-            })
-            .collect::<LResult<_>>()?,
-        None => (0..r).collect(),
-    };
+    Ok((coord, interp))
+}
+
+/// Each axis's scale and output extent from `sizes` (with
+/// `keep_aspect_ratio_policy`) or else `scales`, for input shape `s`;
+/// axes not in `axes` keep scale 1.
+///
+/// Errors: a count that is not one per axis, an unknown policy, neither
+/// input given.
+fn output_shape(
+    n: &Node,
+    s: &[usize],
+    axes: &[usize],
+    scales: Option<Vec<f64>>,
+    sizes: Option<Vec<f64>>,
+) -> LResult<(Vec<f64>, Vec<usize>)> {
+    let r = s.len();
     let mut scale = vec![1.0; r];
-    let mut out = s.clone();
-    let mut roi_full: Vec<(f64, f64)> = vec![(0.0, 1.0); r];
-    if let Some(roi) = &roi {
-        if roi.len() == 2 * axes.len() {
-            for (i, &d) in axes.iter().enumerate() {
-                roi_full[d] = (roi[i], roi[axes.len() + i]);
-            }
-        }
-    }
+    let mut out = s.to_vec();
     match (scales, sizes) {
         (_, Some(sz)) => {
             if sz.len() != axes.len() {
@@ -312,7 +293,7 @@ pub fn resize(l: &mut Lower, n: &Node, _m: &Mapping) -> LResult<Vec<Out>> {
                     "not_smaller" => it.fold(f64::NEG_INFINITY, f64::max),
                     other => return unsupported(format!("keep_aspect_ratio_policy `{other}`")),
                 };
-                for &d in &axes {
+                for &d in axes {
                     scale[d] = k;
                     out[d] = (k * s[d] as f64 + 0.5) as usize;
                 }
@@ -329,6 +310,54 @@ pub fn resize(l: &mut Lower, n: &Node, _m: &Mapping) -> LResult<Vec<Out>> {
         }
         (None, None) => return unsupported("neither scales nor sizes is given"),
     }
+    Ok((scale, out))
+}
+
+/// Lower Resize or Upsample (see the module doc).
+///
+/// Errors (unsupported uses): scales or sizes not known at import, an
+/// unknown mode, a 0-sized output.
+pub fn resize(l: &mut Lower, n: &Node, _m: &Mapping) -> LResult<Vec<Out>> {
+    let x = input(l, n, 0)?;
+    let s = l.shape(x);
+    let r = s.len();
+    let legacy = n.op_type() == "Upsample" || n.opset < 11;
+    let (roi, scales, sizes) = if legacy {
+        let scales = match n.attrs.floats("scales") {
+            Some(v) => Some(v),
+            None => floats_input(l, n, 1)?,
+        };
+        (None, scales, None)
+    } else {
+        (
+            floats_input(l, n, 1)?,
+            floats_input(l, n, 2)?,
+            floats_input(l, n, 3)?,
+        )
+    };
+    let (coord, interp) = modes(n, legacy)?;
+    let axes: Vec<usize> = match n.attrs.ints("axes") {
+        Some(a) => a
+            .iter()
+            .map(|&v| {
+                let v = if v < 0 { v + r as i64 } else { v };
+                usize::try_from(v)
+                    .ok()
+                    .filter(|&v| v < r)
+                    .ok_or_else(|| NodeError::Unsupported(format!("axis {v} out of range")))
+            })
+            .collect::<LResult<_>>()?,
+        None => (0..r).collect(),
+    };
+    let mut roi_full: Vec<(f64, f64)> = vec![(0.0, 1.0); r];
+    if let Some(roi) = &roi {
+        if roi.len() == 2 * axes.len() {
+            for (i, &d) in axes.iter().enumerate() {
+                roi_full[d] = (roi[i], roi[axes.len() + i]);
+            }
+        }
+    }
+    let (scale, out) = output_shape(n, &s, &axes, scales, sizes)?;
     if out.contains(&0) || scale.iter().any(|&v| !(v > 0.0 && v.is_finite())) {
         return unsupported(format!("output shape {out:?} with scales {scale:?}"));
     }
@@ -397,7 +426,21 @@ pub fn resize(l: &mut Lower, n: &Node, _m: &Mapping) -> LResult<Vec<Out>> {
         }
         shape[d] = out[d];
     }
-    // tf_crop_and_resize: elements outside the input along any axis get extrapolation_value.
+    let cur = extrapolate(l, n, cur, &weights, &out)?;
+    Ok(vec![Out::T(cur)])
+}
+
+/// tf_crop_and_resize: elements outside the input along any axis get
+/// `extrapolation_value` (added as a constant over the resampled axes);
+/// gives `cur` unchanged when nothing is outside or the value is 0.
+fn extrapolate(
+    l: &mut Lower,
+    n: &Node,
+    mut cur: TensorId,
+    weights: &[Option<AxisWeights>],
+    out: &[usize],
+) -> LResult<TensorId> {
+    let r = out.len();
     let e = n.attrs.float("extrapolation_value", 0.0);
     let outside = weights
         .iter()
@@ -442,5 +485,5 @@ pub fn resize(l: &mut Lower, n: &Node, _m: &Mapping) -> LResult<Vec<Out>> {
         );
         cur = broadcast_binary(l, "add", &yname, &fname)?;
     }
-    Ok(vec![Out::T(cur)])
+    Ok(cur)
 }

@@ -18,6 +18,7 @@
 pub mod error;
 pub mod given;
 pub mod given_save;
+pub mod instr;
 pub mod phase;
 pub mod program;
 pub mod wire;

@@ -294,22 +294,7 @@ fn plan_levels(
                 .map(|(n, &k)| describe(model, &lp.configs[n][k]))
                 .collect();
         }
-        for (node, &k) in result.assignment.iter().enumerate() {
-            let cfg = &lp.configs[node][k];
-            for (o, ch) in &cfg.ops {
-                decisions.ops[o.index()].push(*ch);
-            }
-            for (t, l) in &cfg.tensors {
-                decisions.tensors[t.index()].push(*l);
-            }
-        }
-        // Anything no cluster decided (should not happen) stays replicated.
-        for d in decisions.ops.iter_mut().filter(|d| d.len() == level) {
-            d.push(OpChoice::Replicate);
-        }
-        for d in decisions.tensors.iter_mut().filter(|d| d.len() == level) {
-            d.push(None);
-        }
+        push_level(&mut decisions, &lp.configs, &result.assignment, level);
         let comm_bytes = if topology.is_some() {
             exact_cost_memo(
                 graph,
@@ -337,13 +322,53 @@ fn plan_levels(
             coarse.clone(),
         ));
     }
+    Ok(finish(ctx, factors, decisions, levels, coarse))
+}
+
+/// Add level `level`'s decisions to `decisions`: each cluster node's chosen
+/// configuration (`assignment[node]` indexes `configs[node]`); anything no
+/// cluster decided (should not happen) stays replicated.
+fn push_level(
+    decisions: &mut Decisions,
+    configs: &[Vec<ClusterConfig>],
+    assignment: &[usize],
+    level: usize,
+) {
+    for (node, &k) in assignment.iter().enumerate() {
+        let cfg = &configs[node][k];
+        for (o, ch) in &cfg.ops {
+            decisions.ops[o.index()].push(*ch);
+        }
+        for (t, l) in &cfg.tensors {
+            decisions.tensors[t.index()].push(*l);
+        }
+    }
+    for d in decisions.ops.iter_mut().filter(|d| d.len() == level) {
+        d.push(OpChoice::Replicate);
+    }
+    for d in decisions.tensors.iter_mut().filter(|d| d.len() == level) {
+        d.push(None);
+    }
+}
+
+/// The finished plan of every level's decisions: its exact bytes (total and
+/// per operator), per-worker memory, link prices (with a topology) and the
+/// stop reasons.
+fn finish(
+    ctx: &Candidates,
+    factors: Vec<usize>,
+    decisions: Decisions,
+    levels: Vec<LevelReport>,
+    coarse: CoarseGraph,
+) -> Planned {
+    let (graph, model, search, topology) = (ctx.graph, &ctx.model, ctx.search, ctx.topology);
     let (comm_bytes, op_comm_bytes) =
         exact_cost_memo(graph, model, &factors, &decisions, Some(&ctx.costs));
     let memory = per_worker(graph, &decisions.tensors, &factors);
     let links = topology
         .map(|t| topology::price_memo(graph, model, &factors, &decisions, &t, Some(&ctx.costs)));
     let stop_reason = StopReason::overall(levels.iter().map(|l| l.stop_reason));
-    Ok(Planned {
+    Planned {
         search,
         factors,
         decisions,
@@ -365,7 +390,7 @@ fn plan_levels(
         budget: None,
         links,
         fit: MemoryFit::Unlimited,
-    })
+    }
 }
 
 /// A short description of a cluster configuration: its first tensor's split,

@@ -7,7 +7,7 @@
 use std::time::Instant;
 
 use comm::{Collectives, P2p, Rank};
-use program::{Init, Instr, Synthetic};
+use program::{BufId, Init, Instr, Msg, Synthetic};
 
 use super::rank::RankRunner;
 use super::ExecError;
@@ -89,41 +89,7 @@ impl<B: Backend, C: Collectives<B::Buffer>> RankRunner<'_, B, C> {
                     self.bufs[*dst as usize] = Some(d);
                     r?;
                 }
-                Instr::Exchange { sends, recvs, .. } => {
-                    let t0 = Instant::now();
-                    let packed = sends
-                        .iter()
-                        .map(|m| self.pack_wire(m.buf, &m.region))
-                        .collect::<Result<Vec<_>, _>>()?;
-                    let mut staged = recvs
-                        .iter()
-                        .map(|m| {
-                            let words = self.wire_words(m.buf, &m.region);
-                            self.be(self.backend.alloc_workspace(words))
-                        })
-                        .collect::<Result<Vec<_>, _>>()?;
-                    {
-                        let mut ops: Vec<P2p<'_, B::Buffer>> = sends
-                            .iter()
-                            .zip(&packed)
-                            .map(|(m, v)| P2p::Send {
-                                peer: Rank(m.peer),
-                                buf: v,
-                            })
-                            .collect();
-                        ops.extend(recvs.iter().zip(staged.iter_mut()).map(|(m, v)| P2p::Recv {
-                            peer: Rank(m.peer),
-                            buf: v,
-                        }));
-                        let r = self.comm.group(&mut ops);
-                        drop(ops);
-                        r.map_err(|e| self.comm_err(e))?;
-                    }
-                    for (m, v) in recvs.iter().zip(&staged) {
-                        self.unpack_wire(v, m.buf, &m.region, m.reduce.map(reduce_op))?;
-                    }
-                    self.comm_seconds += t0.elapsed().as_secs_f64();
-                }
+                Instr::Exchange { sends, recvs, .. } => self.exchange(sends, recvs)?,
                 Instr::AllReduce {
                     src,
                     dst,
@@ -172,30 +138,72 @@ impl<B: Backend, C: Collectives<B::Buffer>> RankRunner<'_, B, C> {
                 }
                 Instr::Compute {
                     inputs, outputs, ..
-                } => {
-                    let mut outs: Vec<B::Buffer> = outputs
-                        .iter()
-                        .map(|&b| self.take_buf(b))
-                        .collect::<Result<_, _>>()?;
-                    let r = {
-                        let ins: Vec<&B::Buffer> = inputs
-                            .iter()
-                            .map(|&b| self.buf(b))
-                            .collect::<Result<_, _>>()?;
-                        let mut o: Vec<&mut B::Buffer> = outs.iter_mut().collect();
-                        self.backend.launch(
-                            self.kernels[k].as_ref().expect("prepared"),
-                            &ins,
-                            &mut o,
-                        )
-                    };
-                    for (&b, v) in outputs.iter().zip(outs) {
-                        self.bufs[b as usize] = Some(v);
-                    }
-                    self.be(r)?;
-                }
+                } => self.compute(k, inputs, outputs)?,
             }
         }
+        Ok(())
+    }
+
+    /// A grouped send/recv: pack each sent region at its type's wire size,
+    /// exchange, unpack each received one into its buffer (combining with
+    /// the message's reducer, if any); adds the time to the comm seconds.
+    fn exchange(&mut self, sends: &[Msg], recvs: &[Msg]) -> Result<(), ExecError> {
+        let t0 = Instant::now();
+        let packed = sends
+            .iter()
+            .map(|m| self.pack_wire(m.buf, &m.region))
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut staged = recvs
+            .iter()
+            .map(|m| {
+                let words = self.wire_words(m.buf, &m.region);
+                self.be(self.backend.alloc_workspace(words))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        {
+            let mut ops: Vec<P2p<'_, B::Buffer>> = sends
+                .iter()
+                .zip(&packed)
+                .map(|(m, v)| P2p::Send {
+                    peer: Rank(m.peer),
+                    buf: v,
+                })
+                .collect();
+            ops.extend(recvs.iter().zip(staged.iter_mut()).map(|(m, v)| P2p::Recv {
+                peer: Rank(m.peer),
+                buf: v,
+            }));
+            let r = self.comm.group(&mut ops);
+            drop(ops);
+            r.map_err(|e| self.comm_err(e))?;
+        }
+        for (m, v) in recvs.iter().zip(&staged) {
+            self.unpack_wire(v, m.buf, &m.region, m.reduce.map(reduce_op))?;
+        }
+        self.comm_seconds += t0.elapsed().as_secs_f64();
+        Ok(())
+    }
+
+    /// Run the prepared kernel of instruction `k` on its input buffers,
+    /// writing its output buffers.
+    fn compute(&mut self, k: usize, inputs: &[BufId], outputs: &[BufId]) -> Result<(), ExecError> {
+        let mut outs: Vec<B::Buffer> = outputs
+            .iter()
+            .map(|&b| self.take_buf(b))
+            .collect::<Result<_, _>>()?;
+        let r = {
+            let ins: Vec<&B::Buffer> = inputs
+                .iter()
+                .map(|&b| self.buf(b))
+                .collect::<Result<_, _>>()?;
+            let mut o: Vec<&mut B::Buffer> = outs.iter_mut().collect();
+            self.backend
+                .launch(self.kernels[k].as_ref().expect("prepared"), &ins, &mut o)
+        };
+        for (&b, v) in outputs.iter().zip(outs) {
+            self.bufs[b as usize] = Some(v);
+        }
+        self.be(r)?;
         Ok(())
     }
 

@@ -246,69 +246,21 @@ where
     C: Collectives<B::Buffer>,
 {
     let world = programs.len();
-    if ranks.len() != world {
-        return Err(ExecError::Invalid(format!(
-            "{} programs but {} (backend, communicator) pairs",
-            world,
-            ranks.len()
-        )));
-    }
-    if world == 0 || opts.steps == 0 {
-        return Err(ExecError::Invalid(
-            "nothing to run: no ranks or no steps".into(),
-        ));
-    }
-    let shape_of = |t: TensorId| programs.iter().find_map(|p| p.tensor(t)).map(|i| &i.shape);
-    let numel = |t: TensorId| shape_of(t).map_or(0, |s| s.iter().product::<usize>());
-    for (&t, v) in given {
-        if let Some(info) = programs.iter().find_map(|p| p.tensor(t)) {
-            let want = numel(t);
-            if v.len() != want {
-                return Err(ExecError::Invalid(format!(
-                    "`{}`: {} given values for {want} elements",
-                    info.name,
-                    v.len()
-                )));
-            }
-        }
-    }
-    // Carries that need the host hand-off (regions differ on some rank).
-    let mut handed: Vec<TensorId> = Vec::new();
-    for p in programs {
-        for c in &p.carries {
-            let same = match (c.from_buf, c.to_buf) {
-                (Some(f), Some(t)) => p.buffers[f as usize].region == p.buffers[t as usize].region,
-                (_, None) => true,
-                (None, Some(_)) => false,
-            };
-            if !same {
-                handed.push(c.from);
-            }
-        }
-    }
-    handed.sort();
-    handed.dedup();
+    check_run(programs, opts, ranks.len(), given)?;
+    let numel = |t: TensorId| numel_of(programs, t);
+    let handed = handed_off(programs);
     let store: [Store; 2] = std::array::from_fn(|_| {
         handed
             .iter()
             .map(|&t| (t, Mutex::new(vec![0.0; numel(t)])))
             .collect()
     });
-    let kept: Vec<TensorId> = {
-        let mut k: Vec<TensorId> = programs
-            .iter()
-            .flat_map(|p| p.keep.iter().map(|&b| p.buffers[b as usize].tensor))
-            .collect();
-        k.sort();
-        k.dedup();
-        k
-    };
+    let kept = kept_tensors(programs);
     let outputs: Store = kept
         .iter()
         .map(|&t| (t, Mutex::new(vec![0.0; numel(t)])))
         .collect();
     let barrier = Barrier::new(world);
-    type RankOut = (Vec<f64>, Vec<u64>, Vec<f64>, u64, Vec<(String, f64)>);
     let profile = std::env::var("TOFU_PROFILE").as_deref() == Ok("1");
     let results = on_threads(
         ranks,
@@ -363,10 +315,104 @@ where
             Ok((times, bytes, comm_s, w.peak_bytes(), w.op_seconds()))
         },
     );
+    let mut report = merge_ranks(results, opts.steps)?;
+    report.outputs = kept
+        .into_iter()
+        .map(|t| (t, outputs[&t].lock().expect("no poisoned output").clone()))
+        .collect();
+    Ok(report)
+}
+
+/// What one rank's thread gives back: per step its seconds, bytes sent and
+/// seconds in communication; its peak bytes; its per-op seconds.
+type RankOut = (Vec<f64>, Vec<u64>, Vec<f64>, u64, Vec<(String, f64)>);
+
+/// The checks before a run: one (backend, communicator) pair per program,
+/// at least one rank and one step, and every given tensor whole.
+fn check_run(
+    programs: &[Program],
+    opts: RunOptions,
+    ranks: usize,
+    given: &Given,
+) -> Result<(), ExecError> {
+    let world = programs.len();
+    if ranks != world {
+        return Err(ExecError::Invalid(format!(
+            "{world} programs but {ranks} (backend, communicator) pairs"
+        )));
+    }
+    if world == 0 || opts.steps == 0 {
+        return Err(ExecError::Invalid(
+            "nothing to run: no ranks or no steps".into(),
+        ));
+    }
+    for (&t, v) in given {
+        if let Some(info) = programs.iter().find_map(|p| p.tensor(t)) {
+            let want = numel_of(programs, t);
+            if v.len() != want {
+                return Err(ExecError::Invalid(format!(
+                    "`{}`: {} given values for {want} elements",
+                    info.name,
+                    v.len()
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Elements of tensor `t` (global shape) as some program's table gives it;
+/// 0 for a tensor no program names.
+fn numel_of(programs: &[Program], t: TensorId) -> usize {
+    programs
+        .iter()
+        .find_map(|p| p.tensor(t))
+        .map_or(0, |i| i.shape.iter().product::<usize>())
+}
+
+/// Carries that need the host hand-off between steps (their regions differ
+/// on some rank), sorted.
+fn handed_off(programs: &[Program]) -> Vec<TensorId> {
+    let mut handed: Vec<TensorId> = Vec::new();
+    for p in programs {
+        for c in &p.carries {
+            let same = match (c.from_buf, c.to_buf) {
+                (Some(f), Some(t)) => p.buffers[f as usize].region == p.buffers[t as usize].region,
+                (_, None) => true,
+                (None, Some(_)) => false,
+            };
+            if !same {
+                handed.push(c.from);
+            }
+        }
+    }
+    handed.sort();
+    handed.dedup();
+    handed
+}
+
+/// The tensors some rank keeps past the step, sorted.
+fn kept_tensors(programs: &[Program]) -> Vec<TensorId> {
+    let mut k: Vec<TensorId> = programs
+        .iter()
+        .flat_map(|p| p.keep.iter().map(|&b| p.buffers[b as usize].tensor))
+        .collect();
+    k.sort();
+    k.dedup();
+    k
+}
+
+/// The ranks' results as one report (step time: the slowest rank's), or
+/// the first error, preferring a root cause over a peer's "peer gone".
+fn merge_ranks(
+    results: Vec<std::thread::Result<Result<RankOut, ExecError>>>,
+    steps: usize,
+) -> Result<RunReport, ExecError> {
+    let world = results.len();
     let mut report = RunReport {
-        step_seconds: vec![0.0; opts.steps],
-        bytes_sent: vec![vec![0; world]; opts.steps],
-        comm_seconds: vec![vec![0.0; world]; opts.steps],
+        step_seconds: vec![0.0; steps],
+        bytes_sent: vec![vec![0; world]; steps],
+        comm_seconds: vec![vec![0.0; world]; steps],
         ..Default::default()
     };
     let mut first_err = None;
@@ -376,7 +422,7 @@ where
                 if rank == 0 {
                     report.op_seconds = ops;
                 }
-                for s in 0..opts.steps {
+                for s in 0..steps {
                     report.step_seconds[s] = report.step_seconds[s].max(times[s]);
                     report.bytes_sent[s][rank] = bytes[s];
                     report.comm_seconds[s][rank] = comm_s[s];
@@ -384,7 +430,6 @@ where
                 report.peak_bytes_per_rank.push(peak);
             }
             Ok(Err(e)) => {
-                // Prefer a root cause over a peer's "peer gone".
                 if first_err.is_none() || matches!(first_err, Some(ExecError::Comm { .. })) {
                     first_err = Some(e);
                 }
@@ -392,14 +437,10 @@ where
             Err(_) => first_err = first_err.or(Some(ExecError::Panic(rank))),
         }
     }
-    if let Some(e) = first_err {
-        return Err(e);
+    match first_err {
+        Some(e) => Err(e),
+        None => Ok(report),
     }
-    report.outputs = kept
-        .into_iter()
-        .map(|t| (t, outputs[&t].lock().expect("no poisoned output").clone()))
-        .collect();
-    Ok(report)
 }
 
 /// The global shape of `t` from `p`'s tensor table; a kept or carried
