@@ -25,11 +25,15 @@ use std::time::Instant;
 
 use codegen::Programs;
 use interval::cache::StrategyCache;
+use onnx::{ImportOptions, ModelValues, ValuesError};
 use planner::plan::{BoundPlan, PlanFile};
-use runner::choose::{BackendKind, CudaComm, ExecChoice};
-use runner::given::{from_safetensors, Kind};
+use runner::choose::{BackendKind, ChooseError, CudaComm, ExecChoice};
+use runner::forward_outputs::{forward_outputs, ForwardError};
+use runner::given::{from_named, from_safetensors, Kind};
 use runner::{Given, RunOptions, RunReport};
 use tdl::Library;
+
+use super::lib_err;
 
 /// Arguments of `tofu run`.
 #[derive(clap::Args, Debug)]
@@ -100,9 +104,8 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
     if args.steps == 0 {
         return Err(miette::miette!("--steps must be at least 1"));
     }
-    let lib = Library::shipped().map_err(|e| miette::miette!("{e}"))?;
-    let plan = PlanFile::load(&args.plan, &lib, &StrategyCache::new())
-        .map_err(|e| miette::miette!("{e}"))?;
+    let lib = Library::shipped().map_err(lib_err)?;
+    let plan = PlanFile::load(&args.plan, &lib, &StrategyCache::new()).map_err(lib_err)?;
     // Recorded costs vs decisions (catches an edited tile or strategy that
     // still passes the loader's structural checks), generation, verifier.
     let progs = codegen::compile(&plan, &lib)
@@ -115,6 +118,36 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
         super::run_estimate::print(plan.graph.name(), &progs, &gpu, args.json)?;
         return Ok(ExitCode::SUCCESS);
     }
+    let opts = RunOptions {
+        steps: args.steps,
+        seed: args.seed,
+    };
+    let mut given = Given::new();
+    for (path, kind) in [(&args.weights, Kind::Weights), (&args.inputs, Kind::Inputs)] {
+        if let Some(p) = path {
+            given.extend(read_given((&plan, &lib), &args.plan, p, kind)?);
+        }
+    }
+    if let Some(path) = &args.save_outputs {
+        return save_outputs(&args, &plan, &progs, &given, path);
+    }
+    if args.backend == "cpu" {
+        if let Some(env) = rendezvous::Env::from_env().map_err(lib_err)? {
+            return super::run_launched::run(&args, &progs, opts, &given, env);
+        }
+    }
+    run_and_print(&args, (&plan, &lib), &progs, opts, &given)
+}
+
+/// Run the steps (and `--verify`), print the report; exit 1 when the
+/// verification fails.
+fn run_and_print(
+    args: &Args,
+    (plan, lib): (&BoundPlan, &Library),
+    progs: &Programs,
+    opts: RunOptions,
+    given: &Given,
+) -> miette::Result<ExitCode> {
     let start = Instant::now();
     let quiet = args.json;
     let steps = args.steps;
@@ -123,38 +156,20 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
             eprintln!("step {s}/{steps} ({:.1} s)", start.elapsed().as_secs_f64());
         }
     };
-    let opts = RunOptions {
-        steps: args.steps,
-        seed: args.seed,
-    };
-    let mut given = Given::new();
-    for (path, kind) in [(&args.weights, Kind::Weights), (&args.inputs, Kind::Inputs)] {
-        if let Some(p) = path {
-            given.extend(read_given(&plan, &args, p, kind)?);
-        }
-    }
-    if let Some(path) = &args.save_outputs {
-        return super::run_outputs::run(&args, &plan.graph, &progs, &given, path);
-    }
-    if args.backend == "cpu" {
-        if let Some(env) = rendezvous::Env::from_env().map_err(|e| miette::miette!("{e}"))? {
-            return super::run_launched::run(&args, &progs, opts, &given, env);
-        }
-    }
-    let report = execute(&args, &progs, opts, Some(&progress), &given)?;
+    let report = execute(args, progs, opts, Some(&progress), given)?;
     let verification = if args.verify {
         Some(super::run_verify::verify(
-            &args,
-            (&plan, &lib),
+            args,
+            (plan, lib),
             opts,
-            &given,
+            given,
             &report,
         )?)
     } else {
         None
     };
     let verified = verification.as_ref().map(|(v, _)| v.passed());
-    super::run_print::print(&args, &plan, &progs, &report, verification.as_ref());
+    super::run_print::print(args, plan, progs, &report, verification.as_ref());
     Ok(if verified == Some(false) {
         ExitCode::FAILURE
     } else {
@@ -173,17 +188,53 @@ fn save_programs(dir: &std::path::Path, progs: &Programs) -> miette::Result<()> 
     Ok(())
 }
 
-/// Leaf values from `path`: safetensors, or for `--weights` an ONNX model
-/// (every value its import took from it, [`super::run_weights`]).
-pub(super) fn read_given(
-    plan: &BoundPlan,
+/// `--save-outputs`: one forward pass, the model's outputs written to
+/// `path` ([`runner::forward_outputs`]), and what was written printed.
+fn save_outputs(
     args: &Args,
+    plan: &BoundPlan,
+    progs: &Programs,
+    given: &Given,
+    path: &std::path::Path,
+) -> miette::Result<ExitCode> {
+    if args.steps != 1 || args.verify || args.estimate.is_some() {
+        return Err(miette::miette!(
+            "--save-outputs runs the forward pass of one step: leave out --steps, --verify and --estimate"
+        ));
+    }
+    let (graph, inputs) = (&plan.graph, args.inputs.is_some());
+    let saved = forward_outputs(graph, &progs.programs, &choice(args), args.seed, given, inputs, path)
+        .map_err(|e| match e {
+            ForwardError::NoOutputs { .. } => miette::miette!(
+                help = "plan the ONNX model again with this tofu (`tofu plan MODEL.onnx -k K -o PLAN.json`): it records the model's outputs",
+                "{}: {e}",
+                args.plan.display()
+            ),
+            ForwardError::MissingInput { ref name, ref shape, ref dtype } => miette::miette!(
+                help = format!(
+                    "add `{name}` (shape {shape:?}, {dtype}) to the file, or leave out --inputs to run on seeded synthetic inputs"
+                ),
+                "{}: {e}",
+                args.inputs.as_ref().map_or_else(String::new, |f| f.display().to_string())
+            ),
+            ForwardError::Run(e) => choose_error(e),
+            e => lib_err(e),
+        })?;
+    super::run_print::print_saved(args, graph.name(), progs.programs.len(), path, &saved);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Leaf values from `path`: safetensors, or for `--weights` an ONNX model
+/// (every value its import took from it, [`onnx::values`]).
+fn read_given(
+    (plan, lib): (&BoundPlan, &Library),
+    plan_file: &std::path::Path,
     path: &std::path::Path,
     kind: Kind,
 ) -> miette::Result<Given> {
     let name = path.display().to_string();
     if kind == Kind::Weights && path.extension().is_some_and(|e| e == "onnx") {
-        return super::run_weights::read_onnx(&plan.graph, &args.plan, plan.import.as_ref(), path);
+        return read_onnx((plan, lib), plan_file, path);
     }
     let bytes = std::fs::read(path).map_err(|e| miette::miette!("{name}: {e}"))?;
     from_safetensors(&plan.graph, &name, &bytes, kind).map_err(|e| match &e {
@@ -193,8 +244,45 @@ pub(super) fn read_given(
             ),
             "{e}"
         ),
-        _ => miette::miette!("{e}"),
+        _ => lib_err(e),
     })
+}
+
+/// `--weights MODEL.onnx`: the values the model gives the plan's graph,
+/// imported again with the plan's `import` record ([`onnx::values`]).
+fn read_onnx(
+    (plan, lib): (&BoundPlan, &Library),
+    plan_file: &std::path::Path,
+    model: &std::path::Path,
+) -> miette::Result<Given> {
+    let import = plan
+        .import
+        .as_ref()
+        .map(ImportOptions::from_record)
+        .transpose();
+    let import = import.map(Option::flatten).map_err(|e| {
+        miette::miette!(
+            help = "plan the model again with this tofu (`tofu plan MODEL.onnx …`)",
+            "{}: {e}",
+            plan_file.display()
+        )
+    })?;
+    match onnx::values(&plan.graph, model, lib, import.as_ref()) {
+        Ok(ModelValues::ByTensor(v)) => Ok(v.into_iter().collect()),
+        Ok(ModelValues::Initializers(named)) => {
+            let name = model.display().to_string();
+            from_named(&plan.graph, &name, named, Kind::Weights, true).map_err(lib_err)
+        }
+        Err(e @ ValuesError::Import(_)) => Err(miette::miette!(
+            help = "pass the model the plan was made from (`tofu plan MODEL.onnx …`)",
+            "{e}"
+        )),
+        Err(e @ ValuesError::NotLeaf { .. }) => Err(miette::miette!(
+            help = "pass the model the plan was made from, or plan this model again",
+            "{e}"
+        )),
+        Err(e) => Err(lib_err(e)),
+    }
 }
 
 /// The backend × communicator of the flags.
@@ -214,6 +302,14 @@ fn choice(args: &Args) -> ExecChoice {
     }
 }
 
+/// A backend error with its help line.
+fn choose_error(e: ChooseError) -> miette::Report {
+    match e.help() {
+        Some(help) => miette::miette!(help = help, "{e}"),
+        None => lib_err(e),
+    }
+}
+
 /// Run the programs on the chosen backend.
 pub(super) fn execute(
     args: &Args,
@@ -224,8 +320,5 @@ pub(super) fn execute(
 ) -> miette::Result<RunReport> {
     choice(args)
         .execute(&progs.programs, opts, progress, given)
-        .map_err(|e| match e.help() {
-            Some(help) => miette::miette!(help = help, "{e}"),
-            None => miette::miette!("{e}"),
-        })
+        .map_err(choose_error)
 }

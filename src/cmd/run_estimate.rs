@@ -6,6 +6,8 @@
 use codegen::Programs;
 use runner::backend::cuda::estimate::{estimate_program, Roofline, StepEstimate};
 
+use super::lib_err;
+
 /// The [`Roofline`] named by `--estimate`, or an error listing the presets.
 pub fn roofline(name: &str) -> miette::Result<Roofline> {
     Roofline::named(name).ok_or_else(|| {
@@ -25,7 +27,7 @@ pub fn print(model: &str, progs: &Programs, gpu: &Roofline, json: bool) -> miett
         .iter()
         .map(|p| estimate_program(p, gpu))
         .collect::<Result<_, _>>()
-        .map_err(|e| miette::miette!("{e}"))?;
+        .map_err(lib_err)?;
     let slowest = (0..ranks.len())
         .max_by(|&a, &b| ranks[a].seconds().total_cmp(&ranks[b].seconds()))
         .unwrap_or(0);

@@ -1,10 +1,14 @@
 //! The report of `tofu run` (`run.rs`): per step its time and bytes sent
 //! per rank, peak memory, the collectives' share of the bytes, the
 //! verification, and with `TOFU_PROFILE=1` rank 0's seconds per operator;
-//! as a table, or one JSON object under `--json`.
+//! as a table, or one JSON object under `--json`. Also what `--save-outputs`
+//! wrote.
+
+use std::path::Path;
 
 use codegen::Programs;
 use planner::plan::BoundPlan;
+use runner::forward_outputs::SavedOutputs;
 use runner::{RunReport, Verification};
 
 use super::run::Args;
@@ -18,7 +22,6 @@ pub fn print(
     report: &RunReport,
     verification: Option<&(Verification, Programs)>,
 ) {
-    let bytes = report.bytes_sent_per_rank();
     let per_step: u64 = progs.programs.iter().map(|p| p.bytes_sent()).sum();
     let collective: u64 = progs
         .programs
@@ -31,25 +34,7 @@ pub fn print(
         collective as f64 / per_step as f64
     };
     if !report.op_seconds.is_empty() {
-        let (from, steps) = if args.steps > 1 {
-            (2, &report.step_seconds[1..])
-        } else {
-            (1, &report.step_seconds[..])
-        };
-        let total: f64 = report.op_seconds.iter().map(|o| o.1).sum();
-        eprintln!(
-            "TOFU_PROFILE: rank 0 seconds per operator over steps {from}..{} \
-             (each instruction synchronised; the first step's start-up left out):",
-            args.steps
-        );
-        for (op, s) in report.op_seconds.iter().take(24) {
-            eprintln!("  {op:<32} {s:>10.4}");
-        }
-        eprintln!(
-            "  {:<32} {total:>10.4} of {:.4} s in those steps",
-            "all instructions",
-            steps.iter().sum::<f64>()
-        );
+        print_profile(args, report);
     }
     if args.json {
         let v = serde_json::json!({
@@ -58,7 +43,7 @@ pub fn print(
             "workers": plan.workers(),
             "steps": args.steps,
             "step_seconds": report.step_seconds,
-            "bytes_sent_per_rank": bytes,
+            "bytes_sent_per_rank": report.bytes_sent_per_rank(),
             "predicted_bytes_per_rank": progs.predicted_bytes_per_rank.iter().map(|b| b * args.steps as u64).collect::<Vec<_>>(),
             "peak_bytes_per_rank": report.peak_bytes_per_rank,
             "comm_seconds_per_rank": (0..plan.workers()).map(|r| report.comm_seconds.iter().map(|s| s[r]).sum::<f64>()).collect::<Vec<_>>(),
@@ -69,27 +54,88 @@ pub fn print(
             "op_seconds": report.op_seconds,
         });
         println!("{v}");
+        return;
+    }
+    println!(
+        "{} on {} {} workers, {} step(s)",
+        plan.graph.name(),
+        plan.workers(),
+        args.backend.to_uppercase(),
+        args.steps
+    );
+    for (s, t) in report.step_seconds.iter().enumerate() {
+        println!(
+            "step {s}: {:.4} s, bytes sent per rank {:?}",
+            t, report.bytes_sent[s]
+        );
+    }
+    println!("peak bytes per rank: {:?}", report.peak_bytes_per_rank);
+    println!(
+        "bytes moved by collectives: {:.1}% (the rest by grouped send/recv)",
+        100.0 * share
+    );
+    if let Some((v, one)) = verification {
+        super::run_verify::print(v, one);
+    }
+}
+
+/// `TOFU_PROFILE=1`: rank 0's seconds per operator, on stderr.
+fn print_profile(args: &Args, report: &RunReport) {
+    let (from, steps) = if args.steps > 1 {
+        (2, &report.step_seconds[1..])
     } else {
+        (1, &report.step_seconds[..])
+    };
+    let total: f64 = report.op_seconds.iter().map(|o| o.1).sum();
+    eprintln!(
+        "TOFU_PROFILE: rank 0 seconds per operator over steps {from}..{} \
+         (each instruction synchronised; the first step's start-up left out):",
+        args.steps
+    );
+    for (op, s) in report.op_seconds.iter().take(24) {
+        eprintln!("  {op:<32} {s:>10.4}");
+    }
+    eprintln!(
+        "  {:<32} {total:>10.4} of {:.4} s in those steps",
+        "all instructions",
+        steps.iter().sum::<f64>()
+    );
+}
+
+/// What `--save-outputs` wrote: one JSON object, or a line (and one more
+/// naming the synthetic values it ran on).
+pub fn print_saved(args: &Args, model: &str, workers: usize, path: &Path, saved: &SavedOutputs) {
+    let (outs, ins, fills) = (
+        &saved.outputs,
+        &saved.synthetic_inputs,
+        saved.synthetic_weights,
+    );
+    if args.json {
+        let v = serde_json::json!({
+            "plan": args.plan.display().to_string(),
+            "workers": workers,
+            "file": path.display().to_string(),
+            "outputs": outs,
+            "synthetic_inputs": ins,
+            "synthetic_weights": fills,
+            "step_seconds": saved.step_seconds,
+        });
+        println!("{v}");
+        return;
+    }
+    println!(
+        "{model} on {workers} workers: wrote outputs {} to {}",
+        outs.join(", "),
+        path.display()
+    );
+    if !ins.is_empty() || fills > 0 {
         println!(
-            "{} on {} {} workers, {} step(s)",
-            plan.graph.name(),
-            plan.workers(),
-            args.backend.to_uppercase(),
-            args.steps
+            "with the seeded synthetic values it ran on: inputs {}; {fills} weights",
+            if ins.is_empty() {
+                "none".to_string()
+            } else {
+                ins.join(", ")
+            }
         );
-        for (s, t) in report.step_seconds.iter().enumerate() {
-            println!(
-                "step {s}: {:.4} s, bytes sent per rank {:?}",
-                t, report.bytes_sent[s]
-            );
-        }
-        println!("peak bytes per rank: {:?}", report.peak_bytes_per_rank);
-        println!(
-            "bytes moved by collectives: {:.1}% (the rest by grouped send/recv)",
-            100.0 * share
-        );
-        if let Some((v, one)) = verification {
-            super::run_verify::print(v, one);
-        }
     }
 }

@@ -13,6 +13,7 @@ use planner::plan::BoundPlan;
 use runner::{judge, perturbed_leaves, Given, RunOptions, RunReport, Verification};
 use tdl::Library;
 
+use super::lib_err;
 use super::run::{execute, Args};
 
 /// Tolerance of `--verify` (max relative error per tensor, f32).
@@ -29,16 +30,14 @@ pub(super) fn verify(
     given: &Given,
     report: &RunReport,
 ) -> miette::Result<(Verification, Programs)> {
-    let one = codegen::compile_unpartitioned(plan, lib).map_err(|e| miette::miette!("{e}"))?;
+    let one = codegen::compile_unpartitioned(plan, lib).map_err(lib_err)?;
     let reference = execute(args, &one, opts, None, given)?;
     let plain = judge(report, &reference, None, TOLERANCE);
     if plain.passed() {
         return Ok((plain, one));
     }
     let mut g = given.clone();
-    g.extend(
-        perturbed_leaves(&one.programs[0], opts.seed, given).map_err(|e| miette::miette!("{e}"))?,
-    );
+    g.extend(perturbed_leaves(&one.programs[0], opts.seed, given).map_err(lib_err)?);
     let perturbed = execute(args, &one, opts, None, &g)?;
     Ok((judge(report, &reference, Some(&perturbed), TOLERANCE), one))
 }
