@@ -32,6 +32,7 @@ pub mod memory;
 mod optimizer;
 mod outputs;
 pub mod region;
+pub mod summary;
 mod training;
 pub mod zoo;
 

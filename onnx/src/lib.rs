@@ -61,6 +61,7 @@ pub mod opaque_shape;
 pub mod proto;
 pub mod rnn;
 pub mod scan;
+pub mod summary_json;
 pub mod synth;
 pub mod table;
 pub mod tensor;

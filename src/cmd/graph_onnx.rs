@@ -47,49 +47,29 @@ pub fn run(
     Ok(ExitCode::SUCCESS)
 }
 
-/// The ONNX fields of the `--json` object.
+/// The ONNX fields of the `--json` object ([`onnx::Summary::json_fields`]
+/// and the options).
 fn summary_json(
     file: &Path,
     args: &ImportOptions,
     opts: &onnx::Options,
     s: &onnx::Summary,
 ) -> serde_json::Map<String, serde_json::Value> {
-    let mapped: usize = s.mapped.values().sum();
-    let folded: usize = s.folded.values().sum();
-    let summary = serde_json::json!({
-            "model": s.model,
-            "file": file.display().to_string(),
-            "training": args.training,
-            "batch": opts.dims.batch.unwrap_or(onnx::dims::DEFAULT_BATCH),
-            "optimizer": if args.training { Some(args.optimizer.clone()) } else { None },
-            "opsets": s.opsets,
-            "onnx_nodes": s.nodes,
-            "mapped_nodes": mapped,
-            "folded_nodes": folded,
-            "mapped_op_types": s.mapped,
-            "folded_op_types": s.folded,
-            "opaque_op_types": s.opaque.iter().fold(std::collections::BTreeMap::<&str, usize>::new(), |mut m, o| {
-                *m.entry(o.op_type.as_str()).or_default() += 1;
-                m
-            }),
-            "defaulted_dims": s.defaulted_dims.iter().map(|d| serde_json::json!({
-                "input": d.input, "axis": d.axis, "name": d.name, "value": d.value, "rule": d.rule,
-            })).collect::<Vec<_>>(),
-            "opaque": s.opaque.iter().map(|o| serde_json::json!({
-                "node": o.node, "op_type": o.op_type, "spec": o.spec,
-            })).collect::<Vec<_>>(),
-            "loss": s.loss,
-    });
-    match summary {
-        serde_json::Value::Object(m) => m,
-        _ => unreachable!("json! of an object literal is an object"),
-    }
+    let mut m = s.json_fields();
+    let optimizer = args.training.then(|| args.optimizer.clone());
+    m.insert("file".into(), file.display().to_string().into());
+    m.insert("training".into(), args.training.into());
+    m.insert(
+        "batch".into(),
+        opts.dims.batch.unwrap_or(onnx::dims::DEFAULT_BATCH).into(),
+    );
+    m.insert("optimizer".into(), optimizer.into());
+    m
 }
 
 /// The ONNX lines of the text summary.
 fn print_onnx(file: &Path, args: &ImportOptions, s: &onnx::Summary) {
-    let mapped: usize = s.mapped.values().sum();
-    let folded: usize = s.folded.values().sum();
+    let (mapped, folded) = (s.mapped_nodes(), s.folded_nodes());
     let opsets: Vec<String> = s.opsets.iter().map(|(d, v)| format!("{d} {v}")).collect();
     println!("model        {} ({})", s.model, file.display());
     println!("opsets       {}", opsets.join(", "));

@@ -13,6 +13,7 @@ pub mod plan_topology;
 pub mod run;
 pub mod run_estimate;
 pub mod run_launched;
+pub mod run_outputs;
 pub mod run_print;
 pub mod run_verify;
 pub mod ssp;

@@ -27,6 +27,7 @@ use std::process::ExitCode;
 use interval::cache::StrategyCache;
 use miette::IntoDiagnostic;
 use planner::graph::{format, Graph};
+use planner::plan::options::parse_bytes;
 use planner::plan::pareto::ParetoPoint;
 use planner::plan::request::{PlanRequest, Plans};
 use planner::plan::{dot, PlanFile, PlanOptions, Planned, SearchKind};
@@ -119,25 +120,6 @@ pub struct Args {
     /// as onnxruntime does.
     #[arg(long)]
     inference: bool,
-}
-
-/// Parse `80G`, `512M`, `1073741824` (powers of 1024).
-fn parse_bytes(s: &str) -> Result<u64, String> {
-    let t = s.trim();
-    let (num, mul) = match t.chars().last() {
-        Some('K' | 'k') => (&t[..t.len() - 1], 1u64 << 10),
-        Some('M' | 'm') => (&t[..t.len() - 1], 1 << 20),
-        Some('G' | 'g') => (&t[..t.len() - 1], 1 << 30),
-        Some('T' | 't') => (&t[..t.len() - 1], 1 << 40),
-        _ => (t, 1),
-    };
-    let v: f64 = num
-        .parse()
-        .map_err(|_| format!("`{s}` is not a size in bytes; write e.g. 80G, 512M or 1073741824"))?;
-    if !(v >= 0.0 && v.is_finite()) {
-        return Err(format!("`{s}` is not a size in bytes"));
-    }
-    Ok((v * mul as f64) as u64)
 }
 
 /// What [`load_graph`] gives.
@@ -298,24 +280,11 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
         println!("{}", shown.json());
     } else {
         shown.print();
-        print_written(&args);
+        super::plan_print::print_written(args.output.as_deref(), args.dot.as_deref());
     }
     Ok(if shown.over().is_some() {
         ExitCode::from(2)
     } else {
         ExitCode::SUCCESS
     })
-}
-
-/// The lines naming the files written.
-fn print_written(args: &Args) {
-    if let Some(p) = &args.output {
-        println!("plan written to {}", p.display());
-    }
-    if let Some(p) = &args.dot {
-        println!(
-            "picture written to {} (render with `dot -Tsvg`)",
-            p.display()
-        );
-    }
 }

@@ -186,3 +186,16 @@ fn print_saturation(s: interval::Saturation) {
     };
     println!("analysis   egg stopped at its {limit} limit on some index expressions (strategies from the best form found)");
 }
+
+/// The lines naming the files written (`-o`, `--dot`).
+pub fn print_written(output: Option<&std::path::Path>, dot: Option<&std::path::Path>) {
+    if let Some(p) = output {
+        println!("plan written to {}", p.display());
+    }
+    if let Some(p) = dot {
+        println!(
+            "picture written to {} (render with `dot -Tsvg`)",
+            p.display()
+        );
+    }
+}

@@ -28,7 +28,6 @@ use interval::cache::StrategyCache;
 use onnx::{ImportOptions, ModelValues, ValuesError};
 use planner::plan::{BoundPlan, PlanFile};
 use runner::choose::{BackendKind, ChooseError, CudaComm, ExecChoice};
-use runner::forward_outputs::{forward_outputs, ForwardError};
 use runner::given::{from_named, from_safetensors, Kind};
 use runner::{Given, RunOptions, RunReport};
 use tdl::Library;
@@ -129,7 +128,7 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
         }
     }
     if let Some(path) = &args.save_outputs {
-        return save_outputs(&args, &plan, &progs, &given, path);
+        return super::run_outputs::run(&args, &plan, &progs, &given, path);
     }
     if args.backend == "cpu" {
         if let Some(env) = rendezvous::Env::from_env().map_err(lib_err)? {
@@ -186,42 +185,6 @@ fn save_programs(dir: &std::path::Path, progs: &Programs) -> miette::Result<()> 
             .map_err(|e| miette::miette!("{}: {e}", path.display()))?;
     }
     Ok(())
-}
-
-/// `--save-outputs`: one forward pass, the model's outputs written to
-/// `path` ([`runner::forward_outputs`]), and what was written printed.
-fn save_outputs(
-    args: &Args,
-    plan: &BoundPlan,
-    progs: &Programs,
-    given: &Given,
-    path: &std::path::Path,
-) -> miette::Result<ExitCode> {
-    if args.steps != 1 || args.verify || args.estimate.is_some() {
-        return Err(miette::miette!(
-            "--save-outputs runs the forward pass of one step: leave out --steps, --verify and --estimate"
-        ));
-    }
-    let (graph, inputs) = (&plan.graph, args.inputs.is_some());
-    let saved = forward_outputs(graph, &progs.programs, &choice(args), args.seed, given, inputs, path)
-        .map_err(|e| match e {
-            ForwardError::NoOutputs { .. } => miette::miette!(
-                help = "plan the ONNX model again with this tofu (`tofu plan MODEL.onnx -k K -o PLAN.json`): it records the model's outputs",
-                "{}: {e}",
-                args.plan.display()
-            ),
-            ForwardError::MissingInput { ref name, ref shape, ref dtype } => miette::miette!(
-                help = format!(
-                    "add `{name}` (shape {shape:?}, {dtype}) to the file, or leave out --inputs to run on seeded synthetic inputs"
-                ),
-                "{}: {e}",
-                args.inputs.as_ref().map_or_else(String::new, |f| f.display().to_string())
-            ),
-            ForwardError::Run(e) => choose_error(e),
-            e => lib_err(e),
-        })?;
-    super::run_print::print_saved(args, graph.name(), progs.programs.len(), path, &saved);
-    Ok(ExitCode::SUCCESS)
 }
 
 /// Leaf values from `path`: safetensors, or for `--weights` an ONNX model
@@ -286,7 +249,7 @@ fn read_onnx(
 }
 
 /// The backend × communicator of the flags.
-fn choice(args: &Args) -> ExecChoice {
+pub(super) fn choice(args: &Args) -> ExecChoice {
     ExecChoice {
         backend: match args.backend.as_str() {
             "cuda" => BackendKind::Cuda,
@@ -303,7 +266,7 @@ fn choice(args: &Args) -> ExecChoice {
 }
 
 /// A backend error with its help line.
-fn choose_error(e: ChooseError) -> miette::Report {
+pub(super) fn choose_error(e: ChooseError) -> miette::Report {
     match e.help() {
         Some(help) => miette::miette!(help = help, "{e}"),
         None => lib_err(e),

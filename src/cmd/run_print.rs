@@ -1,14 +1,10 @@
 //! The report of `tofu run` (`run.rs`): per step its time and bytes sent
 //! per rank, peak memory, the collectives' share of the bytes, the
 //! verification, and with `TOFU_PROFILE=1` rank 0's seconds per operator;
-//! as a table, or one JSON object under `--json`. Also what `--save-outputs`
-//! wrote.
-
-use std::path::Path;
+//! as a table, or one JSON object under `--json`.
 
 use codegen::Programs;
 use planner::plan::BoundPlan;
-use runner::forward_outputs::SavedOutputs;
 use runner::{RunReport, Verification};
 
 use super::run::Args;
@@ -37,23 +33,7 @@ pub fn print(
         print_profile(args, report);
     }
     if args.json {
-        let v = serde_json::json!({
-            "plan": args.plan.display().to_string(),
-            "backend": args.backend,
-            "workers": plan.workers(),
-            "steps": args.steps,
-            "step_seconds": report.step_seconds,
-            "bytes_sent_per_rank": report.bytes_sent_per_rank(),
-            "predicted_bytes_per_rank": progs.predicted_bytes_per_rank.iter().map(|b| b * args.steps as u64).collect::<Vec<_>>(),
-            "peak_bytes_per_rank": report.peak_bytes_per_rank,
-            "comm_seconds_per_rank": (0..plan.workers()).map(|r| report.comm_seconds.iter().map(|s| s[r]).sum::<f64>()).collect::<Vec<_>>(),
-            "verified": verification.map(|(v, _)| v.passed()),
-            "max_rel_error": verification.map(|(v, _)| v.max_rel_error),
-            "verify": verification.map(|(v, one)| super::run_verify::details(v, one)),
-            "collective_share": share,
-            "op_seconds": report.op_seconds,
-        });
-        println!("{v}");
+        print_json(args, (plan, progs), report, verification, share);
         return;
     }
     println!(
@@ -79,6 +59,33 @@ pub fn print(
     }
 }
 
+/// The `--json` object of a run.
+fn print_json(
+    args: &Args,
+    (plan, progs): (&BoundPlan, &Programs),
+    report: &RunReport,
+    verification: Option<&(Verification, Programs)>,
+    share: f64,
+) {
+    let v = serde_json::json!({
+        "plan": args.plan.display().to_string(),
+        "backend": args.backend,
+        "workers": plan.workers(),
+        "steps": args.steps,
+        "step_seconds": report.step_seconds,
+        "bytes_sent_per_rank": report.bytes_sent_per_rank(),
+        "predicted_bytes_per_rank": progs.predicted_bytes_per_rank.iter().map(|b| b * args.steps as u64).collect::<Vec<_>>(),
+        "peak_bytes_per_rank": report.peak_bytes_per_rank,
+        "comm_seconds_per_rank": (0..plan.workers()).map(|r| report.comm_seconds.iter().map(|s| s[r]).sum::<f64>()).collect::<Vec<_>>(),
+        "verified": verification.map(|(v, _)| v.passed()),
+        "max_rel_error": verification.map(|(v, _)| v.max_rel_error),
+        "verify": verification.map(|(v, one)| super::run_verify::details(v, one)),
+        "collective_share": share,
+        "op_seconds": report.op_seconds,
+    });
+    println!("{v}");
+}
+
 /// `TOFU_PROFILE=1`: rank 0's seconds per operator, on stderr.
 fn print_profile(args: &Args, report: &RunReport) {
     let (from, steps) = if args.steps > 1 {
@@ -100,42 +107,4 @@ fn print_profile(args: &Args, report: &RunReport) {
         "all instructions",
         steps.iter().sum::<f64>()
     );
-}
-
-/// What `--save-outputs` wrote: one JSON object, or a line (and one more
-/// naming the synthetic values it ran on).
-pub fn print_saved(args: &Args, model: &str, workers: usize, path: &Path, saved: &SavedOutputs) {
-    let (outs, ins, fills) = (
-        &saved.outputs,
-        &saved.synthetic_inputs,
-        saved.synthetic_weights,
-    );
-    if args.json {
-        let v = serde_json::json!({
-            "plan": args.plan.display().to_string(),
-            "workers": workers,
-            "file": path.display().to_string(),
-            "outputs": outs,
-            "synthetic_inputs": ins,
-            "synthetic_weights": fills,
-            "step_seconds": saved.step_seconds,
-        });
-        println!("{v}");
-        return;
-    }
-    println!(
-        "{model} on {workers} workers: wrote outputs {} to {}",
-        outs.join(", "),
-        path.display()
-    );
-    if !ins.is_empty() || fills > 0 {
-        println!(
-            "with the seeded synthetic values it ran on: inputs {}; {fills} weights",
-            if ins.is_empty() {
-                "none".to_string()
-            } else {
-                ins.join(", ")
-            }
-        );
-    }
 }

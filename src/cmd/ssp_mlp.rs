@@ -13,7 +13,7 @@
 
 use std::process::ExitCode;
 
-use train::ssp_mlp::{EpochEnd, SspMlp, SspMlpOptions};
+use train::ssp_mlp::{EpochEnd, SspMlp, SspMlpOptions, SspMlpRun};
 
 use super::lib_err;
 use super::ssp::{comm_config, CommArgs};
@@ -104,6 +104,12 @@ pub fn mlp(a: MlpArgs) -> miette::Result<ExitCode> {
             }
         })
         .map_err(lib_err)?;
+    print(&a, result)
+}
+
+/// The run's report: one JSON object, or a line.
+fn print(a: &MlpArgs, result: SspMlpRun) -> miette::Result<ExitCode> {
+    let c = &a.comm;
     let accuracy_per_epoch = result.accuracy_per_epoch;
     let report = Report {
         loss_per_epoch: result.loss_per_epoch,

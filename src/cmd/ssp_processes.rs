@@ -86,21 +86,7 @@ fn server_json(served: &Served, counter: bool) -> serde_json::Value {
 /// done and the servers have closed.
 pub fn worker(a: WorkerArgs) -> miette::Result<ExitCode> {
     let shape = a.shape.shape(&a.model);
-    shape.check().map_err(lib_err)?;
-    if a.servers.len() != shape.num_servers {
-        return Err(miette::miette!(
-            "--servers lists {} addresses but --num-servers is {}",
-            a.servers.len(),
-            shape.num_servers
-        ));
-    }
-    if a.client >= shape.clients {
-        return Err(miette::miette!(
-            "--client {} is out of range for --clients {}",
-            a.client,
-            shape.clients
-        ));
-    }
+    shape.check_worker(&a.servers, a.client).map_err(lib_err)?;
     let setup = WorkerSetup {
         servers: &a.servers,
         client: a.client,

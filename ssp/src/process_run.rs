@@ -149,6 +149,28 @@ impl RunShape {
         Ok(())
     }
 
+    /// Checks the counts ([`Self::check`]), that `servers` lists every
+    /// server process and that `client` is one of the clients.
+    ///
+    /// Errors: [`RunError::Counts`], [`RunError::Flags`].
+    pub fn check_worker(&self, servers: &[String], client: usize) -> Result<(), RunError> {
+        self.check()?;
+        if servers.len() != self.num_servers {
+            return Err(RunError::Flags(format!(
+                "--servers lists {} addresses but --num-servers is {}",
+                servers.len(),
+                self.num_servers
+            )));
+        }
+        if client >= self.clients {
+            return Err(RunError::Flags(format!(
+                "--client {client} is out of range for --clients {}",
+                self.clients
+            )));
+        }
+        Ok(())
+    }
+
     /// The MF settings of this shape (epochs, clocks per epoch and seed as
     /// given; communication settings default).
     pub fn mf_config(&self, epochs: u32, clocks_per_epoch: u32, seed: u64) -> MfConfig {
@@ -369,4 +391,79 @@ pub fn work(shape: &RunShape, w: WorkerSetup<'_>, mf: Option<MfInput>) -> Result
         run,
         mf: mf_app,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shape() -> RunShape {
+        RunShape {
+            app: App::Counter,
+            clients: 2,
+            workers: 3,
+            num_servers: 2,
+            shards_per_server: 2,
+            clocks: 4,
+            rows: 8,
+            staleness: 1,
+            checkpoint_dir: None,
+            rank: 4,
+            adarevision: None,
+        }
+    }
+
+    /// Counts, servers and client index are checked; the counter's shape
+    /// and the MF settings follow the process counts.
+    #[test]
+    fn shape_checks_and_derives() {
+        let s = shape();
+        assert_eq!(s.shards(), 4);
+        assert_eq!(s.spec().workers, 6);
+        let servers = vec!["a:1".to_string(), "b:1".to_string()];
+        assert!(s.check_worker(&servers, 1).is_ok());
+        assert!(matches!(
+            s.check_worker(&servers[..1], 0),
+            Err(RunError::Flags(_))
+        ));
+        assert!(matches!(
+            s.check_worker(&servers, 2),
+            Err(RunError::Flags(_))
+        ));
+        let zero = RunShape {
+            workers: 0,
+            ..shape()
+        };
+        assert!(matches!(zero.check(), Err(RunError::Counts)));
+        let mf = RunShape {
+            app: App::Mf,
+            ..shape()
+        };
+        let cfg = mf.mf_config(3, 5, 9);
+        assert_eq!(
+            (cfg.workers, cfg.clients, cfg.shards, cfg.rank),
+            (6, 2, 4, 4)
+        );
+        assert_eq!(mf.tables().len(), cfg.tables().len());
+    }
+
+    /// Restarting needs a directory, and a checkpoint every shard has.
+    #[test]
+    fn restart_needs_a_common_checkpoint() {
+        assert!(matches!(
+            shape().restart_clock(),
+            Err(RunError::NoCheckpointDir)
+        ));
+        let dir = std::env::temp_dir().join(format!("ssp-run-shape-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let s = RunShape {
+            checkpoint_dir: Some(dir.clone()),
+            ..shape()
+        };
+        assert!(matches!(
+            s.restart_clock(),
+            Err(RunError::NoCommonCheckpoint { shards: 4, .. })
+        ));
+        std::fs::remove_dir_all(dir).unwrap();
+    }
 }
