@@ -24,13 +24,16 @@ use graph::{Graph, TensorId};
 use crate::import_options::{ImportOptions, ImportOptionsError};
 use crate::OnnxError;
 
+/// A named tensor: name, shape, row-major f32 values.
+pub type NamedValues = (String, Vec<usize>, Vec<f32>);
+
 /// What a model gives a plan's graph.
 #[derive(Debug)]
 pub enum ModelValues {
     /// Leaf values by the plan graph's tensor ids (row-major f32).
     ByTensor(Vec<(TensorId, Vec<f32>)>),
     /// The model's initializers `(name, shape, row-major f32)`, unchecked.
-    Initializers(Vec<(String, Vec<usize>, Vec<f32>)>),
+    Initializers(Vec<NamedValues>),
 }
 
 /// Why a model's values could not be read.
@@ -126,7 +129,7 @@ pub fn values(
 /// The model's initializers `(name, shape, values)` as f32.
 ///
 /// Errors: the file cannot be read or decoded.
-pub fn initializers(model: &Path) -> Result<Vec<(String, Vec<usize>, Vec<f32>)>, ValuesError> {
+pub fn initializers(model: &Path) -> Result<Vec<NamedValues>, ValuesError> {
     let read = |message: String| ValuesError::Read {
         file: model.to_path_buf(),
         message,

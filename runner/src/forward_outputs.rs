@@ -247,3 +247,39 @@ pub fn identity_dropout(graph: &Graph, given: &mut Given) -> Vec<TensorId> {
     }
     masks
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use graph::{float, DType, Fill, GraphBuilder};
+
+    /// `y = relu(x + w)`, `z = dropout(v, mask)` beside it: the ancestors
+    /// of `y` are x, w, x + w and y (written out by hand), none of the
+    /// dropout branch; the mask not given becomes 1 − ratio, a given mask
+    /// is kept.
+    #[test]
+    fn ancestors_and_identity_dropout() {
+        let lib = tdl::Library::shipped().unwrap();
+        let mut b = GraphBuilder::new(&lib, "t");
+        let normal = Fill::Normal { std: 1.0 };
+        let x = b.input("x", &[2, 3], DType::F32, normal).unwrap();
+        let w = b.weight("w", &[2, 3], 1.0).unwrap();
+        let s = b.op1("add", "s", &[x, w], &[]).unwrap();
+        let y = b.op1("relu", "y", &[s], &[]).unwrap();
+        let v = b.input("v", &[4], DType::F32, normal).unwrap();
+        let mask = b.input("mask", &[4], DType::F32, normal).unwrap();
+        let _z = b
+            .op1("dropout", "z", &[v, mask], &[("ratio", float(0.25))])
+            .unwrap();
+        let g = b.into_graph();
+        let mut want = vec![x, w, s, y];
+        want.sort();
+        assert_eq!(ancestors(&g, [y].into_iter()), want);
+        let mut given = Given::new();
+        assert_eq!(identity_dropout(&g, &mut given), vec![mask]);
+        assert_eq!(given[&mask], vec![0.75; 4]);
+        let mut given: Given = [(mask, vec![2.0; 4])].into_iter().collect();
+        identity_dropout(&g, &mut given);
+        assert_eq!(given[&mask], vec![2.0; 4], "a given mask is kept");
+    }
+}

@@ -224,13 +224,13 @@ fn options(args: &Args) -> miette::Result<PlanOptions> {
     })
 }
 
+/// The `--pareto` frontier and the index of the point chosen.
+type Front = (Vec<ParetoPoint>, usize);
+
 /// The plan shown and written: the one plan, or the `--pareto-point` of
 /// the frontier (with the frontier and the index). A plan that does not
 /// fit the device memory is the smallest found (DOES NOT FIT, exit 2).
-fn chosen(
-    args: &Args,
-    plans: Plans,
-) -> miette::Result<(Planned, Option<(Vec<ParetoPoint>, usize)>)> {
+fn chosen(args: &Args, plans: Plans) -> miette::Result<(Planned, Option<Front>)> {
     Ok(match plans {
         Plans::One(p) => (*p, None),
         Plans::Frontier(mut front) => {
