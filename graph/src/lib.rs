@@ -33,6 +33,7 @@ mod optimizer;
 mod outputs;
 mod parts;
 pub mod region;
+pub mod summary;
 mod training;
 pub mod zoo;
 

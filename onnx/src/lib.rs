@@ -31,6 +31,7 @@ pub mod external;
 pub mod fold;
 pub mod fold_eval;
 pub mod import;
+pub mod import_options;
 pub mod index_fill;
 pub mod loss;
 pub mod lower;
@@ -60,16 +61,20 @@ pub mod opaque_shape;
 pub mod proto;
 pub mod rnn;
 pub mod scan;
+pub mod summary_json;
 pub mod synth;
 pub mod table;
 pub mod tensor;
+pub mod values;
 
 use std::path::Path;
 
 pub use dims::{DefaultedDim, DimOptions};
 pub use error::OnnxError;
 pub use import::{import, Imported, OpaqueNode, Options, Output, Summary};
+pub use import_options::{ImportOptions, ImportOptionsError};
 pub use tensor::{Data, Elem};
+pub use values::{values, ModelValues, ValuesError};
 
 /// Import the ONNX file at `path` with the shipped operator library.
 ///

@@ -10,6 +10,8 @@
 //!   `MASTER_ADDR:MASTER_PORT` (background threads, `server.rs`); every rank
 //!   connects, registers and receives rank 0's payload; then
 //!   [`Session::barrier`] and [`Session::all_gather_bytes`].
+//! * [`check`]: the launcher's self-check, one rank's join, barriers and
+//!   payload comparison (`tofu rendezvous-check`).
 //! * [`RendezvousError`] and [`Failure`]: typed errors; a failure of the
 //!   session is decided once by the host and sent to every rank, so every
 //!   rank names the same rank(s) ([`RendezvousError::blamed_ranks`]).
@@ -34,6 +36,7 @@
 //! ```
 #![warn(missing_docs)]
 
+pub mod check;
 mod env;
 mod error;
 pub mod launcher;

@@ -30,17 +30,7 @@ fn env(rank: usize, world_size: usize, port: u16) -> Env {
 }
 
 /// 128 bytes that differ from run to run, like NCCL's unique id.
-fn unique_id() -> Vec<u8> {
-    use std::hash::{BuildHasher, Hasher};
-    let state = std::collections::hash_map::RandomState::new();
-    (0..128u64)
-        .map(|i| {
-            let mut h = state.build_hasher();
-            h.write_u64(i);
-            h.finish() as u8
-        })
-        .collect()
-}
+use rendezvous::check::random_id as unique_id;
 
 /// Run `body` on one thread per `(env, start delay)`; results in order,
 /// with the seconds each rank took.

@@ -13,6 +13,8 @@
 //! * [`ops`]: what every backend shares about an op instance: kernel
 //!   errors, shape recognisers, buffer layouts of a window, and the op
 //!   table of library kernels both backends read.
+//! * [`forward_outputs`]: one forward pass with the model's outputs
+//!   written by name (`tofu run --save-outputs`).
 //! * [`exec`]: the executor, generic over backend × communicator, and
 //!   [`RankRunner`], one rank's program driven step by step (`set`, `step`,
 //!   `get`);
@@ -28,6 +30,7 @@
 pub mod backend;
 pub mod choose;
 pub mod exec;
+pub mod forward_outputs;
 pub mod ops;
 pub mod region;
 pub mod verify;

@@ -117,6 +117,15 @@ impl Verification {
             .iter()
             .filter(|t| t.passed && t.sensitivity.is_some())
     }
+
+    /// The tensors a verdict names: those that failed, worst first, at
+    /// most `n`; then every ill-conditioned one ([`Self::ill_conditioned`]).
+    pub fn notable(&self, n: usize) -> (Vec<&TensorCheck>, Vec<&TensorCheck>) {
+        let mut failed: Vec<_> = self.tensors.iter().filter(|c| !c.passed).collect();
+        failed.sort_by(|a, b| b.error.total_cmp(&a.error));
+        failed.truncate(n);
+        (failed, self.ill_conditioned().collect())
+    }
 }
 
 /// Judge `run` against `reference` with tolerance `tol` (max relative

@@ -21,7 +21,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use miette::IntoDiagnostic;
-use planner::graph::{format, MemoryReport, Optimizer};
+use planner::graph::{format, Graph, MemoryReport, Optimizer};
 use planner::zoo::Model;
 use tdl::Library;
 
@@ -79,8 +79,9 @@ pub struct Args {
 }
 
 impl Args {
-    fn onnx_args(&self) -> super::graph_onnx::OnnxArgs {
-        super::graph_onnx::OnnxArgs {
+    /// The ONNX import options of the flags.
+    fn import_options(&self) -> onnx::ImportOptions {
+        onnx::ImportOptions {
             batch: self.batch,
             dims: self.dims.clone(),
             input_shapes: self.input_shapes.clone(),
@@ -89,32 +90,43 @@ impl Args {
             loss: self.loss.clone(),
             optimizer: self.optimizer.clone(),
             opaque_unsupported: self.opaque_unsupported,
-            output: self.output.clone(),
-            json: self.json,
         }
     }
 }
 
-/// Run `tofu graph`.
-pub fn run(args: Args) -> miette::Result<ExitCode> {
-    if let Some(file) = args.file.clone() {
-        return super::graph_onnx::run(&file, &args.onnx_args());
-    }
-    let mut model = Model::parse(args.model.as_deref().unwrap_or_default()).into_diagnostic()?;
-    if let Some(b) = args.batch {
+/// The zoo model `name` (at `batch`, when given) and its training graph
+/// with `optimizer` (sgd, momentum or adam).
+///
+/// Errors: an unknown model or optimizer, batch 0, a graph the specs reject.
+pub fn zoo_training(
+    name: &str,
+    batch: Option<usize>,
+    optimizer: &str,
+    lib: &Library,
+) -> miette::Result<(Model, Graph)> {
+    let mut model = Model::parse(name).into_diagnostic()?;
+    if let Some(b) = batch {
         if b == 0 {
             return Err(miette::miette!("--batch must be at least 1"));
         }
         model = model.with_batch(b);
     }
-    let optimizer = Optimizer::from_name(&args.optimizer).ok_or_else(|| {
-        miette::miette!(
-            "unknown optimizer `{}`: expected sgd, momentum or adam",
-            args.optimizer
-        )
+    let optimizer = Optimizer::from_name(optimizer).ok_or_else(|| {
+        miette::miette!("unknown optimizer `{optimizer}`: expected sgd, momentum or adam")
     })?;
+    let graph = model.training(lib, &optimizer).into_diagnostic()?;
+    Ok((model, graph))
+}
+
+/// Run `tofu graph`.
+pub fn run(args: Args) -> miette::Result<ExitCode> {
+    if let Some(file) = &args.file {
+        let opts = args.import_options();
+        return super::graph_onnx::run(file, &opts, args.output.as_ref(), args.json);
+    }
     let lib = Library::shipped().map_err(|e| miette::miette!("loading the operator specs: {e}"))?;
-    let graph = model.training(&lib, &optimizer).into_diagnostic()?;
+    let name = args.model.as_deref().unwrap_or_default();
+    let (model, graph) = zoo_training(name, args.batch, &args.optimizer, &lib)?;
     if let Some(path) = &args.output {
         format::save(&graph, path).into_diagnostic()?;
     }

@@ -25,11 +25,12 @@
 
 use std::ffi::OsString;
 use std::process::ExitCode;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use miette::miette;
+use rendezvous::check::{check, Faults};
 use rendezvous::launcher::{launch, Layout};
-use rendezvous::{join, Env, RendezvousError};
+use rendezvous::Env;
 
 /// Arguments of `tofu launch`.
 #[derive(clap::Args, Debug)]
@@ -125,7 +126,7 @@ pub struct CheckArgs {
     pub hang_rank: Option<usize>,
 }
 
-/// Run `tofu rendezvous-check`: join, compare payloads, pass barriers, print
+/// Run `tofu rendezvous-check` ([`rendezvous::check`]): print
 /// `{"rank", "local_rank", "world_size", "payload", "same_payload",
 /// "barriers", "join_ms", "barrier_us"}` (payload in hex; times: the join
 /// and the mean of barriers 2.., this rank's view).
@@ -133,65 +134,20 @@ pub fn run_check(args: CheckArgs) -> miette::Result<ExitCode> {
     if !(args.timeout_s.is_finite() && args.timeout_s > 0.0) {
         return Err(miette!("--timeout-s must be a positive number of seconds"));
     }
-    let barriers = args.barriers.max(2);
     let env = Env::from_env()
         .map_err(|e| miette!("{e}"))?
         .ok_or_else(|| {
             miette!("RANK and WORLD_SIZE are not set: run it as `tofu launch --nproc-per-node N -- rendezvous-check`")
         })?;
-    let rank = env.rank;
-    let fail = |e: RendezvousError| miette!("rank {rank}: {e}");
-    let t = Instant::now();
-    let mut s = join(&env, random_id, Duration::from_secs_f64(args.timeout_s)).map_err(fail)?;
-    let join_ms = t.elapsed().as_secs_f64() * 1e3;
-    s.barrier().map_err(fail)?;
-    if args.kill_rank == Some(rank) {
-        eprintln!("rank {rank} aborts (--kill-rank {rank})");
-        std::process::abort();
-    }
-    if args.hang_rank == Some(rank) {
-        eprintln!("rank {rank} hangs (--hang-rank {rank})");
-        std::thread::sleep(Duration::from_secs_f64(2.0 * args.timeout_s));
-    }
-    let t = Instant::now();
-    for _ in 1..barriers {
-        s.barrier().map_err(fail)?;
-    }
-    let barrier_us = t.elapsed().as_secs_f64() * 1e6 / (barriers - 1) as f64;
-    let payload = s.payload().to_vec();
-    let all = s.all_gather_bytes(&payload).map_err(fail)?;
-    if let Some(other) = all.iter().position(|p| p != &payload) {
-        return Err(miette!(
-            "rank {rank}: rank {other} received another payload than rank {rank}"
-        ));
-    }
-    s.close().map_err(fail)?;
-    let hex: String = payload.iter().map(|b| format!("{b:02x}")).collect();
+    let faults = Faults {
+        kill_rank: args.kill_rank,
+        hang_rank: args.hang_rank,
+    };
+    let timeout = Duration::from_secs_f64(args.timeout_s);
+    let report = check(&env, timeout, args.barriers, faults).map_err(|e| miette!("{e}"))?;
     println!(
         "{}",
-        serde_json::json!({
-            "rank": rank,
-            "local_rank": env.local_rank,
-            "world_size": env.world_size,
-            "payload": hex,
-            "same_payload": true,
-            "barriers": barriers,
-            "join_ms": join_ms,
-            "barrier_us": barrier_us,
-        })
+        serde_json::to_value(report).map_err(|e| miette!("{e}"))?
     );
     Ok(ExitCode::SUCCESS)
-}
-
-/// 128 bytes that differ from run to run, standing in for NCCL's unique id.
-fn random_id() -> Vec<u8> {
-    use std::hash::{BuildHasher, Hasher};
-    let state = std::collections::hash_map::RandomState::new();
-    (0..128u64)
-        .map(|i| {
-            let mut h = state.build_hasher();
-            h.write_u64(i);
-            h.finish() as u8
-        })
-        .collect()
 }

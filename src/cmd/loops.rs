@@ -10,8 +10,10 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use datasets::movielens;
-use loops::apps::{lr, mf};
+use loops::apps::{bench, lr, mf};
 use loops::Choice;
+
+use super::lib_err;
 
 /// Arguments of `tofu loops`.
 #[derive(clap::Args, Debug)]
@@ -114,7 +116,7 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
 
 fn load(data: &Option<PathBuf>) -> miette::Result<movielens::Ratings> {
     let path = data.clone().unwrap_or_else(movielens::default_path);
-    movielens::load(&path).map_err(|e| miette::miette!("{e}"))
+    movielens::load(&path).map_err(lib_err)
 }
 
 fn run_mf(a: MfArgs) -> miette::Result<ExitCode> {
@@ -156,9 +158,14 @@ fn run_mf(a: MfArgs) -> miette::Result<ExitCode> {
         },
     )
     .map_err(|e| miette::miette!("--schedule {}: {e}", a.schedule))?;
-    let dv: Vec<Vec<String>> = rep.dvecs.iter().map(|v| v.components()).collect();
+    print_mf(&a, &rep)
+}
+
+/// The MF report: pretty JSON, or a table.
+fn print_mf(a: &MfArgs, rep: &mf::MfReport) -> miette::Result<ExitCode> {
     if a.json {
-        let v = serde_json::json!({
+        let dv: Vec<Vec<String>> = rep.dvecs.iter().map(|v| v.components()).collect();
+        return print_pretty(&serde_json::json!({
             "schedule": rep.schedule,
             "workers": a.workers,
             "schedule_detail": rep.detail,
@@ -168,22 +175,17 @@ fn run_mf(a: MfArgs) -> miette::Result<ExitCode> {
             "heldout_rmse_per_epoch": rep.heldout_rmse,
             "heldout_rmse": rep.heldout_rmse.last(),
             "seconds_per_epoch": rep.seconds,
-        });
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&v).map_err(|e| miette::miette!("{e}"))?
-        );
-    } else {
-        let vs: Vec<String> = rep.dvecs.iter().map(|v| v.to_string()).collect();
-        println!("schedule            {}", rep.schedule);
-        println!("dependence vectors  {}", vs.join(" "));
-        println!("elements per epoch  {}", rep.comm_elements);
-        println!(
-            "held-out RMSE       {:.4}",
-            rep.heldout_rmse.last().copied().unwrap_or(f64::NAN)
-        );
-        println!("seconds per epoch   {:.3} (mean)", mean(&rep.seconds));
+        }));
     }
+    let vs: Vec<String> = rep.dvecs.iter().map(|v| v.to_string()).collect();
+    println!("schedule            {}", rep.schedule);
+    println!("dependence vectors  {}", vs.join(" "));
+    println!("elements per epoch  {}", rep.comm_elements);
+    println!(
+        "held-out RMSE       {:.4}",
+        rep.heldout_rmse.last().copied().unwrap_or(f64::NAN)
+    );
+    println!("seconds per epoch   {:.3} (mean)", mean(&rep.seconds));
     Ok(ExitCode::SUCCESS)
 }
 
@@ -204,17 +206,13 @@ fn run_lr(a: LrArgs) -> miette::Result<ExitCode> {
             eprintln!("epoch {e:3}: log-loss {l:.5}  {s:.3} s");
         },
     )
-    .map_err(|e| miette::miette!("{e}"))?;
+    .map_err(lib_err)?;
     if a.json {
         let dv: Vec<Vec<String>> = rep.dvecs.iter().map(|v| v.components()).collect();
-        let v = serde_json::json!({
+        return print_pretty(&serde_json::json!({
             "schedule": rep.schedule, "workers": a.workers, "dependence_vectors": dv,
             "loss_per_epoch": rep.loss, "seconds_per_epoch": rep.seconds,
-        });
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&v).map_err(|e| miette::miette!("{e}"))?
-        );
+        }));
     } else {
         println!("schedule           {}", rep.schedule);
         println!(
@@ -228,73 +226,49 @@ fn run_lr(a: LrArgs) -> miette::Result<ExitCode> {
 
 fn run_bench(a: BenchArgs) -> miette::Result<ExitCode> {
     let data = load(&a.data)?;
-    let (train, test) = mf::split(&mf::widen(&data.ratings), 0.1, 1);
-    let go = |workers: usize, schedule: mf::MfSchedule, epochs: usize| {
-        let cfg = mf::MfConfig {
-            workers,
-            schedule,
-            epochs,
-            ..Default::default()
-        };
-        mf::train(
-            &train,
-            &test,
-            data.users as usize,
-            data.items as usize,
-            &cfg,
-            &mut |e, _, ho, s| {
-                eprintln!("  {workers} workers {schedule:?} epoch {e}: held-out {ho:.4} {s:.3} s");
-            },
-        )
-        .map_err(|e| miette::miette!("{e}"))
-    };
-    let mut times = vec![];
-    for w in [1usize, 2, 4] {
-        let r = go(w, mf::MfSchedule::Orion(Choice::Auto), a.epochs)?;
-        times.push((w, r.schedule.clone(), median(&r.seconds)));
-    }
-    let to_target = |h: &[f64]| h.iter().position(|&x| x <= a.target).map(|p| p + 1);
-    let orion = go(4, mf::MfSchedule::Orion(Choice::Auto), a.max_epochs)?;
-    let dp = go(4, mf::MfSchedule::DataParallel { syncs: 1 }, a.max_epochs)?;
-    let (eo, ed) = (to_target(&orion.heldout_rmse), to_target(&dp.heldout_rmse));
+    let b = bench::bench(
+        &data,
+        (a.epochs, a.max_epochs, a.target),
+        &mut |w, schedule, e, ho, s| {
+            eprintln!("  {w} workers {schedule:?} epoch {e}: held-out {ho:.4} {s:.3} s");
+        },
+    )
+    .map_err(lib_err)?;
+    let (eo, ed) = b.epochs_to_target;
     if a.json {
         let v = serde_json::json!({
-            "seconds_per_epoch": times.iter().map(|(w, s, t)| serde_json::json!({"workers": w, "schedule": s, "median_seconds": t})).collect::<Vec<_>>(),
+            "seconds_per_epoch": b.times.iter().map(|(w, s, t)| serde_json::json!({"workers": w, "schedule": s, "median_seconds": t})).collect::<Vec<_>>(),
             "target_rmse": a.target,
             "epochs_to_target": {"orion_unordered_2d_4_workers": eo, "data_parallel_4_workers": ed},
-            "heldout_rmse_per_epoch": {"orion": orion.heldout_rmse, "data_parallel": dp.heldout_rmse},
+            "heldout_rmse_per_epoch": {"orion": b.orion.heldout_rmse, "data_parallel": b.data_parallel.heldout_rmse},
         });
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&v).map_err(|e| miette::miette!("{e}"))?
-        );
-    } else {
-        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-        println!(
-            "SGD MF, MovieLens-100K (90/10), rank 16: median seconds per epoch over {} epochs ({cores} cores visible)",
-            a.epochs
-        );
-        for (w, s, t) in &times {
-            println!("  {w} worker(s)  {s:<13} {t:.4} s");
-        }
-        let show = |e: Option<usize>| {
-            e.map_or(format!("not within {} epochs", a.max_epochs), |e| {
-                e.to_string()
-            })
-        };
-        println!("epochs to held-out RMSE ≤ {} with 4 workers:", a.target);
-        println!("  {:<24} {}", orion.schedule, show(eo));
-        println!("  {:<24} {}", "data-parallel (1 sync/epoch)", show(ed));
+        return print_pretty(&v);
     }
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    println!(
+        "SGD MF, MovieLens-100K (90/10), rank 16: median seconds per epoch over {} epochs ({cores} cores visible)",
+        a.epochs
+    );
+    for (w, s, t) in &b.times {
+        println!("  {w} worker(s)  {s:<13} {t:.4} s");
+    }
+    let show = |e: Option<usize>| {
+        e.map_or(format!("not within {} epochs", a.max_epochs), |e| {
+            e.to_string()
+        })
+    };
+    println!("epochs to held-out RMSE ≤ {} with 4 workers:", a.target);
+    println!("  {:<24} {}", b.orion.schedule, show(eo));
+    println!("  {:<24} {}", "data-parallel (1 sync/epoch)", show(ed));
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Print `v` as pretty JSON on stdout.
+fn print_pretty(v: &serde_json::Value) -> miette::Result<ExitCode> {
+    println!("{}", serde_json::to_string_pretty(v).map_err(lib_err)?);
     Ok(ExitCode::SUCCESS)
 }
 
 fn mean(x: &[f64]) -> f64 {
     x.iter().sum::<f64>() / x.len().max(1) as f64
-}
-
-fn median(x: &[f64]) -> f64 {
-    let mut v = x.to_vec();
-    v.sort_by(|a, b| a.total_cmp(b));
-    v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
 }

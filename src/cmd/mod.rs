@@ -16,7 +16,6 @@ pub mod run_launched;
 pub mod run_outputs;
 pub mod run_print;
 pub mod run_verify;
-pub mod run_weights;
 pub mod ssp;
 pub mod ssp_bench;
 pub mod ssp_mf;
@@ -29,3 +28,10 @@ pub mod train_args;
 pub mod train_launched;
 pub mod train_plot;
 pub mod train_print;
+
+/// An error of a library crate as a report with its message (the one
+/// conversion the commands use; errors that need a help line build their
+/// report where they arise).
+pub(crate) fn lib_err(e: impl std::fmt::Display) -> miette::Report {
+    miette::miette!("{e}")
+}

@@ -26,12 +26,14 @@ use std::process::ExitCode;
 
 use interval::cache::StrategyCache;
 use miette::IntoDiagnostic;
-use planner::graph::{format, Graph, Optimizer};
+use planner::graph::{format, Graph};
+use planner::plan::options::parse_bytes;
+use planner::plan::pareto::ParetoPoint;
 use planner::plan::request::{PlanRequest, Plans};
-use planner::plan::{dot, PlanFile, PlanOptions, SearchKind};
-use planner::zoo;
+use planner::plan::{dot, PlanFile, PlanOptions, Planned, SearchKind};
 use tdl::Library;
 
+use super::lib_err;
 use super::plan_memory;
 use super::plan_print::Shown;
 
@@ -120,53 +122,39 @@ pub struct Args {
     inference: bool,
 }
 
-/// Parse `80G`, `512M`, `1073741824` (powers of 1024).
-fn parse_bytes(s: &str) -> Result<u64, String> {
-    let t = s.trim();
-    let (num, mul) = match t.chars().last() {
-        Some('K' | 'k') => (&t[..t.len() - 1], 1u64 << 10),
-        Some('M' | 'm') => (&t[..t.len() - 1], 1 << 20),
-        Some('G' | 'g') => (&t[..t.len() - 1], 1 << 30),
-        Some('T' | 't') => (&t[..t.len() - 1], 1 << 40),
-        _ => (t, 1),
-    };
-    let v: f64 = num
-        .parse()
-        .map_err(|_| format!("`{s}` is not a size in bytes; write e.g. 80G, 512M or 1073741824"))?;
-    if !(v >= 0.0 && v.is_finite()) {
-        return Err(format!("`{s}` is not a size in bytes"));
-    }
-    Ok((v * mul as f64) as u64)
-}
-
 /// What [`load_graph`] gives.
 type Loaded = (String, Graph, Library, Option<serde_json::Value>);
+
+impl Args {
+    /// The ONNX import options of the flags.
+    fn import_options(&self) -> onnx::ImportOptions {
+        onnx::ImportOptions {
+            batch: self.batch,
+            dims: self.dim.clone(),
+            input_shapes: self.input_shape.clone(),
+            input_values: self.input_value.clone(),
+            training: !self.inference,
+            loss: self.loss.clone(),
+            optimizer: self.optimizer.clone(),
+            opaque_unsupported: self.opaque_unsupported,
+        }
+    }
+}
 
 /// Build the graph the arguments name, with the operator library to plan it
 /// with (an ONNX import adds generated specs for opaque nodes).
 /// Gives the name, the graph, the library and, for an ONNX import, the
-/// plan file's `import` record ([`super::run_weights::record`]).
+/// plan file's `import` record ([`onnx::ImportOptions::record`]).
 fn load_graph(args: &Args, lib: Library) -> miette::Result<Loaded> {
     match (&args.file, &args.model) {
         (Some(path), _) => {
             let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("");
             if ext.eq_ignore_ascii_case("onnx") {
-                let onnx_args = super::graph_onnx::OnnxArgs {
-                    batch: args.batch,
-                    dims: args.dim.clone(),
-                    input_shapes: args.input_shape.clone(),
-                    input_values: args.input_value.clone(),
-                    training: !args.inference,
-                    loss: args.loss.clone(),
-                    optimizer: args.optimizer.clone(),
-                    opaque_unsupported: args.opaque_unsupported,
-                    output: None,
-                    json: false,
-                };
-                let opts = super::graph_onnx::options(&onnx_args)?;
-                let imported = onnx::load_graph_with(path, &lib, &opts).map_err(|e| miette::miette!("{e}"))?;
-                let record = super::run_weights::record(&onnx_args);
-                return Ok((path.display().to_string(), imported.graph, imported.library, Some(record)));
+                let opts = args.import_options();
+                let imported = onnx::load_graph_with(path, &lib, &opts.options().map_err(lib_err)?)
+                    .map_err(lib_err)?;
+                let name = path.display().to_string();
+                return Ok((name, imported.graph, imported.library, Some(opts.record())));
             }
             if args.inference {
                 return Err(miette::miette!(
@@ -186,16 +174,7 @@ fn load_graph(args: &Args, lib: Library) -> miette::Result<Loaded> {
                     "--inference applies to an ONNX model, not to the zoo model `{name}`"
                 ));
             }
-            let mut m = zoo::Model::parse(name).into_diagnostic()?;
-            if let Some(b) = args.batch {
-                if b == 0 {
-                    return Err(miette::miette!("--batch must be at least 1"));
-                }
-                m = m.with_batch(b);
-            }
-            let opt = Optimizer::from_name(&args.optimizer)
-                .ok_or_else(|| miette::miette!("unknown optimizer `{}`: expected sgd, momentum or adam", args.optimizer))?;
-            let g = m.training(&lib, &opt).into_diagnostic()?;
+            let (m, g) = super::graph::zoo_training(name, args.batch, &args.optimizer, &lib)?;
             Ok((m.name(), g, lib, None))
         }
         (None, None) => Err(miette::miette!(
@@ -204,8 +183,9 @@ fn load_graph(args: &Args, lib: Library) -> miette::Result<Loaded> {
     }
 }
 
-/// Run `tofu plan`.
-pub fn run(args: Args) -> miette::Result<ExitCode> {
+/// The search request of the flags, checked (workers, tensor-parallel
+/// size, topology).
+fn request(args: &Args) -> miette::Result<PlanRequest> {
     let search: SearchKind = args
         .search
         .parse()
@@ -213,9 +193,16 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
     if args.workers == 0 {
         return Err(miette::miette!("--workers must be at least 1"));
     }
-    let lib = Library::shipped().map_err(|e| miette::miette!("loading the operator specs: {e}"))?;
-    let (name, graph, lib, import) = load_graph(&args, lib)?;
-    let cache = StrategyCache::new();
+    Ok(PlanRequest {
+        workers: args.workers,
+        search,
+        opts: PlanOptions::default(),
+        pareto: args.pareto,
+    })
+}
+
+/// The search options of the flags: memory, tensor parallelism, topology.
+fn options(args: &Args) -> miette::Result<PlanOptions> {
     if let Some(t) = args.tensor_parallel {
         if t == 0 || !args.workers.is_multiple_of(t) {
             return Err(miette::miette!(
@@ -229,22 +216,22 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
         args.link_bandwidth.as_deref(),
         args.workers,
     )?;
-    let opts = PlanOptions {
+    Ok(PlanOptions {
         device_memory: args.device_memory,
         tensor_parallel: args.tensor_parallel,
         topology,
         ..PlanOptions::default()
-    };
-    // A plan that does not fit the device memory is the smallest found,
-    // reported below (DOES NOT FIT, exit 2).
-    let request = PlanRequest {
-        workers: args.workers,
-        search,
-        opts,
-        pareto: args.pareto,
-    };
-    let results = request.run(&graph, &lib, &cache).into_diagnostic()?;
-    let (planned, front) = match results.plans {
+    })
+}
+
+/// The `--pareto` frontier and the index of the point chosen.
+type Front = (Vec<ParetoPoint>, usize);
+
+/// The plan shown and written: the one plan, or the `--pareto-point` of
+/// the frontier (with the frontier and the index). A plan that does not
+/// fit the device memory is the smallest found (DOES NOT FIT, exit 2).
+fn chosen(args: &Args, plans: Plans) -> miette::Result<(Planned, Option<Front>)> {
+    Ok(match plans {
         Plans::One(p) => (*p, None),
         Plans::Frontier(mut front) => {
             if front.len() == 1 && front[0].plan.fit.does_not_fit() {
@@ -254,12 +241,25 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
                 (p, Some((front, i)))
             }
         }
-    };
+    })
+}
+
+/// Run `tofu plan`.
+pub fn run(args: Args) -> miette::Result<ExitCode> {
+    let mut request = request(&args)?;
+    let lib = Library::shipped().map_err(|e| miette::miette!("loading the operator specs: {e}"))?;
+    let (name, graph, lib, import) = load_graph(&args, lib)?;
+    request.opts = options(&args)?;
+    let results = request
+        .run(&graph, &lib, &StrategyCache::new())
+        .into_diagnostic()?;
+    let (planned, front) = chosen(&args, results.plans)?;
     let mut file = PlanFile::new(&graph, &results.model, &planned);
     file.import = import;
     if let Some(path) = &args.output {
         file.save(path).into_diagnostic()?;
     }
+    let search = request.search;
     if let Some(path) = &args.dot {
         let title = format!("{name}: {} on {} workers", search.name(), args.workers);
         planner::graph::format::write_atomic(path, dot::to_dot(&planned.coarse, &title).as_bytes())
@@ -280,15 +280,7 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
         println!("{}", shown.json());
     } else {
         shown.print();
-        if let Some(p) = &args.output {
-            println!("plan written to {}", p.display());
-        }
-        if let Some(p) = &args.dot {
-            println!(
-                "picture written to {} (render with `dot -Tsvg`)",
-                p.display()
-            );
-        }
+        super::plan_print::print_written(args.output.as_deref(), args.dot.as_deref());
     }
     Ok(if shown.over().is_some() {
         ExitCode::from(2)

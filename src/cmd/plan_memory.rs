@@ -2,12 +2,12 @@
 //! the limit bind, what it traded) and the `--pareto` frontier.
 //!
 //! Takes a [`Planned`] (with its [`planner::plan::budget::BudgetReport`]) or
-//! the frontier of [`planner::plan::pareto::pareto`]; gives summary lines and
-//! JSON values. Units: bytes (per step for communication, per worker for
+//! the frontier of [`planner::plan::pareto::pareto`]; gives summary lines
+//! (the JSON values: [`planner::plan::summary`]). Units: bytes (per step for communication, per worker for
 //! memory).
 
 use planner::plan::pareto::ParetoPoint;
-use planner::plan::{max_memory, Planned};
+use planner::plan::{max_memory, summary, Planned};
 
 use super::plan_print::human;
 
@@ -52,36 +52,6 @@ pub fn budget_lines(p: &Planned) -> Vec<String> {
     ]
 }
 
-/// The `budget` JSON object (`null` without `--device-memory`).
-pub fn budget_json(p: &Planned) -> serde_json::Value {
-    p.budget
-        .as_ref()
-        .map_or(serde_json::Value::Null, |b| serde_json::json!(b))
-}
-
-/// The `pareto` JSON array: per point its `index` (for `--pareto-point`),
-/// `comm_bytes_per_step`, `max_worker_memory_bytes`, `choice`, `factors`,
-/// `price` and the arguments that write its plan; with `--topology` also
-/// `estimated_seconds_per_step` (the frontier's coordinate then).
-pub fn pareto_json(front: &[ParetoPoint]) -> serde_json::Value {
-    front
-        .iter()
-        .enumerate()
-        .map(|(i, p)| {
-            serde_json::json!({
-                "index": i,
-                "comm_bytes_per_step": p.plan.comm_bytes,
-                "max_worker_memory_bytes": max_memory(&p.plan),
-                "choice": p.plan.choice,
-                "factors": p.plan.factors,
-                "price": p.price,
-                "estimated_seconds_per_step": p.plan.links.as_ref().map(|l| l.seconds()),
-                "write": format!("--pareto --pareto-point {i} -o plan.json"),
-            })
-        })
-        .collect()
-}
-
 /// Print the frontier, marking point `chosen`.
 pub fn print_pareto(front: &[ParetoPoint], chosen: usize) {
     println!("pareto     communication per step against memory per worker (write one with --pareto-point I -o plan.json):");
@@ -109,10 +79,10 @@ pub fn print_pareto(front: &[ParetoPoint], chosen: usize) {
 ///
 /// Errors: an index past the frontier, naming its size.
 pub fn pick(front: &[ParetoPoint], index: Option<usize>) -> miette::Result<(usize, Planned)> {
-    let i = index.unwrap_or(0);
-    front.get(i).map(|p| (i, p.plan.clone())).ok_or_else(|| {
+    summary::pick(front, index).ok_or_else(|| {
         miette::miette!(
-            "--pareto-point {i}: the frontier has {} points; choose 0 to {}",
+            "--pareto-point {}: the frontier has {} points; choose 0 to {}",
+            index.unwrap_or(0),
             front.len(),
             front.len().saturating_sub(1)
         )

@@ -9,7 +9,7 @@ use planner::graph::Graph;
 use planner::plan::memory::WorkerMemory;
 use planner::plan::op_groups::group_ops;
 use planner::plan::pareto::ParetoPoint;
-use planner::plan::{MemoryFit, Planned, SearchKind};
+use planner::plan::{summary, Planned, SearchKind};
 
 use super::plan_memory;
 
@@ -27,19 +27,6 @@ pub fn human(b: u64) -> String {
     } else {
         format!("{v:.2} {}", units[u])
     }
-}
-
-fn top_ops(graph: &Graph, planned: &Planned, n: usize) -> Vec<(String, String, u64)> {
-    let mut v: Vec<(String, String, u64)> = graph
-        .ops()
-        .iter()
-        .zip(&planned.op_comm_bytes)
-        .filter(|(_, b)| **b > 0)
-        .map(|(o, b)| (o.name.clone(), o.spec.clone(), *b))
-        .collect();
-    v.sort_by(|a, b| b.2.cmp(&a.2).then(a.0.cmp(&b.0)));
-    v.truncate(n);
-    v
 }
 
 /// A plan as `tofu plan` shows it.
@@ -68,46 +55,21 @@ impl Shown<'_> {
     /// When the plan does not fit the device memory: the largest worker,
     /// its memory and the device memory (bytes).
     pub fn over(&self) -> Option<(usize, WorkerMemory, u64)> {
-        match self.planned.fit {
-            MemoryFit::DoesNotFit { device_memory, .. } => self
-                .planned
-                .memory
-                .iter()
-                .enumerate()
-                .max_by_key(|(_, m)| m.total())
-                .map(|(w, m)| (w, m.clone(), device_memory)),
-            MemoryFit::Unlimited | MemoryFit::Fits { .. } => None,
-        }
+        summary::over(self.planned)
     }
 
-    /// The `--json` object.
+    /// The `--json` object ([`summary::json_summary`]).
     pub fn json(&self) -> serde_json::Value {
-        let (graph, planned, dp) = (self.graph, self.planned, self.data_parallel);
-        let top = top_ops(graph, planned, 10);
-        serde_json::json!({
-            "model": self.name,
-            "workers": self.workers,
-            "factors": planned.factors,
-            "search": self.search.name(),
-            "comm_bytes_per_step": planned.comm_bytes,
-            "max_worker_memory_bytes": self.max_worker_memory_bytes,
-            "plan_seconds": planned.plan_seconds,
-            "stop_reason": planned.stop_reason,
-            "choice": planned.choice,
-            "runner_up": planned.runner_up.as_ref().map(|(c, b, m)| serde_json::json!({"choice": c, "comm_bytes_per_step": b, "max_worker_memory_bytes": m})),
-            "ops": graph.ops().len(),
-            "tensors": graph.tensors().len(),
-            "coarsened_nodes": planned.levels.first().map_or(0, |l| l.nodes),
-            "fits_device_memory": self.over().is_none(),
-            "device_memory_bytes": self.device_memory,
-            "data_parallel_comm_bytes_per_step": dp.map(|d| d.comm_bytes),
-            "data_parallel_max_worker_memory_bytes": dp.map(|d| d.memory.iter().map(|m| m.total()).max().unwrap_or(0)),
-            "budget": plan_memory::budget_json(planned),
-            "pareto": self.front.map(|(f, _)| plan_memory::pareto_json(f)),
-            "topology": super::plan_topology::json(planned),
-            "top_ops": top.iter().map(|(n, s, b)| serde_json::json!({"op": n, "spec": s, "comm_bytes": b})).collect::<Vec<_>>(),
-            "top_op_groups": group_ops(graph, &planned.op_comm_bytes).iter().take(10).map(|g| serde_json::json!({"pattern": g.pattern, "spec": g.spec, "ops": g.members.len(), "comm_bytes": g.comm_bytes})).collect::<Vec<_>>(),
-        })
+        let context = summary::Context {
+            name: self.name,
+            workers: self.workers,
+            search: self.search,
+            max_worker_memory_bytes: self.max_worker_memory_bytes,
+            data_parallel: self.data_parallel,
+            device_memory: self.device_memory,
+            front: self.front.map(|(f, _)| f),
+        };
+        summary::json_summary(self.graph, self.planned, &context)
     }
 
     /// Prints the frontier (with `--pareto`) and the summary.
@@ -115,8 +77,8 @@ impl Shown<'_> {
         if let Some((f, i)) = self.front {
             plan_memory::print_pareto(f, i);
         }
-        let (name, graph, p, dp) = (self.name, self.graph, self.planned, self.data_parallel);
-        let (cap, over) = (self.device_memory, self.over());
+        let (name, graph, p) = (self.name, self.graph, self.planned);
+        let cap = self.device_memory;
         let k: usize = p.factors.iter().product();
         let max_mem = p.memory.iter().map(|m| m.total()).max().unwrap_or(0);
         let min_mem = p.memory.iter().map(|m| m.total()).min().unwrap_or(0);
@@ -155,6 +117,13 @@ impl Shown<'_> {
         for line in plan_memory::budget_lines(p) {
             println!("{line}");
         }
+        self.print_comparisons();
+        self.print_top_and_fit();
+    }
+
+    /// The plan not kept, the topology's link levels and data parallelism.
+    fn print_comparisons(&self) {
+        let (p, dp) = (self.planned, self.data_parallel);
         if let Some((choice, bytes, mem)) = &p.runner_up {
             println!(
                 "not kept   {choice}: {} per step, {} per worker{}",
@@ -178,6 +147,11 @@ impl Shown<'_> {
                 human(dmem)
             );
         }
+    }
+
+    /// The operators that communicate most, and DOES NOT FIT.
+    fn print_top_and_fit(&self) {
+        let (graph, p) = (self.graph, self.planned);
         let groups = group_ops(graph, &p.op_comm_bytes);
         if !groups.is_empty() {
             println!("top operators by communication (time steps and layers folded):");
@@ -190,7 +164,7 @@ impl Shown<'_> {
                 println!("  {bytes:>12}  {label}{count} ({})", g.spec);
             }
         }
-        if let Some((w, m, c)) = over {
+        if let Some((w, m, c)) = self.over() {
             println!(
                 "DOES NOT FIT: no plan the search found fits; the smallest peak found: worker {w} needs {} > device memory {} (largest tile: `{}`, {})",
                 human(m.total()),
@@ -211,4 +185,17 @@ fn print_saturation(s: interval::Saturation) {
         interval::Saturation::NodeLimit => "node",
     };
     println!("analysis   egg stopped at its {limit} limit on some index expressions (strategies from the best form found)");
+}
+
+/// The lines naming the files written (`-o`, `--dot`).
+pub fn print_written(output: Option<&std::path::Path>, dot: Option<&std::path::Path>) {
+    if let Some(p) = output {
+        println!("plan written to {}", p.display());
+    }
+    if let Some(p) = dot {
+        println!(
+            "picture written to {} (render with `dot -Tsvg`)",
+            p.display()
+        );
+    }
 }

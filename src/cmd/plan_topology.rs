@@ -3,12 +3,13 @@
 //! link level (`planner::plan::topology`).
 //!
 //! Takes the two arguments' text and a finished plan; gives the
-//! [`Topology`] the search prices its levels on, the summary lines and the
-//! `topology` object of `--json`.
+//! [`Topology`] the search prices its levels on and the summary lines (the
+//! `topology` object of `--json`: [`planner::plan::summary::topology_json`]).
 
 use planner::plan::topology::{Link, Topology};
 use planner::plan::Planned;
 
+use super::lib_err;
 use super::plan_print::human;
 
 /// The cluster of `--topology` with `--link-bandwidth`'s overrides, checked
@@ -36,8 +37,7 @@ pub fn parse(
             .with_bandwidths(b)
             .map_err(|e| miette::miette!("--link-bandwidth: {e}"))?;
     }
-    t.check_workers(workers)
-        .map_err(|e| miette::miette!("{e}"))?;
+    t.check_workers(workers).map_err(lib_err)?;
     Ok(Some(t))
 }
 
@@ -100,26 +100,4 @@ pub fn summary(p: &Planned) -> Vec<String> {
         seconds(r.seconds())
     ));
     out
-}
-
-/// The `topology` object of `--json` (null without one): nodes, GPUs per
-/// node, which levels cross nodes, and per link level its bandwidth (bytes
-/// per second per GPU and direction), bytes per step and estimated seconds.
-pub fn json(p: &Planned) -> serde_json::Value {
-    let Some(r) = &p.links else {
-        return serde_json::Value::Null;
-    };
-    let t = &r.topology;
-    serde_json::json!({
-        "nodes": t.nodes,
-        "gpus_per_node": t.gpus_per_node,
-        "node_levels": t.node_levels().min(p.factors.len()),
-        "estimated_comm_seconds": r.seconds(),
-        "links": Link::ALL.iter().map(|&link| serde_json::json!({
-            "link": link.name(),
-            "bandwidth_bytes_per_s": t.bandwidth(link),
-            "bytes": r.load.bytes[link as usize],
-            "seconds": r.load.seconds[link as usize],
-        })).collect::<Vec<_>>(),
-    })
 }

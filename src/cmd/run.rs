@@ -25,11 +25,14 @@ use std::time::Instant;
 
 use codegen::Programs;
 use interval::cache::StrategyCache;
+use onnx::{ImportOptions, ModelValues, ValuesError};
 use planner::plan::{BoundPlan, PlanFile};
-use runner::choose::{BackendKind, CudaComm, ExecChoice};
-use runner::given::{from_safetensors, Kind};
+use runner::choose::{BackendKind, ChooseError, CudaComm, ExecChoice};
+use runner::given::{from_named, from_safetensors, Kind};
 use runner::{Given, RunOptions, RunReport};
 use tdl::Library;
+
+use super::lib_err;
 
 /// Arguments of `tofu run`.
 #[derive(clap::Args, Debug)]
@@ -100,9 +103,8 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
     if args.steps == 0 {
         return Err(miette::miette!("--steps must be at least 1"));
     }
-    let lib = Library::shipped().map_err(|e| miette::miette!("{e}"))?;
-    let plan = PlanFile::load(&args.plan, &lib, &StrategyCache::new())
-        .map_err(|e| miette::miette!("{e}"))?;
+    let lib = Library::shipped().map_err(lib_err)?;
+    let plan = PlanFile::load(&args.plan, &lib, &StrategyCache::new()).map_err(lib_err)?;
     // Recorded costs vs decisions (catches an edited tile or strategy that
     // still passes the loader's structural checks), generation, verifier.
     let progs = codegen::compile(&plan, &lib)
@@ -115,6 +117,36 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
         super::run_estimate::print(plan.graph.name(), &progs, &gpu, args.json)?;
         return Ok(ExitCode::SUCCESS);
     }
+    let opts = RunOptions {
+        steps: args.steps,
+        seed: args.seed,
+    };
+    let mut given = Given::new();
+    for (path, kind) in [(&args.weights, Kind::Weights), (&args.inputs, Kind::Inputs)] {
+        if let Some(p) = path {
+            given.extend(read_given((&plan, &lib), &args.plan, p, kind)?);
+        }
+    }
+    if let Some(path) = &args.save_outputs {
+        return super::run_outputs::run(&args, &plan, &progs, &given, path);
+    }
+    if args.backend == "cpu" {
+        if let Some(env) = rendezvous::Env::from_env().map_err(lib_err)? {
+            return super::run_launched::run(&args, &progs, opts, &given, env);
+        }
+    }
+    run_and_print(&args, (&plan, &lib), &progs, opts, &given)
+}
+
+/// Run the steps (and `--verify`), print the report; exit 1 when the
+/// verification fails.
+fn run_and_print(
+    args: &Args,
+    (plan, lib): (&BoundPlan, &Library),
+    progs: &Programs,
+    opts: RunOptions,
+    given: &Given,
+) -> miette::Result<ExitCode> {
     let start = Instant::now();
     let quiet = args.json;
     let steps = args.steps;
@@ -123,38 +155,20 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
             eprintln!("step {s}/{steps} ({:.1} s)", start.elapsed().as_secs_f64());
         }
     };
-    let opts = RunOptions {
-        steps: args.steps,
-        seed: args.seed,
-    };
-    let mut given = Given::new();
-    for (path, kind) in [(&args.weights, Kind::Weights), (&args.inputs, Kind::Inputs)] {
-        if let Some(p) = path {
-            given.extend(read_given(&plan, &args, p, kind)?);
-        }
-    }
-    if let Some(path) = &args.save_outputs {
-        return super::run_outputs::run(&args, &plan.graph, &progs, &given, path);
-    }
-    if args.backend == "cpu" {
-        if let Some(env) = rendezvous::Env::from_env().map_err(|e| miette::miette!("{e}"))? {
-            return super::run_launched::run(&args, &progs, opts, &given, env);
-        }
-    }
-    let report = execute(&args, &progs, opts, Some(&progress), &given)?;
+    let report = execute(args, progs, opts, Some(&progress), given)?;
     let verification = if args.verify {
         Some(super::run_verify::verify(
-            &args,
-            (&plan, &lib),
+            args,
+            (plan, lib),
             opts,
-            &given,
+            given,
             &report,
         )?)
     } else {
         None
     };
     let verified = verification.as_ref().map(|(v, _)| v.passed());
-    super::run_print::print(&args, &plan, &progs, &report, verification.as_ref());
+    super::run_print::print(args, plan, progs, &report, verification.as_ref());
     Ok(if verified == Some(false) {
         ExitCode::FAILURE
     } else {
@@ -174,16 +188,16 @@ fn save_programs(dir: &std::path::Path, progs: &Programs) -> miette::Result<()> 
 }
 
 /// Leaf values from `path`: safetensors, or for `--weights` an ONNX model
-/// (every value its import took from it, [`super::run_weights`]).
-pub(super) fn read_given(
-    plan: &BoundPlan,
-    args: &Args,
+/// (every value its import took from it, [`onnx::values`]).
+fn read_given(
+    (plan, lib): (&BoundPlan, &Library),
+    plan_file: &std::path::Path,
     path: &std::path::Path,
     kind: Kind,
 ) -> miette::Result<Given> {
     let name = path.display().to_string();
     if kind == Kind::Weights && path.extension().is_some_and(|e| e == "onnx") {
-        return super::run_weights::read_onnx(&plan.graph, &args.plan, plan.import.as_ref(), path);
+        return read_onnx((plan, lib), plan_file, path);
     }
     let bytes = std::fs::read(path).map_err(|e| miette::miette!("{name}: {e}"))?;
     from_safetensors(&plan.graph, &name, &bytes, kind).map_err(|e| match &e {
@@ -193,12 +207,49 @@ pub(super) fn read_given(
             ),
             "{e}"
         ),
-        _ => miette::miette!("{e}"),
+        _ => lib_err(e),
     })
 }
 
+/// `--weights MODEL.onnx`: the values the model gives the plan's graph,
+/// imported again with the plan's `import` record ([`onnx::values`]).
+fn read_onnx(
+    (plan, lib): (&BoundPlan, &Library),
+    plan_file: &std::path::Path,
+    model: &std::path::Path,
+) -> miette::Result<Given> {
+    let import = plan
+        .import
+        .as_ref()
+        .map(ImportOptions::from_record)
+        .transpose();
+    let import = import.map(Option::flatten).map_err(|e| {
+        miette::miette!(
+            help = "plan the model again with this tofu (`tofu plan MODEL.onnx …`)",
+            "{}: {e}",
+            plan_file.display()
+        )
+    })?;
+    match onnx::values(&plan.graph, model, lib, import.as_ref()) {
+        Ok(ModelValues::ByTensor(v)) => Ok(v.into_iter().collect()),
+        Ok(ModelValues::Initializers(named)) => {
+            let name = model.display().to_string();
+            from_named(&plan.graph, &name, named, Kind::Weights, true).map_err(lib_err)
+        }
+        Err(e @ ValuesError::Import(_)) => Err(miette::miette!(
+            help = "pass the model the plan was made from (`tofu plan MODEL.onnx …`)",
+            "{e}"
+        )),
+        Err(e @ ValuesError::NotLeaf { .. }) => Err(miette::miette!(
+            help = "pass the model the plan was made from, or plan this model again",
+            "{e}"
+        )),
+        Err(e) => Err(lib_err(e)),
+    }
+}
+
 /// The backend × communicator of the flags.
-fn choice(args: &Args) -> ExecChoice {
+pub(super) fn choice(args: &Args) -> ExecChoice {
     ExecChoice {
         backend: match args.backend.as_str() {
             "cuda" => BackendKind::Cuda,
@@ -214,6 +265,14 @@ fn choice(args: &Args) -> ExecChoice {
     }
 }
 
+/// A backend error with its help line.
+pub(super) fn choose_error(e: ChooseError) -> miette::Report {
+    match e.help() {
+        Some(help) => miette::miette!(help = help, "{e}"),
+        None => lib_err(e),
+    }
+}
+
 /// Run the programs on the chosen backend.
 pub(super) fn execute(
     args: &Args,
@@ -224,8 +283,5 @@ pub(super) fn execute(
 ) -> miette::Result<RunReport> {
     choice(args)
         .execute(&progs.programs, opts, progress, given)
-        .map_err(|e| match e.help() {
-            Some(help) => miette::miette!(help = help, "{e}"),
-            None => miette::miette!("{e}"),
-        })
+        .map_err(choose_error)
 }

@@ -6,6 +6,8 @@
 use codegen::Programs;
 use runner::backend::cuda::estimate::{estimate_program, Roofline, StepEstimate};
 
+use super::lib_err;
+
 /// The [`Roofline`] named by `--estimate`, or an error listing the presets.
 pub fn roofline(name: &str) -> miette::Result<Roofline> {
     Roofline::named(name).ok_or_else(|| {
@@ -25,12 +27,22 @@ pub fn print(model: &str, progs: &Programs, gpu: &Roofline, json: bool) -> miett
         .iter()
         .map(|p| estimate_program(p, gpu))
         .collect::<Result<_, _>>()
-        .map_err(|e| miette::miette!("{e}"))?;
+        .map_err(lib_err)?;
     let slowest = (0..ranks.len())
         .max_by(|&a, &b| ranks[a].seconds().total_cmp(&ranks[b].seconds()))
         .unwrap_or(0);
-    let step: Vec<f64> = ranks.iter().map(StepEstimate::seconds).collect();
     if json {
+        print_json(model, gpu, &ranks, slowest);
+    } else {
+        print_table(model, gpu, &ranks, slowest);
+    }
+    Ok(())
+}
+
+/// The `--json` object: the step per rank and the slowest rank's operators.
+fn print_json(model: &str, gpu: &Roofline, ranks: &[StepEstimate], slowest: usize) {
+    let step: Vec<f64> = ranks.iter().map(StepEstimate::seconds).collect();
+    {
         let ops: Vec<_> = ranks[slowest]
             .ops
             .iter()
@@ -50,8 +62,11 @@ pub fn print(model: &str, progs: &Programs, gpu: &Roofline, json: bool) -> miett
             "ops": ops,
         });
         println!("{v}");
-        return Ok(());
     }
+}
+
+/// The table of the slowest rank's operators, with the model's figures.
+fn print_table(model: &str, gpu: &Roofline, ranks: &[StepEstimate], slowest: usize) {
     println!(
         "{model}: estimated step on a modelled {} ({:.2} TB/s, {:.0} TFLOP/s FP32, {:.0} TFLOP/s \
          FP64, {:.0} µs a launch), rank {slowest} of {} (the slowest)",
@@ -95,5 +110,4 @@ pub fn print(model: &str, progs: &Programs, gpu: &Roofline, json: bool) -> miett
         r.ops.iter().map(|o| o.2.flops).sum::<f64>() / 1e9,
         total * 1e3
     );
-    Ok(())
 }

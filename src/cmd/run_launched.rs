@@ -12,6 +12,7 @@ use codegen::Programs;
 use rendezvous::Env;
 use runner::{run_rank_fed, CpuBackend, Given, NoFeed, RunOptions};
 
+use super::lib_err;
 use super::run::Args;
 
 /// How long ranks wait for each other to join and, later, for a message.
@@ -37,13 +38,12 @@ pub fn run(
             "--verify compares with the unpartitioned run in one process: run it without a launcher"
         ));
     }
-    let (comm, session) =
-        train::launched::join_tcp(&env, TIMEOUT).map_err(|e| miette::miette!("{e}"))?;
+    let (comm, session) = train::launched::join_tcp(&env, TIMEOUT).map_err(lib_err)?;
     let rank = env.rank;
     let program = &progs.programs[rank];
     let (report, _comm) =
         run_rank_fed(program, CpuBackend::new(), comm, opts, None, given, &NoFeed)
-            .map_err(|e| miette::miette!("{e}"))?;
+            .map_err(lib_err)?;
     let sent: u64 = report.bytes_sent.iter().sum();
     let predicted = progs.predicted_bytes_per_rank[rank] * opts.steps as u64;
     if args.json {
@@ -65,6 +65,6 @@ pub fn run(
             opts.steps, report.peak_bytes
         );
     }
-    session.close().map_err(|e| miette::miette!("{e}"))?;
+    session.close().map_err(lib_err)?;
     Ok(ExitCode::SUCCESS)
 }

@@ -10,9 +10,11 @@
 
 use codegen::Programs;
 use planner::plan::BoundPlan;
+use runner::verify::TensorCheck;
 use runner::{judge, perturbed_leaves, Given, RunOptions, RunReport, Verification};
 use tdl::Library;
 
+use super::lib_err;
 use super::run::{execute, Args};
 
 /// Tolerance of `--verify` (max relative error per tensor, f32).
@@ -29,41 +31,40 @@ pub(super) fn verify(
     given: &Given,
     report: &RunReport,
 ) -> miette::Result<(Verification, Programs)> {
-    let one = codegen::compile_unpartitioned(plan, lib).map_err(|e| miette::miette!("{e}"))?;
+    let one = codegen::compile_unpartitioned(plan, lib).map_err(lib_err)?;
     let reference = execute(args, &one, opts, None, given)?;
     let plain = judge(report, &reference, None, TOLERANCE);
     if plain.passed() {
         return Ok((plain, one));
     }
     let mut g = given.clone();
-    g.extend(
-        perturbed_leaves(&one.programs[0], opts.seed, given).map_err(|e| miette::miette!("{e}"))?,
-    );
+    g.extend(perturbed_leaves(&one.programs[0], opts.seed, given).map_err(lib_err)?);
     let perturbed = execute(args, &one, opts, None, &g)?;
     Ok((judge(report, &reference, Some(&perturbed), TOLERANCE), one))
 }
 
-/// The tensors of a verdict worth naming, as JSON: `failed` (every tensor
-/// that failed, worst first, at most 10) and `ill_conditioned` (passed by
-/// sensitivity), each `{tensor, error, sensitivity}`.
+/// The name of tensor `t` in the unpartitioned program.
+fn name(one: &Programs, t: planner::graph::TensorId) -> String {
+    one.programs[0]
+        .tensor(t)
+        .map_or_else(|| format!("#{}", t.0), |i| i.name.clone())
+}
+
+/// The tensors of a verdict worth naming ([`Verification::notable`]), as
+/// JSON: `failed` (worst first, at most 10) and `ill_conditioned` (passed
+/// by sensitivity), each `{tensor, error, sensitivity}`.
 pub(super) fn details(v: &Verification, one: &Programs) -> serde_json::Value {
-    let name = |t| {
-        one.programs[0]
-            .tensor(t)
-            .map_or_else(|| format!("#{}", t.0), |i| i.name.clone())
-    };
-    let entry = |c: &runner::verify::TensorCheck| {
+    let entry = |c: &&TensorCheck| {
         serde_json::json!({
-            "tensor": name(c.tensor),
+            "tensor": name(one, c.tensor),
             "error": c.error,
             "sensitivity": c.sensitivity,
         })
     };
-    let mut failed: Vec<_> = v.tensors.iter().filter(|c| !c.passed).collect();
-    failed.sort_by(|a, b| b.error.total_cmp(&a.error));
+    let (failed, ill) = v.notable(10);
     serde_json::json!({
-        "failed": failed.iter().take(10).map(|c| entry(c)).collect::<Vec<_>>(),
-        "ill_conditioned": v.ill_conditioned().map(entry).collect::<Vec<_>>(),
+        "failed": failed.iter().map(entry).collect::<Vec<_>>(),
+        "ill_conditioned": ill.iter().map(entry).collect::<Vec<_>>(),
     })
 }
 
@@ -75,21 +76,15 @@ pub(super) fn print(v: &Verification, one: &Programs) {
         v.max_rel_error,
         if ok { "ok" } else { "FAILED" }
     );
-    let d = details(v, one);
-    for (key, what) in [
-        ("failed", "failed"),
-        (
-            "ill_conditioned",
-            "passed by its sensitivity (ill-conditioned)",
-        ),
-    ] {
-        for e in d[key].as_array().into_iter().flatten() {
+    let (failed, ill) = v.notable(10);
+    let what = ["failed", "passed by its sensitivity (ill-conditioned)"];
+    for (what, checks) in what.iter().zip([failed, ill]) {
+        for c in checks {
             println!(
                 "  {} {what}: error {:.3e}, sensitivity {}",
-                e["tensor"].as_str().unwrap_or("?"),
-                e["error"].as_f64().unwrap_or(f64::NAN),
-                e["sensitivity"]
-                    .as_f64()
+                name(one, c.tensor),
+                c.error,
+                c.sensitivity
                     .map_or_else(|| "not measured".to_string(), |s| format!("{s:.3e}")),
             );
         }

@@ -8,12 +8,12 @@
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::Arc;
 
 use datasets::movielens::{default_path, load};
 use ssp::mf::{split, train, MfConfig, Rating, Ratings};
-use ssp::placement::{Placement, Policy};
+use ssp::placement::Policy;
 
+use super::lib_err;
 use super::ssp::{comm_config, CommArgs, MfDataArgs, MfModelArgs, PlacementArg};
 
 /// Arguments of `tofu ssp mf`.
@@ -97,26 +97,14 @@ pub(crate) fn mf_config(
     })
 }
 
-/// The placement of `cfg`'s tables over `cfg.shards` shards for the
-/// ratings `data` (`None` for `--placement hash`).
-///
-/// # Errors
-/// Zero shards.
-pub(crate) fn placement(
-    arg: PlacementArg,
-    cfg: &MfConfig,
-    data: &Ratings,
-) -> miette::Result<Option<Arc<Placement>>> {
-    let policy = match arg {
-        PlacementArg::Hash => return Ok(None),
-        PlacementArg::Greedy => Policy::GreedyLargestFirst,
-        PlacementArg::Uniform => Policy::UniformSplit,
-        PlacementArg::RoundRobin => Policy::RoundRobin,
-    };
-    let sizes = cfg.table_sizes(data.users, data.items);
-    let p = Placement::new(&sizes, cfg.shards, policy)
-        .map_err(|e| miette::miette!("--placement: {e}"))?;
-    Ok(Some(Arc::new(p)))
+/// The placement policy of `--placement` (`None` for `hash`).
+pub(crate) fn placement_policy(arg: PlacementArg) -> Option<Policy> {
+    match arg {
+        PlacementArg::Hash => None,
+        PlacementArg::Greedy => Some(Policy::GreedyLargestFirst),
+        PlacementArg::Uniform => Some(Policy::UniformSplit),
+        PlacementArg::RoundRobin => Some(Policy::RoundRobin),
+    }
 }
 
 /// Prints an MF report: one JSON object on stdout with `extra`'s fields
@@ -127,7 +115,7 @@ pub(crate) fn print_report(
     extra: serde_json::Value,
 ) -> miette::Result<()> {
     if json {
-        let mut v = serde_json::to_value(report).map_err(|e| miette::miette!("{e}"))?;
+        let mut v = serde_json::to_value(report).map_err(lib_err)?;
         if let (Some(v), serde_json::Value::Object(extra)) = (v.as_object_mut(), extra) {
             v.extend(extra);
         }
@@ -155,7 +143,9 @@ pub fn mf(a: MfArgs) -> miette::Result<ExitCode> {
     cfg.check()
         .map_err(|e| miette::miette!("--workers/--clients/--shards: {e}"))?;
     let (data, tr, te) = load_movielens(a.run.data.as_deref(), c.seed)?;
-    cfg.comm.placement = placement(a.run.placement, &cfg, &data)?;
+    cfg.comm.placement = cfg
+        .placement(placement_policy(a.run.placement), &data)
+        .map_err(|e| miette::miette!("--placement: {e}"))?;
     if !c.json {
         eprintln!(
             "ssp mf: {} ratings ({} users, {} items), {} train / {} held out, {} workers, s = {}",
@@ -171,7 +161,7 @@ pub fn mf(a: MfArgs) -> miette::Result<ExitCode> {
     let report = train(&tr, &te, &cfg, &mut |e, trm, tem| {
         eprintln!("epoch {e}: train RMSE {trm:.4}, held-out RMSE {tem:.4}");
     })
-    .map_err(|e| miette::miette!("{e}"))?;
+    .map_err(lib_err)?;
     print_report(
         &report,
         c.json,

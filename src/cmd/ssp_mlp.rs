@@ -13,8 +13,9 @@
 
 use std::process::ExitCode;
 
-use train::ssp_mlp::{EpochEnd, SspMlp, SspMlpOptions};
+use train::ssp_mlp::{EpochEnd, SspMlp, SspMlpOptions, SspMlpRun};
 
+use super::lib_err;
 use super::ssp::{comm_config, CommArgs};
 
 /// Arguments of `tofu ssp mlp`.
@@ -77,9 +78,9 @@ pub fn mlp(a: MlpArgs) -> miette::Result<ExitCode> {
         top_k: a.top_k,
         comm: comm_config(c),
     };
-    opts.check().map_err(|e| miette::miette!("{e}"))?;
-    let data = train::data::load(&a.data).map_err(|e| miette::miette!("{e}"))?;
-    let run = SspMlp::new(&data, opts).map_err(|e| miette::miette!("{e}"))?;
+    opts.check().map_err(lib_err)?;
+    let data = train::data::load(&a.data).map_err(lib_err)?;
+    let run = SspMlp::new(&data, opts).map_err(lib_err)?;
     if !c.json {
         eprintln!(
             "ssp mlp: {} train / {} test images, {} workers × {} clocks of batch {} per epoch, s = {}{}",
@@ -102,7 +103,13 @@ pub fn mlp(a: MlpArgs) -> miette::Result<ExitCode> {
                 );
             }
         })
-        .map_err(|e| miette::miette!("{e}"))?;
+        .map_err(lib_err)?;
+    print(&a, result)
+}
+
+/// The run's report: one JSON object, or a line.
+fn print(a: &MlpArgs, result: SspMlpRun) -> miette::Result<ExitCode> {
+    let c = &a.comm;
     let accuracy_per_epoch = result.accuracy_per_epoch;
     let report = Report {
         loss_per_epoch: result.loss_per_epoch,
@@ -121,10 +128,7 @@ pub fn mlp(a: MlpArgs) -> miette::Result<ExitCode> {
         top_k: a.top_k,
     };
     if c.json {
-        println!(
-            "{}",
-            serde_json::to_string(&report).map_err(|e| miette::miette!("{e}"))?
-        );
+        println!("{}", serde_json::to_string(&report).map_err(lib_err)?);
     } else {
         println!(
             "test accuracy {:.4} after {} epochs, {:.2} s, {} bytes of updates sent",

@@ -4,10 +4,8 @@
 
 use std::path::PathBuf;
 
-use ssp::checkpoint::ShardCheckpoint;
-use ssp::counter::CounterSpec;
-use ssp::mf::MfConfig;
-use ssp::{Priority, ShardId, TableConfig};
+use ssp::process_run;
+use ssp::Priority;
 
 use super::ssp::{parse_priority, MfDataArgs, MfModelArgs};
 
@@ -53,84 +51,24 @@ pub struct RunShape {
 }
 
 impl RunShape {
-    /// The counter's shape (`--app counter`).
-    pub(crate) fn spec(&self) -> CounterSpec {
-        CounterSpec {
-            workers: (self.clients * self.workers) as u32,
+    /// The run's shape with the model flags, as the `ssp` crate takes it.
+    pub(crate) fn shape(&self, model: &MfModelArgs) -> process_run::RunShape {
+        process_run::RunShape {
+            app: match self.app {
+                App::Mf => process_run::App::Mf,
+                App::Counter => process_run::App::Counter,
+            },
+            clients: self.clients,
+            workers: self.workers,
+            num_servers: self.num_servers,
+            shards_per_server: self.shards_per_server,
             clocks: self.clocks,
             rows: self.rows,
             staleness: self.staleness,
-        }
-    }
-
-    /// Shards of the run (all servers together).
-    pub(crate) fn shards(&self) -> usize {
-        self.num_servers * self.shards_per_server
-    }
-
-    /// Every shard's id.
-    fn all_shards(&self) -> Vec<ShardId> {
-        (0..self.shards()).map(|s| ShardId(s as u32)).collect()
-    }
-
-    /// Checks the counts are at least 1.
-    pub(crate) fn check(&self) -> miette::Result<()> {
-        if self.clients == 0
-            || self.workers == 0
-            || self.num_servers == 0
-            || self.shards_per_server == 0
-            || self.clocks == 0
-        {
-            return Err(miette::miette!(
-                "--clients, --workers, --num-servers, --shards-per-server and --clocks must be at least 1"
-            ));
-        }
-        Ok(())
-    }
-
-    /// The MF settings of this shape and the model flags (epochs, clocks
-    /// per epoch and seed as given; communication settings default).
-    pub(crate) fn mf_config(
-        &self,
-        model: &MfModelArgs,
-        epochs: u32,
-        clocks_per_epoch: u32,
-        seed: u64,
-    ) -> MfConfig {
-        MfConfig {
-            workers: self.clients * self.workers,
-            clients: self.clients,
-            shards: self.shards(),
-            staleness: self.staleness,
+            checkpoint_dir: self.checkpoint_dir.clone(),
             rank: model.rank,
-            epochs,
-            clocks_per_epoch,
-            seed,
             adarevision: model.adarevision.then_some(model.ada_alpha),
-            ..MfConfig::default()
         }
-    }
-
-    /// The tables of the run (servers and clients hold the same).
-    pub(crate) fn tables(&self, model: &MfModelArgs) -> Vec<TableConfig> {
-        match self.app {
-            App::Counter => vec![self.spec().table()],
-            App::Mf => self.mf_config(model, 1, 1, 0).tables(),
-        }
-    }
-
-    /// The clock every shard has a checkpoint for, when restarting.
-    pub(crate) fn restart_clock(&self) -> miette::Result<u32> {
-        let dir = self.checkpoint_dir.as_ref().ok_or_else(|| {
-            miette::miette!("--restore/--resume need --checkpoint-dir DIR (where the servers wrote checkpoints)")
-        })?;
-        ShardCheckpoint::latest_common(dir, &self.all_shards()).ok_or_else(|| {
-            miette::miette!(
-                "{} holds no checkpoint common to all {} shards: run without --restore/--resume",
-                dir.display(),
-                self.all_shards().len()
-            )
-        })
     }
 }
 

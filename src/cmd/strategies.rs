@@ -12,6 +12,8 @@ use interval::report::Report;
 use interval::StrategyCache;
 use tdl::{AttrValue, Attrs, Library};
 
+use super::lib_err;
+
 /// Arguments of `tofu strategies`.
 #[derive(clap::Args)]
 pub struct Args {
@@ -38,7 +40,7 @@ fn pair(s: &str) -> miette::Result<(&str, &str)> {
 
 /// Run `tofu strategies`.
 pub fn run(args: Args) -> miette::Result<ExitCode> {
-    let lib = Library::shipped().map_err(|e| miette::miette!("{e}"))?;
+    let lib = Library::shipped().map_err(lib_err)?;
     let Some(spec) = lib.get(&args.op) else {
         let names: Vec<&str> = lib.ops().map(|o| o.name.as_str()).collect();
         return Err(miette::miette!(
@@ -73,12 +75,12 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
         };
         attrs.insert(name.to_string(), v);
     }
-    let report = Report::new(&StrategyCache::new(), spec, &shapes, &attrs, args.parts)
-        .map_err(|e| miette::miette!("{e}"))?;
+    let report =
+        Report::new(&StrategyCache::new(), spec, &shapes, &attrs, args.parts).map_err(lib_err)?;
     if args.json {
         println!(
             "{}",
-            serde_json::to_string_pretty(&report.json()).map_err(|e| miette::miette!("{e}"))?
+            serde_json::to_string_pretty(&report.json()).map_err(lib_err)?
         );
     } else {
         print!("{}", report.text());

@@ -166,17 +166,7 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
         return super::train_launched::run(&args, env, &prep, (&train_set, &test_set), &opts);
     }
     if !args.json {
-        eprintln!(
-            "{} on {} worker(s) (factors {:?}), batch {}, {} plan bytes per step; {} training / {} held-out samples, steps {}..{steps}",
-            prep.graph.name(),
-            prep.world(),
-            prep.factors,
-            prep.batch,
-            prep.comm_bytes,
-            train_set.samples().len(),
-            test_set.samples().len(),
-            opts.start
-        );
+        print_header(&prep, (&train_set, &test_set), &opts);
     }
     let bar = (!args.json).then(|| progress_bar(opts.start, steps));
     let epoch_losses = Mutex::new(Vec::<f32>::new());
@@ -198,6 +188,33 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
     if let Some(b) = &bar {
         b.finish_and_clear();
     }
+    finish(&args, &prep, &opts, &report, &train_set)
+}
+
+/// The run's first line: model, workers, plan bytes, samples, steps.
+fn print_header(prep: &Prepared, (train_set, test_set): (&Data, &Data), opts: &TrainOptions) {
+    eprintln!(
+        "{} on {} worker(s) (factors {:?}), batch {}, {} plan bytes per step; {} training / {} held-out samples, steps {}..{}",
+        prep.graph.name(),
+        prep.world(),
+        prep.factors,
+        prep.batch,
+        prep.comm_bytes,
+        train_set.samples().len(),
+        test_set.samples().len(),
+        opts.start,
+        opts.steps
+    );
+}
+
+/// After training: `--save-weights`, `--plot` and the summary.
+fn finish(
+    args: &Args,
+    prep: &Prepared,
+    opts: &TrainOptions,
+    report: &trainer::TrainReport,
+    train_set: &Data,
+) -> miette::Result<ExitCode> {
     if let Some(out) = &args.save_weights {
         weights::save(out, &prep.graph, &report.weights).map_err(err)?;
     }
@@ -215,10 +232,10 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
         );
         super::train_plot::loss_svg(svg, &title, opts.start, &report.losses, &test)?;
     }
-    let unigram = match &train_set {
+    let unigram = match train_set {
         Data::Text(t) => Some(t.unigram_entropy()),
         _ => None,
     };
-    print_summary(&args, &prep, &opts, &report, unigram);
+    print_summary(args, prep, opts, report, unigram);
     Ok(ExitCode::SUCCESS)
 }

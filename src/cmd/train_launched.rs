@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use rendezvous::Env;
 use train::data::Data;
+use train::rank_trainer::RankTrainReport;
 use train::{launched, rank_trainer, weights, Prepared, StepLog, TrainOptions};
 
 use super::train::Args;
@@ -42,35 +43,49 @@ pub fn run(
     };
     let (rank, world) = (env.rank, env.world_size);
     let steps = opts.steps;
-    let on_step = |s: &StepLog| {
-        let logged = s.step.is_multiple_of(args.log_every) || s.step + 1 == steps;
-        if !logged {
-            return;
-        }
-        let loss = (!s.loss.is_nan()).then_some(s.loss);
-        if args.json {
-            let v = serde_json::json!({
-                "rank": rank,
-                "world_size": world,
-                "step": s.step,
-                "epoch": s.epoch,
-                "loss": loss,
-                "samples_per_second": s.samples_per_second,
-            });
-            println!("{v}");
-        } else if let Some(l) = loss {
-            eprintln!(
-                "step {:>6}  loss {l:.4}  {:.0} samples/s",
-                s.step, s.samples_per_second
-            );
-        }
-    };
+    let on_step = |s: &StepLog| log_step(args, (rank, world), steps, s);
     let test = Some(test_set.samples()).filter(|_| rank == 0);
     let data = (train_set.samples(), test);
     let report = rank_trainer::train_rank(prep, data, comm, opts, &barrier, &on_step).map_err(e)?;
     if let (Some(out), Some(w)) = (&args.save_weights, &report.weights) {
         weights::save(out, &prep.graph, w).map_err(e)?;
     }
+    print_done(args, (rank, world), steps, &report);
+    let session = session
+        .into_inner()
+        .map_err(|_| miette::miette!("the rendezvous session was poisoned"))?;
+    session.close().map_err(|e| miette::miette!("{e}"))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// One step's line (every `--log-every` steps and the last): JSON with
+/// `rank` and `world_size`, or the loss on stderr where this rank keeps it.
+fn log_step(args: &Args, (rank, world): (usize, usize), steps: usize, s: &StepLog) {
+    let logged = s.step.is_multiple_of(args.log_every) || s.step + 1 == steps;
+    if !logged {
+        return;
+    }
+    let loss = (!s.loss.is_nan()).then_some(s.loss);
+    if args.json {
+        let v = serde_json::json!({
+            "rank": rank,
+            "world_size": world,
+            "step": s.step,
+            "epoch": s.epoch,
+            "loss": loss,
+            "samples_per_second": s.samples_per_second,
+        });
+        println!("{v}");
+    } else if let Some(l) = loss {
+        eprintln!(
+            "step {:>6}  loss {l:.4}  {:.0} samples/s",
+            s.step, s.samples_per_second
+        );
+    }
+}
+
+/// The final JSON object, or (on rank 0) the held-out line.
+fn print_done(args: &Args, (rank, world): (usize, usize), steps: usize, report: &RankTrainReport) {
     let t = report.test;
     if args.json {
         let v = serde_json::json!({
@@ -90,9 +105,4 @@ pub fn run(
             report.seconds, t.loss, t.accuracy
         );
     }
-    let session = session
-        .into_inner()
-        .map_err(|_| miette::miette!("the rendezvous session was poisoned"))?;
-    session.close().map_err(|e| miette::miette!("{e}"))?;
-    Ok(ExitCode::SUCCESS)
 }

@@ -35,6 +35,7 @@ pub mod managed;
 pub mod message;
 pub mod mf;
 pub mod placement;
+pub mod process_run;
 pub mod processes;
 pub mod server;
 pub mod tcp;

@@ -32,6 +32,18 @@ pub enum Priority {
     RelativeMagnitude,
 }
 
+impl Priority {
+    /// The spelling [`str::parse`] reads.
+    pub fn name(self) -> &'static str {
+        match self {
+            Priority::Random => "random",
+            Priority::RoundRobin => "round-robin",
+            Priority::Magnitude => "magnitude",
+            Priority::RelativeMagnitude => "relative-magnitude",
+        }
+    }
+}
+
 impl std::str::FromStr for Priority {
     type Err = String;
     fn from_str(s: &str) -> Result<Priority, String> {

@@ -79,6 +79,7 @@ pub mod pareto;
 pub mod planned;
 pub mod request;
 pub mod searches;
+pub mod summary;
 pub mod tile;
 pub mod topology;
 pub mod transfer;

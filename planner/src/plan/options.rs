@@ -3,7 +3,8 @@
 //! Takes nothing; gives [`PlanOptions`]: the device memory limit, the
 //! Megatron baseline's tensor-parallel size, the cluster topology and the
 //! level searches' budgets, and the recursion levels they imply
-//! ([`PlanOptions::factors`]).
+//! ([`PlanOptions::factors`]); and [`parse_bytes`], a device memory as
+//! written (`80G`).
 
 use super::cluster::Topology;
 use super::tile::factorize;
@@ -36,5 +37,42 @@ impl PlanOptions {
     pub fn factors(&self, workers: usize) -> Vec<usize> {
         self.topology
             .map_or_else(|| factorize(workers), |t| t.factors())
+    }
+}
+
+/// Parse a size in bytes: `80G`, `512M`, `1073741824` (suffixes K, M, G, T
+/// are powers of 1024; fractions allowed, rounded down).
+///
+/// Errors: a message showing how to write it (for `--device-memory`).
+pub fn parse_bytes(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let (num, mul) = match t.chars().last() {
+        Some('K' | 'k') => (&t[..t.len() - 1], 1u64 << 10),
+        Some('M' | 'm') => (&t[..t.len() - 1], 1 << 20),
+        Some('G' | 'g') => (&t[..t.len() - 1], 1 << 30),
+        Some('T' | 't') => (&t[..t.len() - 1], 1 << 40),
+        _ => (t, 1),
+    };
+    let v: f64 = num
+        .parse()
+        .map_err(|_| format!("`{s}` is not a size in bytes; write e.g. 80G, 512M or 1073741824"))?;
+    if !(v >= 0.0 && v.is_finite()) {
+        return Err(format!("`{s}` is not a size in bytes"));
+    }
+    Ok((v * mul as f64) as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_bytes;
+
+    #[test]
+    fn sizes_in_powers_of_1024() {
+        assert_eq!(parse_bytes("80G"), Ok(80 * 1024 * 1024 * 1024));
+        assert_eq!(parse_bytes("1.5k"), Ok(1536));
+        assert_eq!(parse_bytes(" 1073741824 "), Ok(1 << 30));
+        assert!(parse_bytes("-1G").is_err());
+        assert!(parse_bytes("eighty").is_err());
+        assert!(parse_bytes("infG").is_err());
     }
 }

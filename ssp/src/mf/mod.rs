@@ -21,8 +21,10 @@
 //!   `datasets::movielens::load`);
 //! * one worker's loop: [`run_worker`] (the same in one process and over
 //!   TCP);
-//! * a whole run in one process: [`train`].
+//! * a whole run in one process: [`train`];
+//! * BSP vs SSP vs managed communication: [`bench`].
 
+pub mod bench;
 mod data;
 mod local;
 mod worker;
@@ -109,6 +111,24 @@ impl Default for MfConfig {
 const ADAREVISION_CAP: u32 = 1024;
 
 impl MfConfig {
+    /// The placement of the tables over `self.shards` shards for the
+    /// ratings `data` by `policy` (`None`: a hash of table and row).
+    ///
+    /// # Errors
+    /// Zero shards.
+    pub fn placement(
+        &self,
+        policy: Option<crate::placement::Policy>,
+        data: &Ratings,
+    ) -> Result<Option<std::sync::Arc<crate::placement::Placement>>, SspError> {
+        let Some(policy) = policy else {
+            return Ok(None);
+        };
+        let sizes = self.table_sizes(data.users, data.items);
+        let p = crate::placement::Placement::new(&sizes, self.shards, policy)?;
+        Ok(Some(std::sync::Arc::new(p)))
+    }
+
     /// Checks the counts.
     ///
     /// # Errors
