@@ -26,7 +26,7 @@ use std::time::Instant;
 use codegen::Programs;
 use interval::cache::StrategyCache;
 use planner::plan::{BoundPlan, PlanFile};
-use runner::choose::{BackendKind, CudaComm, ExecChoice};
+use runner::choose::{CudaComm, ExecChoice};
 use runner::given::{from_safetensors, Kind};
 use runner::{Given, RunOptions, RunReport};
 use tdl::Library;
@@ -200,17 +200,12 @@ pub(super) fn read_given(
 /// The backend × communicator of the flags.
 fn choice(args: &Args) -> ExecChoice {
     ExecChoice {
-        backend: match args.backend.as_str() {
-            "cuda" => BackendKind::Cuda,
-            _ => BackendKind::Cpu,
-        },
-        devices: args.devices.clone(),
-        ranks_per_device: args.ranks_per_device,
         comm: args.comm.as_deref().map(|c| match c {
             "nccl" => CudaComm::Nccl,
             _ => CudaComm::Host,
         }),
         tf32: args.tf32,
+        ..ExecChoice::from_flags(&args.backend, args.devices.clone(), args.ranks_per_device)
     }
 }
 
