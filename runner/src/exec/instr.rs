@@ -51,18 +51,7 @@ impl<B: Backend, C: Collectives<B::Buffer>> RankRunner<'_, B, C> {
         {
             match ins {
                 Instr::Alloc { buf, init } => {
-                    let n = p.buffers[*buf as usize].elems as usize;
-                    let b = match init {
-                        Init::Zero if self.overwritten[k] => {
-                            self.be(self.backend.alloc_for_output(n))
-                        }
-                        Init::Zero => self.be(self.backend.alloc(n)),
-                        Init::Identity(r) => {
-                            self.be(self.backend.upload(&vec![r.identity() as f32; n]))
-                        }
-                        Init::Fill(syn) => self.fill(*buf, syn),
-                    };
-                    let b = b.map_err(|e| self.alloc_err(*buf, e))?;
+                    let b = self.alloc(k, *buf, init)?;
                     self.bufs[*buf as usize] = Some(b);
                 }
                 Instr::Free { buf } => {
@@ -278,6 +267,20 @@ impl<B: Backend, C: Collectives<B::Buffer>> RankRunner<'_, B, C> {
             None,
         ))?;
         self.be(self.backend.upload(&host))
+    }
+
+    /// Buffer `buf` of instruction `k`, an `Alloc`, initialised as `init`.
+    ///
+    /// Errors: [`ExecError::Alloc`] naming the tensor and the bytes.
+    fn alloc(&mut self, k: usize, buf: u32, init: &Init) -> Result<B::Buffer, ExecError> {
+        let n = self.p.buffers[buf as usize].elems as usize;
+        let b = match init {
+            Init::Zero if self.overwritten[k] => self.be(self.backend.alloc_for_output(n)),
+            Init::Zero => self.be(self.backend.alloc(n)),
+            Init::Identity(r) => self.be(self.backend.upload(&vec![r.identity() as f32; n])),
+            Init::Fill(syn) => self.fill(buf, syn),
+        };
+        b.map_err(|e| self.alloc_err(buf, e))
     }
 
     /// A backend failure while allocating (or filling) buffer `b`, as
