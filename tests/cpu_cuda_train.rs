@@ -13,7 +13,8 @@
 //! control: with one synchronisation left out of the backend
 //! (`TOFU_CUDA_FAULT=skip-sync`) the host-staged comparison fails. Too
 //! little device memory is an error naming the rank, the tensor and the
-//! bytes, not a crash.
+//! bytes, not a crash; a rank process killed under `tofu launch` fails the
+//! launch within its grace period, naming the rank, never a hang.
 //!
 //! A root-package test so that `CARGO_BIN_EXE_tofu` is this build's binary
 //! (feature `cuda`). Needs g++ (the stand-in compiles kernels with it) and
@@ -325,5 +326,79 @@ fn one_rank_per_process_over_nccl_gives_the_cpu_losses() {
     assert_eq!(
         by_rank[0].last().unwrap()["test_accuracy"],
         oracle.last().unwrap()["test_accuracy"]
+    );
+}
+
+/// The pid of the process whose environment holds `RANK=rank` and `mark`.
+fn pid_of_rank(rank: usize, mark: &str) -> Option<String> {
+    let want = format!("RANK={rank}");
+    std::fs::read_dir("/proc").ok()?.flatten().find_map(|e| {
+        let environ = std::fs::read(e.path().join("environ")).ok()?;
+        let vars: Vec<&[u8]> = environ.split(|&b| b == 0).collect();
+        (vars.contains(&want.as_bytes()) && vars.contains(&mark.as_bytes()))
+            .then(|| e.file_name().to_string_lossy().into_owned())
+    })
+}
+
+#[test]
+fn a_killed_rank_process_fails_the_cuda_launch_naming_it() {
+    if !ready() {
+        return;
+    }
+    let mark = format!("TOFU_TEST_MARK=cuda-kill-{}", std::process::id());
+    let (k, v) = mark.split_once('=').unwrap();
+    let port = free_port();
+    let child = Command::new("bash")
+        .arg(root().join("scripts/cpu-cuda.sh"))
+        .args(["--", env!("CARGO_BIN_EXE_tofu"), "launch"])
+        .args([
+            "--nproc-per-node",
+            "2",
+            "--grace-s",
+            "2",
+            "--master-port",
+            &port,
+        ])
+        .args(["--", "train"])
+        .args(MODEL)
+        .args([
+            "--backend",
+            "cuda",
+            "--steps",
+            "100000000",
+            "--log-every",
+            "1000",
+        ])
+        .env_remove("TOFU_SPECS")
+        .env(k, v)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("running scripts/cpu-cuda.sh");
+    let t0 = std::time::Instant::now();
+    let victim = loop {
+        assert!(t0.elapsed().as_secs() < 120, "rank 1 never started");
+        if let Some(pid) = pid_of_rank(1, &mark) {
+            break pid;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    std::thread::sleep(std::time::Duration::from_secs(3)); // training by now
+    let killed = Command::new("kill").args(["-9", &victim]).status().unwrap();
+    assert!(killed.success());
+    let t1 = std::time::Instant::now();
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success(),
+        "the launch succeeded with a killed rank"
+    );
+    assert!(
+        t1.elapsed().as_secs() < 60,
+        "noticed within the grace period: {err}"
+    );
+    assert!(
+        err.contains("rank 1 failed first (was killed by signal 9"),
+        "{err}"
     );
 }
