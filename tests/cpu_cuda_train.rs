@@ -22,7 +22,7 @@
 //! `SKIPPED` and passes, and fails when `CI` is set.
 #![cfg(feature = "cuda")]
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
 
 /// Largest relative difference of a step's loss, CUDA against CPU: issue
@@ -57,13 +57,6 @@ fn ready() -> bool {
         println!("SKIPPED: cpu_cuda_train needs g++ and scripts/fetch-digits.sh");
     }
     gxx && digits
-}
-
-fn temp_dir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("tofu-cpu-cuda-train-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).expect("temporary directory");
-    d
 }
 
 const MODEL: [&str; 6] = ["--model", "mlp-3-256", "--workers", "2", "--data", "digits"];
@@ -213,7 +206,7 @@ fn checkpoints_move_between_cpu_and_cuda() {
     if !ready() {
         return;
     }
-    let dir = temp_dir("ck");
+    let dir = tofu_tests::temp_dir("cuda-train-ck");
     let full = losses(&lines(&cpu(&["--steps", "40"]), "cpu, 40 steps"));
     let ck_args = |ck: &Path, steps: &'static str| -> Vec<String> {
         [
@@ -276,15 +269,6 @@ fn too_little_device_memory_names_the_rank_the_tensor_and_the_bytes() {
     assert!(err.contains('`'), "names the tensor: {err}");
 }
 
-/// A port nobody listens on now, for `tofu launch --master-port`.
-fn free_port() -> String {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a loopback port")
-        .port()
-        .to_string()
-}
-
 #[test]
 fn one_rank_per_process_over_nccl_gives_the_cpu_losses() {
     if !ready() {
@@ -293,7 +277,7 @@ fn one_rank_per_process_over_nccl_gives_the_cpu_losses() {
     let steps = ["--steps", "60"];
     let oracle = lines(&cpu(&steps), "cpu");
     let want = losses(&oracle);
-    let port = free_port();
+    let port = tofu_tests::free_port();
     let launch = [
         "launch",
         "--nproc-per-node",
@@ -347,7 +331,7 @@ fn a_killed_rank_process_fails_the_cuda_launch_naming_it() {
     }
     let mark = format!("TOFU_TEST_MARK=cuda-kill-{}", std::process::id());
     let (k, v) = mark.split_once('=').unwrap();
-    let port = free_port();
+    let port = tofu_tests::free_port();
     let child = Command::new("bash")
         .arg(root().join("scripts/cpu-cuda.sh"))
         .args(["--", env!("CARGO_BIN_EXE_tofu"), "launch"])
@@ -384,21 +368,5 @@ fn a_killed_rank_process_fails_the_cuda_launch_naming_it() {
         std::thread::sleep(std::time::Duration::from_millis(20));
     };
     std::thread::sleep(std::time::Duration::from_secs(3)); // training by now
-    let killed = Command::new("kill").args(["-9", &victim]).status().unwrap();
-    assert!(killed.success());
-    let t1 = std::time::Instant::now();
-    let out = child.wait_with_output().unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        !out.status.success(),
-        "the launch succeeded with a killed rank"
-    );
-    assert!(
-        t1.elapsed().as_secs() < 60,
-        "noticed within the grace period: {err}"
-    );
-    assert!(
-        err.contains("rank 1 failed first (was killed by signal 9"),
-        "{err}"
-    );
+    tofu_tests::kill_rank_and_wait(child, &victim, 1);
 }
