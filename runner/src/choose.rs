@@ -2,7 +2,9 @@
 //! `--backend`, `--devices`, `--ranks-per-device`, `--comm`, `--tf32`).
 //!
 //! Takes the programs, an [`ExecChoice`] and the run's options; gives the
-//! [`RunReport`] of [`crate::run_programs_given`] on the chosen pair: the
+//! [`RunReport`] of [`crate::run_programs_given`] on the chosen pair (or,
+//! through [`RankJob`] and [`ExecChoice::run_job`], whatever other work on
+//! the ranks gives: `tofu train`'s fed steps and evaluation): the
 //! CPU backend with in-process channels, or (feature `cuda`) one CUDA
 //! backend per rank on `devices[r / ranks_per_device]` with NCCL between
 //! them, or host-staged communication where ranks share a GPU or ask for
@@ -35,7 +37,7 @@ pub enum CudaComm {
 }
 
 /// The backend × communicator of a run.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ExecChoice {
     /// The backend.
     pub backend: BackendKind,
@@ -128,33 +130,106 @@ impl ChooseError {
     }
 }
 
-/// What [`ExecChoice::execute`] runs, on whichever ranks it chooses.
-struct Job<'a> {
-    programs: &'a [Program],
-    opts: RunOptions,
-    progress: Option<&'a (dyn Fn(usize) + Sync)>,
-    given: &'a Given,
+/// Work that runs on whichever ranks an [`ExecChoice`] makes: one
+/// `(backend, communicator)` pair per rank, of the backend's own types
+/// (the seam `tofu run --backend` and `tofu train --backend` share; a
+/// trait because the pair's types differ per backend).
+pub trait RankJob {
+    /// What the work gives.
+    type Output;
+
+    /// Ranks the work needs (one program each).
+    fn world(&self) -> usize;
+
+    /// Run the work on `ranks`, one pair per rank in rank order.
+    ///
+    /// Errors: the work's, as a [`ChooseError`] (a rank's failure is
+    /// [`ChooseError::Exec`]).
+    fn on<B, C>(self, ranks: Vec<(B, C)>) -> Result<Self::Output, ChooseError>
+    where
+        B: crate::Backend,
+        C: crate::Collectives<B::Buffer>;
 }
 
-impl Job<'_> {
+/// A fed run of every rank's program ([`crate::run_programs_fed`]) as a
+/// [`RankJob`]: [`ExecChoice::execute`]'s (with [`crate::NoFeed`]), and
+/// `tofu train`'s steps and held-out evaluation.
+pub struct FedJob<'a> {
+    /// One program per rank, in rank order.
+    pub programs: &'a [Program],
+    /// Steps and seed.
+    pub opts: RunOptions,
+    /// Called after each step with the steps done.
+    pub progress: Option<&'a (dyn Fn(usize) + Sync)>,
+    /// Values of leaf tensors instead of their fill.
+    pub given: &'a Given,
+    /// Per-step values and observations.
+    pub feed: &'a dyn crate::StepFeed,
+}
+
+impl RankJob for FedJob<'_> {
+    type Output = RunReport;
+
+    fn world(&self) -> usize {
+        self.programs.len()
+    }
+
     /// Runs the programs on `ranks` (one backend and communicator each).
-    fn on<B, C>(&self, ranks: Vec<(B, C)>) -> Result<RunReport, ChooseError>
+    fn on<B, C>(self, ranks: Vec<(B, C)>) -> Result<RunReport, ChooseError>
     where
         B: crate::Backend,
         C: crate::Collectives<B::Buffer>,
     {
-        let (programs, given) = (self.programs, self.given);
-        Ok(crate::run_programs_given(
-            programs,
-            self.opts,
+        let (p, o, g) = (self.programs, self.opts, self.given);
+        Ok(crate::run_programs_fed(
+            p,
+            o,
             self.progress,
             ranks,
-            given,
+            g,
+            self.feed,
         )?)
     }
 }
 
+impl Default for ExecChoice {
+    /// The CPU backend (one thread per rank).
+    fn default() -> Self {
+        ExecChoice::cpu()
+    }
+}
+
 impl ExecChoice {
+    /// The choice of `tofu run`'s and `tofu train`'s `--backend NAME`
+    /// (`cuda`, else the CPU), `--devices` and `--ranks-per-device`, with
+    /// the communication [`use_nccl`] picks and no TF32.
+    pub fn from_flags(
+        backend: &str,
+        devices: Option<Vec<usize>>,
+        ranks_per_device: usize,
+    ) -> ExecChoice {
+        ExecChoice {
+            backend: match backend {
+                "cuda" => BackendKind::Cuda,
+                _ => BackendKind::Cpu,
+            },
+            devices,
+            ranks_per_device,
+            ..ExecChoice::cpu()
+        }
+    }
+
+    /// The CPU backend with in-process channels.
+    pub fn cpu() -> ExecChoice {
+        ExecChoice {
+            backend: BackendKind::Cpu,
+            devices: None,
+            ranks_per_device: 1,
+            comm: None,
+            tf32: false,
+        }
+    }
+
     /// Runs `programs` (one per rank) on the chosen backend and
     /// communicator, calling `progress` after each step.
     ///
@@ -166,24 +241,37 @@ impl ExecChoice {
         progress: Option<&(dyn Fn(usize) + Sync)>,
         given: &Given,
     ) -> Result<RunReport, ChooseError> {
-        let job = Job {
+        self.run_job(FedJob {
             programs,
             opts,
             progress,
             given,
-        };
+            feed: &crate::NoFeed,
+        })
+    }
+
+    /// Runs `job` on the chosen backend and communicator: the CPU backend
+    /// with in-process channels, or one CUDA backend per rank (NCCL or
+    /// host-staged, as for [`ExecChoice::execute`]). Never falls back to
+    /// the CPU when CUDA was asked for.
+    ///
+    /// Errors: see [`ChooseError`].
+    pub fn run_job<J: RankJob>(&self, job: J) -> Result<J::Output, ChooseError> {
         match self.backend {
-            BackendKind::Cuda => self.execute_cuda(&job),
-            BackendKind::Cpu => job.on(crate::LocalCommunicator::create(programs.len())
-                .into_iter()
-                .map(|c| (crate::CpuBackend::new(), c))
-                .collect()),
+            BackendKind::Cuda => self.execute_cuda(job),
+            BackendKind::Cpu => {
+                let ranks = crate::LocalCommunicator::create(job.world())
+                    .into_iter()
+                    .map(|c| (crate::CpuBackend::new(), c))
+                    .collect();
+                job.on(ranks)
+            }
         }
     }
 
-    /// [`ExecChoice::execute`] on CUDA devices (in a build without the
+    /// [`ExecChoice::run_job`] on CUDA devices (in a build without the
     /// `cuda` feature, the dummy backend's [`ChooseError::Unavailable`]).
-    fn execute_cuda(&self, job: &Job<'_>) -> Result<RunReport, ChooseError> {
+    fn execute_cuda<J: RankJob>(&self, job: J) -> Result<J::Output, ChooseError> {
         use crate::backend::cuda::{device_count, CudaBackend, HostStaged, NcclCommunicator};
         use crate::LocalCommunicator;
         let n = device_count()?;
@@ -191,7 +279,7 @@ impl ExecChoice {
             return Err(ChooseError::NoDevice);
         }
         let devices = self.devices.clone().unwrap_or_else(|| (0..n).collect());
-        let world = job.programs.len();
+        let world = job.world();
         let place = placement(world, &devices, self.ranks_per_device)?;
         let mut backends = Vec::with_capacity(world);
         for d in place {
@@ -243,6 +331,64 @@ impl ExecChoice {
             job.on(backends.into_iter().zip(comms).collect())
         }
     }
+}
+
+/// One process's rank of a launched run on CUDA (`tofu launch … -- train
+/// --backend cuda`, or torchrun's variables): its backend on device
+/// `devices[env.local_rank]` (default: device `local_rank`) and an NCCL
+/// communicator of the launcher's world, joined with rank 0's NCCL unique
+/// id, which the rendezvous hands to every process. Gives the rendezvous
+/// session too, kept open for the run (barriers, gathers, and the host
+/// noticing a process that exits).
+///
+/// Errors: [`ChooseError::Unavailable`] without the CUDA backend,
+/// [`ChooseError::NoDevice`], [`ChooseError::TooFewDevices`] when the
+/// node's processes outnumber its devices, [`ChooseError::Rendezvous`],
+/// [`ChooseError::Backend`] (a device or NCCL failure).
+pub fn launched_cuda(
+    choice: &ExecChoice,
+    env: &rendezvous::Env,
+    timeout: std::time::Duration,
+) -> Result<
+    (
+        crate::backend::cuda::CudaBackend,
+        crate::backend::cuda::NcclCommunicator,
+        rendezvous::Session,
+    ),
+    ChooseError,
+> {
+    use crate::backend::cuda::{device_count, CudaBackend, NcclCommunicator};
+    let n = device_count()?;
+    if n == 0 {
+        return Err(ChooseError::NoDevice);
+    }
+    let devices = choice.devices.clone().unwrap_or_else(|| (0..n).collect());
+    let device = *devices
+        .get(env.local_rank)
+        .ok_or(ChooseError::TooFewDevices {
+            world: env.local_rank + 1,
+            devices: devices.len(),
+            per_device: 1,
+        })?;
+    let backend = CudaBackend::new(device)?;
+    backend.set_tf32(choice.tf32)?;
+    let mut id_err = None;
+    let session = rendezvous::join(
+        env,
+        || {
+            NcclCommunicator::unique_id().unwrap_or_else(|e| {
+                id_err = Some(e);
+                Vec::new()
+            })
+        },
+        timeout,
+    )?;
+    if let Some(e) = id_err {
+        return Err(e.into());
+    }
+    let comm =
+        NcclCommunicator::from_unique_id(&backend, env.rank, env.world_size, session.payload())?;
+    Ok((backend, comm, session))
 }
 
 /// The device of each of `world` ranks: `devices[r / per_device]`.

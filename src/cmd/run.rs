@@ -27,7 +27,7 @@ use codegen::Programs;
 use interval::cache::StrategyCache;
 use onnx::{ImportOptions, ModelValues, ValuesError};
 use planner::plan::{BoundPlan, PlanFile};
-use runner::choose::{BackendKind, ChooseError, CudaComm, ExecChoice};
+use runner::choose::{ChooseError, CudaComm, ExecChoice};
 use runner::given::{from_named, from_safetensors, Kind};
 use runner::{Given, RunOptions, RunReport};
 use tdl::Library;
@@ -251,17 +251,12 @@ fn read_onnx(
 /// The backend × communicator of the flags.
 pub(super) fn choice(args: &Args) -> ExecChoice {
     ExecChoice {
-        backend: match args.backend.as_str() {
-            "cuda" => BackendKind::Cuda,
-            _ => BackendKind::Cpu,
-        },
-        devices: args.devices.clone(),
-        ranks_per_device: args.ranks_per_device,
         comm: args.comm.as_deref().map(|c| match c {
             "nccl" => CudaComm::Nccl,
             _ => CudaComm::Host,
         }),
         tf32: args.tf32,
+        ..ExecChoice::from_flags(&args.backend, args.devices.clone(), args.ranks_per_device)
     }
 }
 

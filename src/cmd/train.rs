@@ -1,7 +1,8 @@
 //! `tofu train (PLAN.json | --model NAME) [--workers K] --data digits
 //! [--steps N | --epochs E] [--batch B] [--lr LR] [--optimizer O] [--seed S]
 //! [--json [--log-every N]] [--plot loss.svg] [--checkpoint-dir D
-//! [--checkpoint-every S] [--resume]] [--weights F] [--save-weights F]`:
+//! [--checkpoint-every S] [--resume]] [--weights F] [--save-weights F]
+//! [--backend cpu|cuda [--devices 0,1,… --ranks-per-device R]]`:
 //! train a model with a partition plan on a real data set (issue 27; the
 //! `train` crate does the work, this file parses and prints).
 //!
@@ -21,6 +22,7 @@ use std::sync::Mutex;
 
 use planner::graph::Optimizer;
 use planner::plan::SearchKind;
+use runner::choose::ExecChoice;
 use train::data::Data;
 use train::samples::Samples;
 use train::{
@@ -87,6 +89,7 @@ fn options(args: &Args, prep: &Prepared, train_set: &dyn Samples) -> miette::Res
             .map(|d| (d, args.checkpoint_every.max(1))),
         eval_every: args.eval_every.unwrap_or(per_epoch),
         eval_samples: args.eval_samples,
+        exec: ExecChoice::from_flags(&args.backend, args.devices.clone(), args.ranks_per_device),
         ..TrainOptions::default()
     };
     if let Some(w) = &args.weights {
@@ -155,12 +158,6 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
     }
     if steps == 0 {
         return save_initial(&args, &prep, opts);
-    }
-    if args.backend != "cpu" {
-        return Err(miette::miette!(
-            "--backend {}: tofu train runs on cpu only for now (`tofu run --backend cuda` runs plans on GPUs)",
-            args.backend
-        ));
     }
     if let Some(env) = rendezvous::Env::from_env().map_err(|e| miette::miette!("{e}"))? {
         return super::train_launched::run(&args, env, &prep, (&train_set, &test_set), &opts);

@@ -87,9 +87,19 @@ pub struct Args {
     #[arg(long, requires = "checkpoint_dir")]
     pub resume: bool,
     /// Backend: cpu (one thread per rank; under `tofu launch`, one rank per
-    /// process over TCP).
-    #[arg(long, default_value = "cpu")]
+    /// process over TCP) or cuda (one thread per rank, rank r on device
+    /// `devices[r / ranks-per-device]`, NCCL between devices or host-staged
+    /// between ranks sharing one; under `tofu launch`, one rank per process
+    /// on device `devices[local rank]` over NCCL; needs a build with
+    /// `--features cuda`).
+    #[arg(long, default_value = "cpu", value_parser = ["cpu", "cuda"])]
     pub backend: String,
+    /// CUDA devices to use, e.g. `0,1,2,3` (default: every visible device).
+    #[arg(long, value_delimiter = ',')]
+    pub devices: Option<Vec<usize>>,
+    /// Ranks sharing one GPU (host-staged communication between them).
+    #[arg(long, default_value_t = 1)]
+    pub ranks_per_device: usize,
     /// Evaluate the held-out set every N steps (default: once per epoch;
     /// 0: only at the end).
     #[arg(long, value_name = "N")]

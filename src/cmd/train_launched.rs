@@ -1,7 +1,7 @@
 //! `tofu train` under a launcher (`tofu launch --nproc-per-node K -- train
 //! …`, or torchrun's variables): this process runs one rank of the plan,
-//! over TCP to the other processes (`train::launched`,
-//! `train::rank_trainer`). Every JSON line carries `rank` and `world_size`;
+//! over TCP to the other processes on the CPU, or over NCCL on its GPU with
+//! `--backend cuda` (`train::launched`, `train::rank_trainer`). Every JSON line carries `rank` and `world_size`;
 //! the loss appears on the ranks that keep it (`null` elsewhere), the
 //! held-out evaluation and `--save-weights` on rank 0; checkpoints are
 //! written shard by shard (each process its own) and `--resume` reads them.
@@ -12,7 +12,7 @@ use std::time::Duration;
 use rendezvous::Env;
 use train::data::Data;
 use train::rank_trainer::RankTrainReport;
-use train::{launched, rank_trainer, weights, Prepared, StepLog, TrainOptions};
+use train::{launched, weights, Prepared, StepLog, TrainOptions};
 
 use super::train::Args;
 
@@ -33,28 +33,16 @@ pub fn run(
             "--plot is not supported under a launcher yet: train in one process"
         ));
     }
-    let (comm, session) = launched::join_tcp(&env, TIMEOUT).map_err(e)?;
-    let session = std::sync::Mutex::new(session);
-    let barrier = || {
-        let mut s = session
-            .lock()
-            .map_err(|_| "the rendezvous session was poisoned".to_string())?;
-        s.barrier().map_err(|e| e.to_string())
-    };
     let (rank, world) = (env.rank, env.world_size);
     let steps = opts.steps;
     let on_step = |s: &StepLog| log_step(args, (rank, world), steps, s);
     let test = Some(test_set.samples()).filter(|_| rank == 0);
     let data = (train_set.samples(), test);
-    let report = rank_trainer::train_rank(prep, data, comm, opts, &barrier, &on_step).map_err(e)?;
+    let report = launched::train_launched(prep, data, &env, opts, TIMEOUT, &on_step).map_err(e)?;
     if let (Some(out), Some(w)) = (&args.save_weights, &report.weights) {
         weights::save(out, &prep.graph, w).map_err(e)?;
     }
     print_done(args, (rank, world), steps, &report);
-    let session = session
-        .into_inner()
-        .map_err(|_| miette::miette!("the rendezvous session was poisoned"))?;
-    session.close().map_err(|e| miette::miette!("{e}"))?;
     Ok(ExitCode::SUCCESS)
 }
 

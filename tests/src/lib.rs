@@ -135,3 +135,28 @@ pub fn free_port() -> String {
         .port()
         .to_string()
 }
+
+/// SIGKILL process `victim`, rank `rank` of the `tofu launch` run `child`
+/// (its stderr piped), and wait for the launch: it must fail within 60 s,
+/// naming the rank as the one that failed first, killed by signal 9.
+/// Gives the launch's stderr.
+pub fn kill_rank_and_wait(child: std::process::Child, victim: &str, rank: usize) -> String {
+    let killed = Command::new("kill").args(["-9", victim]).status().unwrap();
+    assert!(killed.success());
+    let t1 = std::time::Instant::now();
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(
+        !out.status.success(),
+        "the launch succeeded with a killed rank"
+    );
+    assert!(
+        t1.elapsed().as_secs() < 60,
+        "noticed within the timeout: {err}"
+    );
+    assert!(
+        err.contains(&format!("rank {rank} failed first (was killed by signal 9")),
+        "{err}"
+    );
+    err
+}

@@ -456,20 +456,7 @@ fn a_killed_rank_process_fails_the_launch_naming_it() {
         std::thread::sleep(std::time::Duration::from_millis(20));
     };
     std::thread::sleep(std::time::Duration::from_millis(1500)); // training by now
-    let killed = Command::new("kill").args(["-9", &victim]).status().unwrap();
-    assert!(killed.success());
-    let t1 = std::time::Instant::now();
-    let out = child.wait_with_output().unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        !out.status.success(),
-        "the launch succeeded with a killed rank"
-    );
-    assert!(t1.elapsed().as_secs() < 60, "noticed within the timeout");
-    assert!(
-        err.contains("rank 2 failed first (was killed by signal 9"),
-        "{err}"
-    );
+    tofu_tests::kill_rank_and_wait(child, &victim, 2);
 }
 
 #[test]

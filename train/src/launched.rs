@@ -1,6 +1,9 @@
-//! Joining the other processes of a launched run over TCP: the rendezvous
-//! of `tofu launch` (torchrun's variables) exchanges every rank's listening
-//! address, then `comm::TcpCommunicator` connects the ranks pairwise.
+//! Joining the other processes of a launched run: on the CPU over TCP (the
+//! rendezvous of `tofu launch`, torchrun's variables, exchanges every
+//! rank's listening address, then `comm::TcpCommunicator` connects the
+//! ranks pairwise); on CUDA over NCCL (rank 0's unique id handed out by the
+//! rendezvous, `runner::choose::launched_cuda`). [`train_launched`] then
+//! trains this process's rank ([`crate::rank_trainer`]).
 //!
 //! Takes the launcher's [`rendezvous::Env`] and a timeout; gives this
 //! rank's communicator and the rendezvous session (kept open for the run:
@@ -12,9 +15,16 @@
 use std::net::{SocketAddr, TcpListener, ToSocketAddrs, UdpSocket};
 use std::time::Duration;
 
+use std::sync::Mutex;
+
 use comm::TcpCommunicator;
 use rendezvous::{Env, Session};
+use runner::choose::BackendKind;
 
+use crate::prepare::Prepared;
+use crate::rank_trainer::{train_rank, RankTrainReport};
+use crate::samples::Samples;
+use crate::trainer::{StepLog, TrainOptions};
 use crate::TrainError;
 
 /// The local IP address on the route to `MASTER_ADDR:MASTER_PORT`.
@@ -61,4 +71,48 @@ pub fn join_tcp(env: &Env, timeout: Duration) -> Result<(TcpCommunicator, Sessio
     let comm = TcpCommunicator::connect(env.rank, listener, &addrs, timeout)
         .map_err(|e| fail(e.to_string()))?;
     Ok((comm, session))
+}
+
+/// Train this process's rank of `prep` in the launched run `env` on the
+/// backend of `opts.exec` (the CPU over TCP, or CUDA device
+/// `devices[local_rank]` over NCCL), then close the rendezvous session.
+///
+/// Errors: joining ([`TrainError::Model`] naming the rank,
+/// [`TrainError::Backend`] for CUDA), and [`train_rank`]'s.
+pub fn train_launched(
+    prep: &Prepared,
+    data: (&dyn Samples, Option<&dyn Samples>),
+    env: &Env,
+    opts: &TrainOptions,
+    timeout: Duration,
+    on_step: &(dyn Fn(&StepLog) + Sync),
+) -> Result<RankTrainReport, TrainError> {
+    let (report, session) = match opts.exec.backend {
+        BackendKind::Cpu => {
+            let (comm, session) = join_tcp(env, timeout)?;
+            let session = Mutex::new(session);
+            let ranks = (runner::CpuBackend::new(), comm);
+            (
+                train_rank(prep, data, ranks, opts, &session, on_step),
+                session,
+            )
+        }
+        BackendKind::Cuda => {
+            let (backend, comm, session) = runner::choose::launched_cuda(&opts.exec, env, timeout)?;
+            let session = Mutex::new(session);
+            let ranks = (backend, comm);
+            (
+                train_rank(prep, data, ranks, opts, &session, on_step),
+                session,
+            )
+        }
+    };
+    let report = report?;
+    let session = session
+        .into_inner()
+        .map_err(|_| TrainError::Model("the rendezvous session was poisoned".into()))?;
+    session
+        .close()
+        .map_err(|e| TrainError::Model(format!("rank {}: {e}", env.rank)))?;
+    Ok(report)
 }

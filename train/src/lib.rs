@@ -49,4 +49,27 @@ pub enum TrainError {
     /// A rank failed.
     #[error(transparent)]
     Run(runner::ExecError),
+    /// The chosen backend cannot run (no CUDA in this build, no device,
+    /// too few devices; never a silent fallback to the CPU).
+    #[error("{}", with_help(.0))]
+    Backend(runner::choose::ChooseError),
+}
+
+impl From<runner::choose::ChooseError> for TrainError {
+    /// A rank's failure stays [`TrainError::Run`]; anything else about the
+    /// backend is [`TrainError::Backend`].
+    fn from(e: runner::choose::ChooseError) -> Self {
+        match e {
+            runner::choose::ChooseError::Exec(e) => TrainError::Run(e),
+            e => TrainError::Backend(e),
+        }
+    }
+}
+
+/// A backend error's message and, where there is one, what to do instead.
+fn with_help(e: &runner::choose::ChooseError) -> String {
+    match e.help() {
+        Some(h) => format!("{e} ({h})"),
+        None => e.to_string(),
+    }
 }

@@ -59,9 +59,11 @@ impl Prepared {
         weights: &runner::Given,
         test: &dyn Samples,
         limit: Option<usize>,
+        exec: &runner::choose::ExecChoice,
     ) -> Result<crate::Evaluation, TrainError> {
         let (one, tensors) = (&self.unpartitioned, &self.tensors);
-        crate::evaluate::evaluate(one, tensors, self.logits, weights, test, self.batch, limit)
+        let b = (self.batch, limit);
+        crate::evaluate::evaluate(one, tensors, self.logits, weights, test, b, exec)
     }
 }
 

@@ -1,6 +1,7 @@
 //! One rank per process: the training loop of one rank of a [`Prepared`]
-//! model, over a communicator that reaches the other processes
-//! (`comm::TcpCommunicator` joined through `tofu launch`'s rendezvous).
+//! model on its backend, over a communicator that reaches the other
+//! processes (`comm::TcpCommunicator` on the CPU, NCCL on CUDA, joined
+//! through `tofu launch`'s rendezvous, [`crate::launched`]).
 //!
 //! Takes the prepared model (every process prepares the same programs: plan
 //! and code generation are deterministic), this rank's communicator, the
@@ -8,13 +9,16 @@
 //! its own tiles of every batch; gives the losses this rank observed (the
 //! ranks that keep the loss see it) and, on rank 0, the trained weights and
 //! the held-out evaluation: after the last step every rank's kept tiles are
-//! all-gathered (values only: every process knows every rank's kept regions
+//! downloaded and all-gathered through the rendezvous (values only: every process knows every rank's kept regions
 //! from the programs) and assembled on rank 0. Checkpoints: each process
 //! writes its own shard, rank 0 commits after a barrier.
 
+use std::sync::Mutex;
+
 use codegen::Region;
 use comm::Collectives;
-use runner::{run_rank_fed, CpuBackend, CpuBuffer, Given, RunOptions};
+use rendezvous::Session;
+use runner::{run_rank_fed, Backend, Given, RunOptions};
 
 use crate::checkpoint::{self, Capture, Tile};
 use crate::evaluate::Evaluation;
@@ -41,26 +45,28 @@ pub struct RankTrainReport {
     pub seconds: f64,
 }
 
-/// Train rank `comm.rank()` of `prep` (see the module doc); `on_step` is
-/// called after each step completes on this rank.
+/// Train rank `comm.rank()` of `prep` (see the module doc) on `backend`;
+/// `on_step` is called after each step completes on this rank.
 ///
 /// With `opts.checkpoint`, every rank writes its own shard after a
-/// checkpoint step ([`checkpoint::write_shard`]), all pass `barrier` (the
-/// launcher's rendezvous), and rank 0 commits the checkpoint.
+/// checkpoint step ([`checkpoint::write_shard`]), all pass a barrier of
+/// the launcher's rendezvous `session`, and rank 0 commits the checkpoint.
+/// The kept tiles are gathered through the same session.
 ///
 /// Errors: [`TrainError::Model`] when the communicator's world size is not
 /// the plan's; [`TrainError::Run`] when a step or the final gather fails (a
 /// peer that died is named); a checkpoint that cannot be written.
-pub fn train_rank<C>(
+pub fn train_rank<B, C>(
     prep: &Prepared,
     (train, test): (&dyn Samples, Option<&dyn Samples>),
-    comm: C,
+    (backend, comm): (B, C),
     opts: &TrainOptions,
-    barrier: &(dyn Fn() -> Result<(), String> + Sync),
+    session: &Mutex<Session>,
     on_step: &(dyn Fn(&StepLog) + Sync),
 ) -> Result<RankTrainReport, TrainError>
 where
-    C: Collectives<CpuBuffer> + Collectives<Vec<f32>>,
+    B: Backend,
+    C: Collectives<B::Buffer>,
 {
     let (rank, world) = (comm.rank().0, comm.world_size());
     if world != prep.world() {
@@ -70,6 +76,12 @@ where
             prep.world()
         )));
     }
+    let barrier = || -> Result<(), String> {
+        let mut s = session
+            .lock()
+            .map_err(|_| "the rendezvous session was poisoned".to_string())?;
+        s.barrier().map_err(|e| e.to_string())
+    };
     let order = batches(prep, train, opts.seed)?;
     let per_epoch = order.per_epoch();
     let run_steps = opts.steps.saturating_sub(opts.start);
@@ -88,7 +100,7 @@ where
     let progress = |done: usize| {
         let step = opts.start + done - 1;
         if let Some(c) = capture.as_ref().filter(|c| c.checkpoint_due(step)) {
-            if let Err(e) = checkpoint_rank(prep, c, (rank, world), opts.seed, step + 1, barrier) {
+            if let Err(e) = checkpoint_rank(prep, c, (rank, world), opts.seed, step + 1, &barrier) {
                 c.fail(format!("checkpoint after step {step}: {e}"));
             }
         }
@@ -99,9 +111,9 @@ where
         seed: opts.seed,
     };
     let program = &prep.programs.programs[rank];
-    let (report, mut comm) = run_rank_fed(
+    let (report, _comm) = run_rank_fed(
         program,
-        CpuBackend::new(),
+        backend,
         comm,
         run_opts,
         Some(&progress),
@@ -113,13 +125,15 @@ where
         return Err(TrainError::Data(e));
     }
     let seconds = clock.elapsed();
-    let tiles = gather_kept(prep, &report.kept, &mut comm, rank)?;
+    let tiles = gather_kept(prep, &report.kept, session, rank)?;
     let (weights, test) = match (rank, tiles) {
         (0, Some(tiles)) => {
             let w = checkpoint::assemble(&prep.graph, &prep.programs, &tiles)
                 .map_err(TrainError::Data)?;
             let e = match test {
-                Some(t) if !t.is_empty() => Some(prep.evaluate(&w, t, opts.eval_samples)?),
+                Some(t) if !t.is_empty() => {
+                    Some(prep.evaluate(&w, t, opts.eval_samples, &opts.exec)?)
+                }
                 _ => None,
             };
             let weights = w
@@ -161,14 +175,16 @@ fn checkpoint_rank(
     Ok(())
 }
 
-/// All-gather every rank's kept tiles of the carried tensors: each rank
+/// All-gather every rank's kept tiles of the carried tensors through the
+/// rendezvous `session` (host values, whatever the backend): each rank
 /// sends the values of its kept buffers in its program's `keep` order (zeros
-/// for one it does not hold), so every process decodes every rank's part
-/// from the programs alone. Gives the tiles on rank 0, `None` elsewhere.
-fn gather_kept<C: Collectives<Vec<f32>>>(
+/// for one it does not hold; little-endian f32), so every process decodes
+/// every rank's part from the programs alone. Gives the tiles on rank 0,
+/// `None` elsewhere.
+fn gather_kept(
     prep: &Prepared,
     kept: &[(codegen::TensorId, Region, Vec<f32>)],
-    comm: &mut C,
+    session: &Mutex<Session>,
     rank: usize,
 ) -> Result<Option<Vec<Tile>>, TrainError> {
     let carried = checkpoint::carried(&prep.programs);
@@ -193,9 +209,27 @@ fn gather_kept<C: Collectives<Vec<f32>>>(
             None => send.resize(send.len() + r.volume() as usize, 0.0),
         }
     }
-    let mut recv = vec![0.0; counts.iter().sum()];
-    comm.all_gather(&send, &mut recv, &counts)
-        .map_err(|source| TrainError::Run(runner::ExecError::Comm { rank, source }))?;
+    let bytes: Vec<u8> = send.iter().flat_map(|v| v.to_le_bytes()).collect();
+    let fail =
+        |e: String| TrainError::Model(format!("rank {rank}: gathering the trained weights: {e}"));
+    let all = session
+        .lock()
+        .map_err(|_| fail("the rendezvous session was poisoned".into()))?
+        .all_gather_bytes(&bytes)
+        .map_err(|e| fail(e.to_string()))?;
+    let mut recv = Vec::with_capacity(counts.iter().sum());
+    for (r, (b, &n)) in all.iter().zip(&counts).enumerate() {
+        if b.len() != 4 * n {
+            return Err(fail(format!(
+                "rank {r} sent {} bytes for {n} values",
+                b.len()
+            )));
+        }
+        recv.extend(
+            b.chunks_exact(4)
+                .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])),
+        );
+    }
     if rank != 0 {
         return Ok(None);
     }

@@ -6,10 +6,11 @@
 //! ([`SspMlpOptions`]); gives the loss and test accuracy per epoch
 //! ([`SspMlpRun`]). A fifth of the samples, chosen by the seed, is held out.
 //!
-//! Each worker thread computes gradients with the runner's CPU backend:
-//! the training graph, unpartitioned (k = 1), its programs patched to keep
-//! the weights' gradient tiles, run one step per batch with the weights
-//! and the batch given (`runner::run_programs_given`). A weight tensor of
+//! Each worker thread computes gradients with the runner (the CPU backend,
+//! or another through `runner::choose`, [`SspMlp::with_backend`]): the
+//! training graph, unpartitioned (k = 1), its programs patched to keep the
+//! weights' gradient tiles, run one step per batch with the weights and
+//! the batch given (`runner::choose::ExecChoice::execute`). A weight tensor of
 //! shape `[.., out]` is an SSP table of rows of `out` columns; a
 //! parameter is its fixed initial value (He-normal, the same in every
 //! worker) plus the server row. Workers push `−lr · gradient` per layer,
@@ -33,7 +34,8 @@ use planner::zoo::MlpConfig;
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
-use runner::{run_programs_given, CpuBackend, Given, LocalCommunicator, RunOptions};
+use runner::choose::{ChooseError, ExecChoice};
+use runner::{Given, RunOptions};
 use ssp::topk::TopK;
 use ssp::{ClusterConfig, CommConfig, LocalCluster, RowKey, RowValues, TableConfig, Worker};
 use tdl::Library;
@@ -52,6 +54,9 @@ pub enum SspMlpError {
     /// A gradient step failed in the runner.
     #[error("runner: {0}")]
     Runner(runner::ExecError),
+    /// The chosen backend cannot run (no CUDA in this build, no device).
+    #[error("{0}")]
+    Backend(runner::choose::ChooseError),
     /// A worker's parameter-server call failed.
     #[error("worker {worker}: {source}")]
     Worker {
@@ -155,6 +160,7 @@ pub struct SspMlp<'a> {
     train: Vec<usize>,
     test: Vec<usize>,
     net: Net,
+    exec: ExecChoice,
 }
 
 impl<'a> SspMlp<'a> {
@@ -185,7 +191,15 @@ impl<'a> SspMlp<'a> {
             train,
             test,
             net,
+            exec: ExecChoice::cpu(),
         })
+    }
+
+    /// The same run with its gradient steps on the backend of `exec` (the
+    /// seam `tofu train --backend` uses; default: the CPU).
+    pub fn with_backend(mut self, exec: ExecChoice) -> SspMlp<'a> {
+        self.exec = exec;
+        self
     }
 
     /// Samples in the training split.
@@ -295,7 +309,7 @@ impl<'a> SspMlp<'a> {
                     .map(|j| mine[(k * batch + j) % mine.len()])
                     .collect();
                 let weights = net.read(&worker).map_err(ssp_err)?;
-                let (loss, grads) = net.gradients(&weights, data, &b)?;
+                let (loss, grads) = net.gradients(&self.exec, &weights, data, &b)?;
                 loss_sum += f64::from(loss);
                 steps += 1;
                 push(net, &worker, &grads, o.lr, &mut topk).map_err(ssp_err)?;
@@ -434,10 +448,11 @@ impl Net {
             .collect()
     }
 
-    /// One forward + backward pass on the runner's CPU backend: the loss
+    /// One forward + backward pass on `exec`'s backend: the loss
     /// and every parameter's gradient.
     fn gradients(
         &self,
+        exec: &ExecChoice,
         weights: &[Vec<f32>],
         data: &DataSet,
         batch: &[usize],
@@ -457,18 +472,13 @@ impl Net {
         }
         given.insert(self.x, x);
         given.insert(self.labels, labels);
-        let ranks = LocalCommunicator::create(1)
-            .into_iter()
-            .map(|c| (CpuBackend::new(), c))
-            .collect();
-        let report = run_programs_given(
-            &self.progs.programs,
-            RunOptions { steps: 1, seed: 0 },
-            None,
-            ranks,
-            &given,
-        )
-        .map_err(SspMlpError::Runner)?;
+        let opts = RunOptions { steps: 1, seed: 0 };
+        let report = exec
+            .execute(&self.progs.programs, opts, None, &given)
+            .map_err(|e| match e {
+                ChooseError::Exec(e) => SspMlpError::Runner(e),
+                e => SspMlpError::Backend(e),
+            })?;
         let out: HashMap<TensorId, Vec<f32>> = report.outputs.into_iter().collect();
         let loss = out.get(&self.loss).and_then(|v| v.first().copied());
         let grads = self

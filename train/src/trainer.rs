@@ -1,6 +1,10 @@
 //! The training loop: a [`Prepared`] model's ranks stepped over the
-//! batches of a data set, one thread per rank (CPU backend, in-process
-//! communicator), each rank fed only its own tiles of every batch.
+//! batches of a data set, one thread per rank on the backend of
+//! [`TrainOptions::exec`] (CPU with an in-process communicator, or one CUDA
+//! backend per rank with NCCL or host-staged communication, through
+//! `runner::choose`, the seam `tofu run --backend` uses), each rank fed
+//! only its own tiles of every batch (uploaded to its device), the loss
+//! and the checkpointed state downloaded from the devices.
 //!
 //! Takes a [`Prepared`] model, the training and held-out parts of a
 //! data set ([`Samples`]) and [`TrainOptions`]; gives a [`TrainReport`]: the loss of
@@ -14,7 +18,8 @@ use std::time::Instant;
 
 use codegen::TensorId;
 use planner::graph::TensorRole;
-use runner::{run_programs_fed, Given, RunOptions};
+use runner::choose::{ExecChoice, FedJob};
+use runner::{Given, RunOptions};
 
 use crate::batches::Batches;
 use crate::checkpoint::{self, Capture};
@@ -44,6 +49,10 @@ pub struct TrainOptions {
     pub eval_every: usize,
     /// Evaluate only the first this many held-out samples (`None`: all).
     pub eval_samples: Option<usize>,
+    /// The backend the ranks (and the held-out evaluation) run on: the CPU
+    /// by default, or CUDA devices (`tofu train --backend cuda`). Weights,
+    /// checkpoints and losses are the same host values either way.
+    pub exec: ExecChoice,
 }
 
 /// One completed step, as the callback sees it.
@@ -210,7 +219,7 @@ pub fn train(
             if let Some(t) = test.filter(|_| c.eval_due(step)) {
                 let e = checkpoint::assemble(&prep.graph, &prep.programs, &tiles)
                     .map_err(TrainError::Data)
-                    .and_then(|w| prep.evaluate(&w, t, opts.eval_samples));
+                    .and_then(|w| prep.evaluate(&w, t, opts.eval_samples, &opts.exec));
                 match e {
                     Ok(e) => {
                         evaluations
@@ -227,23 +236,17 @@ pub fn train(
         log.test = eval;
         on_step(&log);
     };
-    let ranks = runner::LocalCommunicator::create(prep.world())
-        .into_iter()
-        .map(|c| (runner::CpuBackend::new(), c))
-        .collect();
-    let run_opts = RunOptions {
-        steps: run_steps,
-        seed: opts.seed,
+    let job = FedJob {
+        programs: &prep.programs.programs,
+        opts: RunOptions {
+            steps: run_steps,
+            seed: opts.seed,
+        },
+        progress: Some(&progress),
+        given: &opts.given,
+        feed: &feed,
     };
-    let report = run_programs_fed(
-        &prep.programs.programs,
-        run_opts,
-        Some(&progress),
-        ranks,
-        &opts.given,
-        &feed,
-    )
-    .map_err(TrainError::Run)?;
+    let report = opts.exec.run_job(job).map_err(TrainError::from)?;
     if let Some(e) = capture.as_ref().and_then(Capture::failed) {
         return Err(TrainError::Data(e));
     }
@@ -266,7 +269,9 @@ pub fn train(
         .map(|&(_, e)| e);
     let test = match test {
         _ if last_eval.is_some() => last_eval,
-        Some(t) if !t.is_empty() => Some(prep.evaluate(&weights, t, opts.eval_samples)?),
+        Some(t) if !t.is_empty() => {
+            Some(prep.evaluate(&weights, t, opts.eval_samples, &opts.exec)?)
+        }
         _ => None,
     };
     Ok(TrainReport {

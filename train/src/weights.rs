@@ -1,6 +1,6 @@
-//! Weights in and out as safetensors (Hugging Face's format, through the
-//! `safetensors` crate; what PyTorch's `safetensors.torch.load_file`
-//! reads).
+//! Weights in and out as safetensors (Hugging Face's format, written by
+//! the project's one writer, `program::given_save`; what PyTorch's
+//! `safetensors.torch.load_file` reads).
 //!
 //! Takes whole tensors by graph id ([`runner::Given`]); gives a file whose
 //! tensors are named by their graph names (`fc0.w`, …), F32, row-major in
@@ -11,38 +11,30 @@
 use std::collections::HashMap;
 use std::path::Path;
 
+use codegen::given_save::{self, Named};
+use planner::graph::DType;
 use planner::graph::{Graph, TensorRole};
 use runner::Given;
-use safetensors::tensor::TensorView;
-use safetensors::Dtype;
 
 use crate::TrainError;
 use planner::graph::format::write_atomic;
 
-/// Little-endian bytes of f32 values.
-fn le_bytes(v: &[f32]) -> Vec<u8> {
-    v.iter().flat_map(|x| x.to_le_bytes()).collect()
-}
-
 /// A safetensors file of named F32 tensors `(name, shape, values)` with
-/// `metadata`.
+/// `metadata`, through the project's one safetensors writer
+/// (`program::given_save::to_safetensors`, re-exported by `codegen`).
 ///
 /// Errors: [`TrainError::Data`] when a tensor's length is not its shape's.
 pub fn to_safetensors(
     tensors: &[(String, Vec<usize>, &[f32])],
     metadata: Option<HashMap<String, String>>,
 ) -> Result<Vec<u8>, TrainError> {
-    let bytes: Vec<Vec<u8>> = tensors.iter().map(|(_, _, v)| le_bytes(v)).collect();
-    let views = tensors
+    let named: Vec<Named> = tensors
         .iter()
-        .zip(&bytes)
-        .map(|((name, shape, _), b)| {
-            TensorView::new(Dtype::F32, shape.clone(), b)
-                .map(|v| (name.clone(), v))
-                .map_err(|e| TrainError::Data(format!("tensor `{name}`: {e}")))
-        })
-        .collect::<Result<Vec<_>, _>>()?;
-    safetensors::serialize(views, metadata).map_err(|e| TrainError::Data(e.to_string()))
+        .map(|(name, shape, v)| (name.clone(), DType::F32, shape.clone(), v.to_vec()))
+        .collect();
+    let meta = metadata.unwrap_or_default();
+    let pairs: Vec<(&str, &str)> = meta.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    given_save::to_safetensors(&named, &pairs).map_err(|e| TrainError::Data(e.to_string()))
 }
 
 /// Write `weights` (whole tensors by graph id) to `path` as safetensors

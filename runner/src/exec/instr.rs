@@ -51,17 +51,7 @@ impl<B: Backend, C: Collectives<B::Buffer>> RankRunner<'_, B, C> {
         {
             match ins {
                 Instr::Alloc { buf, init } => {
-                    let n = p.buffers[*buf as usize].elems as usize;
-                    let b = match init {
-                        Init::Zero if self.overwritten[k] => {
-                            self.be(self.backend.alloc_for_output(n))?
-                        }
-                        Init::Zero => self.be(self.backend.alloc(n))?,
-                        Init::Identity(r) => {
-                            self.be(self.backend.upload(&vec![r.identity() as f32; n]))?
-                        }
-                        Init::Fill(syn) => self.fill(*buf, syn)?,
-                    };
+                    let b = self.alloc(k, *buf, init)?;
                     self.bufs[*buf as usize] = Some(b);
                 }
                 Instr::Free { buf } => {
@@ -285,5 +275,40 @@ impl<B: Backend, C: Collectives<B::Buffer>> RankRunner<'_, B, C> {
             None,
         ))?;
         self.be(self.backend.upload(&host))
+    }
+
+    /// Buffer `buf` of instruction `k`, an `Alloc`, initialised as `init`.
+    ///
+    /// Errors: [`ExecError::Alloc`] naming the tensor and the bytes.
+    fn alloc(&mut self, k: usize, buf: u32, init: &Init) -> Result<B::Buffer, ExecError> {
+        let n = self.p.buffers[buf as usize].elems as usize;
+        let b = match init {
+            Init::Zero if self.overwritten[k] => self.be(self.backend.alloc_for_output(n)),
+            Init::Zero => self.be(self.backend.alloc(n)),
+            Init::Identity(r) => self.be(self.backend.upload(&vec![r.identity() as f32; n])),
+            Init::Fill(syn) => self.fill(buf, syn),
+        };
+        b.map_err(|e| self.alloc_err(buf, e))
+    }
+
+    /// A backend failure while allocating (or filling) buffer `b`, as
+    /// [`ExecError::Alloc`] naming its tensor and bytes; other errors as
+    /// they are.
+    fn alloc_err(&self, b: u32, e: ExecError) -> ExecError {
+        match e {
+            ExecError::Backend { rank, source } => {
+                let decl = &self.p.buffers[b as usize];
+                ExecError::Alloc {
+                    rank,
+                    tensor: self
+                        .p
+                        .tensor(decl.tensor)
+                        .map_or_else(|| format!("tensor {}", decl.tensor.0), |i| i.name.clone()),
+                    bytes: decl.elems * 4,
+                    source: Box::new(source),
+                }
+            }
+            e => e,
+        }
     }
 }

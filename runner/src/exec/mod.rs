@@ -67,6 +67,19 @@ pub enum ExecError {
         /// The error.
         source: BackendError,
     },
+    /// Allocating (or filling) a tensor's tile failed: out of device
+    /// memory, or the device's error.
+    #[error("rank {rank}: allocating `{tensor}` ({bytes} bytes): {source}")]
+    Alloc {
+        /// The rank.
+        rank: usize,
+        /// The tensor whose tile was allocated.
+        tensor: String,
+        /// Bytes asked for.
+        bytes: u64,
+        /// The error (boxed: keeps `ExecError` small).
+        source: Box<BackendError>,
+    },
     /// A communication call failed.
     #[error("rank {rank}: {source}")]
     Comm {

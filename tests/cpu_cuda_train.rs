@@ -1,0 +1,372 @@
+//! `tofu train --backend cuda` on the CPU stand-in of the CUDA libraries
+//! (`scripts/cpu-cuda.sh`, `cpu-cuda/`; issue 37, items 1 and 3), in CI
+//! without a GPU, with seeded random delays on every stream.
+//!
+//! Oracle: the CPU backend's run of the same command in the same test. The
+//! zoo MLP (mlp-3-256, 2 workers) on scikit-learn's digits for 60 steps
+//! gives the CPU run's loss at every step within [`TOL`] relative, over
+//! NCCL between two stand-in devices and host-staged with two ranks on one,
+//! and the same held-out accuracy; a CPU checkpoint resumes on CUDA (and a
+//! CUDA one on the CPU) with the CPU run's remaining losses; under
+//! `tofu launch --nproc-per-node 2` (one rank per process, the stand-in's
+//! NCCL between the processes) the losses are the same too. Negative
+//! control: with one synchronisation left out of the backend
+//! (`TOFU_CUDA_FAULT=skip-sync`) the host-staged comparison fails. Too
+//! little device memory is an error naming the rank, the tensor and the
+//! bytes, not a crash; a rank process killed under `tofu launch` fails the
+//! launch within its grace period, naming the rank, never a hang.
+//!
+//! A root-package test so that `CARGO_BIN_EXE_tofu` is this build's binary
+//! (feature `cuda`). Needs g++ (the stand-in compiles kernels with it) and
+//! `digits.csv` (`scripts/fetch-digits.sh`): without them it prints
+//! `SKIPPED` and passes, and fails when `CI` is set.
+#![cfg(feature = "cuda")]
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+/// Largest relative difference of a step's loss, CUDA against CPU: issue
+/// 37's bound. Measured under the stand-in: 0 (bit-identical losses at
+/// every step, one process over NCCL or host-staged, two processes, and
+/// resumed checkpoints; the stand-in's GEMM is the `gemm` crate and its
+/// kernels the generated CUDA C compiled for the CPU). A real GPU (cuBLAS's
+/// own summation order, FMA contraction)
+/// need not be bit-identical; the bound leaves it room, and the negative
+/// control shows a missing synchronisation exceeds it.
+const TOL: f64 = 1e-5;
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Whether g++ runs and the digits are cached; panics without them when
+/// `CI` is set.
+fn ready() -> bool {
+    let gxx = Command::new("g++")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    let digits = datasets::cache_dir()
+        .join("sklearn-digits/digits.csv")
+        .is_file();
+    if !(gxx && digits) {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "cpu_cuda_train: needs g++ ({gxx}) and digits.csv ({digits}, scripts/fetch-digits.sh) under CI"
+        );
+        println!("SKIPPED: cpu_cuda_train needs g++ and scripts/fetch-digits.sh");
+    }
+    gxx && digits
+}
+
+const MODEL: [&str; 6] = ["--model", "mlp-3-256", "--workers", "2", "--data", "digits"];
+
+/// `tofu train MODEL --json ARGS` on the CPU backend.
+fn cpu(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_tofu"))
+        .arg("train")
+        .args(MODEL)
+        .arg("--json")
+        .args(args)
+        .env_remove("TOFU_SPECS")
+        .output()
+        .expect("running tofu train")
+}
+
+/// `tofu LAUNCH train MODEL --json --backend cuda ARGS` under the stand-in
+/// with delays seeded by `seed`, and `env` (`launch` empty: one process).
+fn under_stand_in(launch: &[&str], args: &[&str], seed: u64, env: &[(&str, &str)]) -> Output {
+    Command::new("bash")
+        .arg(root().join("scripts/cpu-cuda.sh"))
+        .arg("--")
+        .arg(env!("CARGO_BIN_EXE_tofu"))
+        .args(launch)
+        .arg("train")
+        .args(MODEL)
+        .args(["--json", "--backend", "cuda"])
+        .args(args)
+        .env_remove("TOFU_SPECS")
+        .env("TOFU_CPU_CUDA_SEED", seed.to_string())
+        .env("TOFU_CPU_CUDA_DELAY_US", "300")
+        .envs(env.iter().copied())
+        .output()
+        .expect("running scripts/cpu-cuda.sh")
+}
+
+/// [`under_stand_in`] in one process.
+fn cuda(args: &[&str], seed: u64, env: &[(&str, &str)]) -> Output {
+    under_stand_in(&[], args, seed, env)
+}
+
+/// The JSON lines of a run that succeeded, or a panic with its output.
+fn lines(o: &Output, what: &str) -> Vec<serde_json::Value> {
+    assert!(
+        o.status.success(),
+        "{what}: failed:\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON object per line"))
+        .collect()
+}
+
+/// The `&str`s of `v`.
+fn strs(v: &[String]) -> Vec<&str> {
+    v.iter().map(String::as_str).collect()
+}
+
+/// Loss by step.
+fn losses(lines: &[serde_json::Value]) -> Vec<(u64, f64)> {
+    lines
+        .iter()
+        .filter_map(|l| Some((l.get("step")?.as_u64()?, l["loss"].as_f64()?)))
+        .collect()
+}
+
+/// The largest relative difference of `got`'s losses from `want`'s at the
+/// same steps (every step of `got` must be in `want`).
+fn max_rel(got: &[(u64, f64)], want: &[(u64, f64)]) -> f64 {
+    assert!(!got.is_empty(), "no steps");
+    got.iter()
+        .map(|&(s, g)| {
+            let w = want
+                .iter()
+                .find(|&&(t, _)| t == s)
+                .unwrap_or_else(|| panic!("step {s} is not in the oracle"))
+                .1;
+            (g - w).abs() / w.abs().max(1e-12)
+        })
+        .fold(0.0, f64::max)
+}
+
+#[test]
+fn training_on_cuda_gives_the_cpu_losses_at_every_step() {
+    if !ready() {
+        return;
+    }
+    let steps = ["--steps", "60"];
+    let oracle = lines(&cpu(&steps), "cpu");
+    let want = losses(&oracle);
+    assert_eq!(want.len(), 60);
+    for (what, args, seed) in [
+        ("NCCL between two devices", &["--devices", "0,1"][..], 1),
+        (
+            "two ranks on one device, host-staged",
+            &["--ranks-per-device", "2"][..],
+            2,
+        ),
+    ] {
+        let run = lines(&cuda(&[&steps[..], args].concat(), seed, &[]), what);
+        let got = losses(&run);
+        assert_eq!(got.len(), 60, "{what}");
+        let rel = max_rel(&got, &want);
+        println!("{what}: max relative difference of the 60 losses from the CPU run's: {rel:e}");
+        assert!(rel <= TOL, "{what}: {rel:e} > {TOL:e}");
+        let (a, b) = (oracle.last().unwrap(), run.last().unwrap());
+        assert_eq!(b["workers"], 2);
+        let (ta, tb) = (
+            a["test_loss"].as_f64().unwrap(),
+            b["test_loss"].as_f64().unwrap(),
+        );
+        assert!(
+            (ta - tb).abs() <= 1e-4 * ta.abs(),
+            "{what}: held-out loss {tb} vs {ta}"
+        );
+        assert_eq!(a["test_accuracy"], b["test_accuracy"], "{what}");
+    }
+}
+
+#[test]
+fn a_missing_synchronisation_fails_the_comparison() {
+    if !ready() {
+        return;
+    }
+    let steps = ["--steps", "20"];
+    let want = losses(&lines(&cpu(&steps), "cpu"));
+    let o = cuda(
+        &[&steps[..], &["--ranks-per-device", "2"]].concat(),
+        2,
+        &[("TOFU_CUDA_FAULT", "skip-sync")],
+    );
+    assert!(o.status.code().is_some(), "killed by a signal");
+    let passed = o.status.success() && {
+        let got = losses(&lines(&o, "fault"));
+        got.len() == want.len() && max_rel(&got, &want) <= TOL
+    };
+    assert!(
+        !passed,
+        "the run without its synchronisation gave the CPU losses:\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+#[test]
+fn checkpoints_move_between_cpu_and_cuda() {
+    if !ready() {
+        return;
+    }
+    let dir = tofu_tests::temp_dir("cuda-train-ck");
+    let full = losses(&lines(&cpu(&["--steps", "40"]), "cpu, 40 steps"));
+    let ck_args = |ck: &Path, steps: &'static str| -> Vec<String> {
+        [
+            "--steps",
+            steps,
+            "--checkpoint-every",
+            "20",
+            "--checkpoint-dir",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .chain([ck.to_str().unwrap().to_string()])
+        .collect()
+    };
+    // CPU → CUDA.
+    let ck = dir.join("from-cpu");
+    lines(&cpu(&strs(&ck_args(&ck, "20"))), "cpu, 20 steps");
+    let mut resume = ck_args(&ck, "40");
+    resume.push("--resume".into());
+    let got = losses(&lines(&cuda(&strs(&resume), 3, &[]), "cuda resumed"));
+    assert_eq!(got.first().map(|g| g.0), Some(20));
+    let rel = max_rel(&got, &full);
+    println!("cpu checkpoint resumed on cuda: max relative difference {rel:e}");
+    assert!(rel <= TOL, "{rel:e}");
+    // CUDA → CPU.
+    let ck = dir.join("from-cuda");
+    lines(&cuda(&strs(&ck_args(&ck, "20")), 4, &[]), "cuda, 20 steps");
+    let mut resume = ck_args(&ck, "40");
+    resume.push("--resume".into());
+    let got = losses(&lines(&cpu(&strs(&resume)), "cpu resumed"));
+    assert_eq!(got.first().map(|g| g.0), Some(20));
+    let rel = max_rel(&got, &full);
+    println!("cuda checkpoint resumed on cpu: max relative difference {rel:e}");
+    assert!(rel <= TOL, "{rel:e}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn too_little_device_memory_names_the_rank_the_tensor_and_the_bytes() {
+    if !ready() {
+        return;
+    }
+    let o = cuda(
+        &["--steps", "2", "--devices", "0,1"],
+        1,
+        &[("TOFU_CPU_CUDA_MEMORY", "64K")],
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "an error exit, not a crash:\n{err}"
+    );
+    assert!(
+        err.contains("out of memory") || err.contains("OUT_OF_MEMORY"),
+        "{err}"
+    );
+    assert!(err.contains("rank "), "names the rank: {err}");
+    assert!(err.contains("bytes"), "names the bytes: {err}");
+    assert!(err.contains('`'), "names the tensor: {err}");
+}
+
+#[test]
+fn one_rank_per_process_over_nccl_gives_the_cpu_losses() {
+    if !ready() {
+        return;
+    }
+    let steps = ["--steps", "60"];
+    let oracle = lines(&cpu(&steps), "cpu");
+    let want = losses(&oracle);
+    let port = tofu_tests::free_port();
+    let launch = [
+        "launch",
+        "--nproc-per-node",
+        "2",
+        "--master-port",
+        &port,
+        "--",
+    ];
+    let o = under_stand_in(&launch, &steps, 5, &[]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "launch failed:\n{err}");
+    let mut got = Vec::new();
+    let mut by_rank: Vec<Vec<serde_json::Value>> = vec![Vec::new(); 2];
+    for line in String::from_utf8_lossy(&o.stdout).lines() {
+        let (_, json) = line.split_once("] ").expect("a [rank r] prefix");
+        let v: serde_json::Value = serde_json::from_str(json).expect("JSON");
+        assert_eq!(v["world_size"], 2, "{line}");
+        by_rank[v["rank"].as_u64().unwrap() as usize].push(v);
+    }
+    for lines in &by_rank {
+        assert_eq!(lines.last().unwrap()["done"], true, "{err}");
+        got.extend(losses(lines));
+    }
+    got.sort_by_key(|g| g.0);
+    got.dedup_by_key(|g| g.0);
+    assert_eq!(got.len(), 60, "every step's loss from a rank that keeps it");
+    let rel = max_rel(&got, &want);
+    println!("two processes over NCCL: max relative difference {rel:e}");
+    assert!(rel <= TOL, "{rel:e}");
+    assert_eq!(
+        by_rank[0].last().unwrap()["test_accuracy"],
+        oracle.last().unwrap()["test_accuracy"]
+    );
+}
+
+/// The pid of the process whose environment holds `RANK=rank` and `mark`.
+fn pid_of_rank(rank: usize, mark: &str) -> Option<String> {
+    let want = format!("RANK={rank}");
+    std::fs::read_dir("/proc").ok()?.flatten().find_map(|e| {
+        let environ = std::fs::read(e.path().join("environ")).ok()?;
+        let vars: Vec<&[u8]> = environ.split(|&b| b == 0).collect();
+        (vars.contains(&want.as_bytes()) && vars.contains(&mark.as_bytes()))
+            .then(|| e.file_name().to_string_lossy().into_owned())
+    })
+}
+
+#[test]
+fn a_killed_rank_process_fails_the_cuda_launch_naming_it() {
+    if !ready() {
+        return;
+    }
+    let mark = format!("TOFU_TEST_MARK=cuda-kill-{}", std::process::id());
+    let (k, v) = mark.split_once('=').unwrap();
+    let port = tofu_tests::free_port();
+    let child = Command::new("bash")
+        .arg(root().join("scripts/cpu-cuda.sh"))
+        .args(["--", env!("CARGO_BIN_EXE_tofu"), "launch"])
+        .args([
+            "--nproc-per-node",
+            "2",
+            "--grace-s",
+            "2",
+            "--master-port",
+            &port,
+        ])
+        .args(["--", "train"])
+        .args(MODEL)
+        .args([
+            "--backend",
+            "cuda",
+            "--steps",
+            "100000000",
+            "--log-every",
+            "1000",
+        ])
+        .env_remove("TOFU_SPECS")
+        .env(k, v)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("running scripts/cpu-cuda.sh");
+    let t0 = std::time::Instant::now();
+    let victim = loop {
+        assert!(t0.elapsed().as_secs() < 120, "rank 1 never started");
+        if let Some(pid) = pid_of_rank(1, &mark) {
+            break pid;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    std::thread::sleep(std::time::Duration::from_secs(3)); // training by now
+    tofu_tests::kill_rank_and_wait(child, &victim, 1);
+}
