@@ -4,16 +4,15 @@
 //! logits kept), the weights (whole tensors by graph id) and a held-out
 //! data set ([`Samples`]); runs one step per batch of held-out samples with
 //! the weights and the batch given (the step's update is computed and
-//! discarded), on the run's backend (`runner::choose`), and gives the mean cross-entropy per prediction and the
+//! discarded), on the run's backend (`runner::choose`), and gives the mean
+//! cross-entropy per prediction and the
 //! fraction of right predictions (one per image; one per position for a
 //! language model), computed on the host from the logits, so a last,
 //! partial batch, padded by repeating samples, counts only its real rows.
 
-use std::sync::Mutex;
-
-use codegen::{Program, Programs, Region, TensorId};
+use codegen::{Programs, TensorId};
 use runner::choose::{CudaComm, ExecChoice, FedJob};
-use runner::{Given, RunOptions, StepFeed};
+use runner::{Given, NoFeed, RunOptions};
 
 use crate::feed::TaskTensors;
 use crate::samples::Samples;
@@ -30,59 +29,9 @@ pub struct Evaluation {
     pub samples: usize,
 }
 
-/// The held-out batches as a [`StepFeed`]: before step `s` the inputs of
-/// batch `s` and the weights (whole: one rank), so every batch sees the
-/// same weights whatever the previous step's update carried; after it, the
-/// logits, kept per step.
-struct EvalFeed<'a> {
-    tensors: &'a TaskTensors,
-    logits: TensorId,
-    weights: &'a Given,
-    test: &'a dyn Samples,
-    /// Batch indices of each step.
-    batches: Vec<Vec<usize>>,
-    /// Logits of each step.
-    out: Mutex<Vec<Option<Vec<f32>>>>,
-}
-
-impl StepFeed for EvalFeed<'_> {
-    fn feed(
-        &self,
-        step: usize,
-        program: &Program,
-    ) -> Result<Vec<(TensorId, Region, Vec<f32>)>, String> {
-        let whole = |t: TensorId| program.tensor(t).map(|i| Region::whole(&i.shape));
-        let mut set = Vec::new();
-        for (&t, v) in self.weights {
-            if let Some(r) = whole(t) {
-                set.push((t, r, v.clone()));
-            }
-        }
-        for (k, (t, _)) in self.tensors.inputs.iter().enumerate() {
-            let v: Vec<f32> = self.batches[step]
-                .iter()
-                .flat_map(|&s| self.test.sample(s, k).into_owned())
-                .collect();
-            let r = whole(*t).ok_or("the evaluation program lacks an input")?;
-            set.push((*t, r, v));
-        }
-        Ok(set)
-    }
-
-    fn watched(&self, _: usize) -> Vec<TensorId> {
-        vec![self.logits]
-    }
-
-    fn observe(&self, step: usize, _: usize, t: TensorId, _: &Region, values: &[f32]) {
-        if t == self.logits {
-            self.out.lock().expect("no poisoned logits")[step] = Some(values.to_vec());
-        }
-    }
-}
-
 /// Evaluate `weights` on the first `limit` samples of `test` (all with
-/// `None`; see the module doc) on the backend of `exec` (one rank, one
-/// backend for every batch: the weights and each batch uploaded, the logits
+/// `None`; see the module doc) on the backend of `exec` (one rank; per
+/// batch one step with the weights and the batch uploaded, the logits
 /// downloaded): `one` are the training graph's unpartitioned programs with
 /// `logits[batch, …]` kept (`codegen::Program::keep_tiles`).
 ///
@@ -107,40 +56,39 @@ pub fn evaluate(
             samples: 0,
         });
     }
-    let feed = EvalFeed {
-        tensors,
-        logits,
-        weights,
-        test,
-        batches: starts
-            .iter()
-            .map(|&start| (0..batch).map(|i| (start + i) % n).collect())
-            .collect(),
-        out: Mutex::new(vec![None; starts.len()]),
-    };
-    let opts = RunOptions {
-        steps: starts.len(),
-        seed: 0,
-    };
     // One rank talks to no one: host-staged, so a launched process needs
     // no NCCL clique for its evaluation.
     let exec = ExecChoice {
         comm: Some(CudaComm::Host),
         ..exec.clone()
     };
-    let job = FedJob {
-        programs: &one.programs,
-        opts,
-        progress: None,
-        given: weights,
-        feed: &feed,
-    };
-    exec.run_job(job).map_err(TrainError::from)?;
     let (mut loss, mut right, mut predictions) = (0.0, 0usize, 0usize);
-    let out = feed.out.into_inner().expect("no poisoned logits");
-    for ((start, idx), logits) in starts.iter().zip(&feed.batches).zip(out) {
-        let out =
-            logits.ok_or_else(|| TrainError::Input("the evaluation run kept no logits".into()))?;
+    for start in starts {
+        // One step per batch from the given weights: the programs update
+        // and carry the weights, so a second step would see updated ones.
+        let idx: Vec<usize> = (0..batch).map(|i| (start + i) % n).collect();
+        let mut given = weights.clone();
+        for (k, (t, _)) in tensors.inputs.iter().enumerate() {
+            let v: Vec<f32> = idx
+                .iter()
+                .flat_map(|&s| test.sample(s, k).into_owned())
+                .collect();
+            given.insert(*t, v);
+        }
+        let job = FedJob {
+            programs: &one.programs,
+            opts: RunOptions { steps: 1, seed: 0 },
+            progress: None,
+            given: &given,
+            feed: &NoFeed,
+        };
+        let report = exec.run_job(job).map_err(TrainError::from)?;
+        let out = report
+            .outputs
+            .iter()
+            .find(|(t, _)| *t == logits)
+            .map(|(_, v)| v)
+            .ok_or_else(|| TrainError::Input("the evaluation run kept no logits".into()))?;
         let per = out.len() / batch.max(1);
         for (i, &s) in idx.iter().take(batch.min(n - start)).enumerate() {
             let (l, ok, p) = test.score(s, &out[i * per..(i + 1) * per]);
