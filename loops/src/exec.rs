@@ -76,26 +76,11 @@ where
     if !plan.barrier {
         return crate::peer::run_peer(plan, spec, space, arrays, body, log);
     }
-    // Split the arrays into what travels.
-    let mut blocks: Vec<Vec<Option<Vec<f32>>>> = vec![vec![]; arrays.len()];
-    let mut shared: Vec<Option<Arc<Vec<f32>>>> = vec![None; arrays.len()];
-    let mut master: Vec<Option<Vec<f32>>> = vec![None; arrays.len()];
-    for (a, arr) in arrays.iter_mut().enumerate() {
-        match plan.placements[a] {
-            Placement::Unused => {}
-            Placement::Replicated => shared[a] = Some(Arc::new(std::mem::take(&mut arr.data))),
-            Placement::Served => master[a] = Some(std::mem::take(&mut arr.data)),
-            Placement::Partitioned { pos, dim } => {
-                let b = plan.bounds[dim]
-                    .as_ref()
-                    .expect("partitioned dims have bounds");
-                blocks[a] = split(&arr.data, &arr.shape, pos, b)
-                    .into_iter()
-                    .map(Some)
-                    .collect();
-            }
-        }
-    }
+    let Travel {
+        mut blocks,
+        shared,
+        mut master,
+    } = Travel::split(plan, arrays);
     let users = plan.block_users();
     let mut next_user: Vec<Vec<usize>> = users.iter().map(|u| vec![0; u.len()]).collect();
     let mut worker_tasks: Vec<VecDeque<usize>> = vec![VecDeque::new(); plan.workers];
@@ -154,31 +139,8 @@ where
                         break;
                     }
                     worker_tasks[w].pop_front();
-                    let mut views: Vec<View> = (0..arrays.len()).map(|_| View::Unused).collect();
-                    for (a, v) in views.iter_mut().enumerate() {
-                        if let Some(s) = &shared[a] {
-                            *v = View::Shared(Arc::clone(s));
-                        } else if let Some(m) = &master[a] {
-                            *v = View::Full {
-                                data: m.clone(),
-                                dirty: vec![],
-                                track: true,
-                            };
-                        }
-                    }
-                    for &(a, b) in &task.blocks {
-                        let Placement::Partitioned { pos, dim } = plan.placements[a] else {
-                            continue;
-                        };
-                        let bd = plan.bounds[dim].as_ref().expect("bounds");
-                        next_user[a][b] += 1;
-                        views[a] = View::Block {
-                            data: blocks[a][b].take().expect("ready"),
-                            pos,
-                            lo: bd[b],
-                            hi: bd[b + 1],
-                        };
-                    }
+                    let views =
+                        task_views(plan, task, (&shared, &master), &mut blocks, &mut next_user);
                     to_worker[w]
                         .send((t, views))
                         .map_err(|_| LoopError::Worker {
@@ -211,46 +173,18 @@ where
             results[id] = Some(d);
             // Merge served writes of finished steps, in task order.
             while done_steps < steps && left_in_step[done_steps] == 0 {
-                for (t, task) in plan.tasks.iter().enumerate() {
-                    if task.step != done_steps {
-                        continue;
-                    }
-                    if let Some(r) = results[t].as_mut() {
-                        for (a, v) in r.views.iter_mut().enumerate() {
-                            if let (View::Full { data, dirty, .. }, Some(m)) =
-                                (v, master[a].as_mut())
-                            {
-                                for &o in dirty.iter() {
-                                    m[o] = data[o];
-                                }
-                                *data = vec![];
-                            }
-                        }
-                    }
-                }
+                merge_served(plan, done_steps, &mut results, &mut master);
                 done_steps += 1;
             }
         }
         Ok(())
     })?;
-    // Put the arrays back together.
-    for (a, arr) in arrays.iter_mut().enumerate() {
-        match plan.placements[a] {
-            Placement::Unused => {}
-            Placement::Replicated => {
-                let s = shared[a].take().expect("replicated");
-                arr.data = Arc::try_unwrap(s).unwrap_or_else(|s| (*s).clone());
-            }
-            Placement::Served => arr.data = master[a].take().expect("served"),
-            Placement::Partitioned { pos, .. } => {
-                let parts: Vec<Vec<f32>> = blocks[a]
-                    .iter_mut()
-                    .map(|b| b.take().unwrap_or_default())
-                    .collect();
-                arr.data = join(&parts, &arr.shape, pos);
-            }
-        }
+    Travel {
+        blocks,
+        shared,
+        master,
     }
+    .rejoin(plan, arrays);
     if let Some(e) = failure {
         return Err(e);
     }
@@ -259,6 +193,129 @@ where
         .map(|r| r.expect("every task finished"))
         .collect();
     finish(spec, arrays, done)
+}
+
+/// The arrays of a barrier run split into what travels: per partitioned
+/// array its blocks (`None` while a task holds one), per replicated array
+/// one shared copy, per served array the master copy.
+struct Travel {
+    blocks: Vec<Vec<Option<Vec<f32>>>>,
+    shared: Vec<Option<Arc<Vec<f32>>>>,
+    master: Vec<Option<Vec<f32>>>,
+}
+
+impl Travel {
+    /// Take the arrays' data apart by `plan`'s placements.
+    fn split(plan: &Plan, arrays: &mut [DistArray]) -> Travel {
+        let mut t = Travel {
+            blocks: vec![vec![]; arrays.len()],
+            shared: vec![None; arrays.len()],
+            master: vec![None; arrays.len()],
+        };
+        for (a, arr) in arrays.iter_mut().enumerate() {
+            match plan.placements[a] {
+                Placement::Unused => {}
+                Placement::Replicated => {
+                    t.shared[a] = Some(Arc::new(std::mem::take(&mut arr.data)))
+                }
+                Placement::Served => t.master[a] = Some(std::mem::take(&mut arr.data)),
+                Placement::Partitioned { pos, dim } => {
+                    let b = plan.bounds[dim]
+                        .as_ref()
+                        .expect("partitioned dims have bounds");
+                    t.blocks[a] = split(&arr.data, &arr.shape, pos, b)
+                        .into_iter()
+                        .map(Some)
+                        .collect();
+                }
+            }
+        }
+        t
+    }
+
+    /// Put the arrays back together.
+    fn rejoin(mut self, plan: &Plan, arrays: &mut [DistArray]) {
+        for (a, arr) in arrays.iter_mut().enumerate() {
+            match plan.placements[a] {
+                Placement::Unused => {}
+                Placement::Replicated => {
+                    let s = self.shared[a].take().expect("replicated");
+                    arr.data = Arc::try_unwrap(s).unwrap_or_else(|s| (*s).clone());
+                }
+                Placement::Served => arr.data = self.master[a].take().expect("served"),
+                Placement::Partitioned { pos, .. } => {
+                    let parts: Vec<Vec<f32>> = self.blocks[a]
+                        .iter_mut()
+                        .map(|b| b.take().unwrap_or_default())
+                        .collect();
+                    arr.data = join(&parts, &arr.shape, pos);
+                }
+            }
+        }
+    }
+}
+
+/// The views task `task` runs on: the shared copies, a copy of each served
+/// array (writes tracked), and the blocks it declared, taken out of
+/// `blocks` (each block's next user advanced).
+fn task_views(
+    plan: &Plan,
+    task: &crate::schedule::Task,
+    (shared, master): (&[Option<Arc<Vec<f32>>>], &[Option<Vec<f32>>]),
+    blocks: &mut [Vec<Option<Vec<f32>>>],
+    next_user: &mut [Vec<usize>],
+) -> Vec<View> {
+    let mut views: Vec<View> = (0..shared.len()).map(|_| View::Unused).collect();
+    for (a, v) in views.iter_mut().enumerate() {
+        if let Some(s) = &shared[a] {
+            *v = View::Shared(Arc::clone(s));
+        } else if let Some(m) = &master[a] {
+            *v = View::Full {
+                data: m.clone(),
+                dirty: vec![],
+                track: true,
+            };
+        }
+    }
+    for &(a, b) in &task.blocks {
+        let Placement::Partitioned { pos, dim } = plan.placements[a] else {
+            continue;
+        };
+        let bd = plan.bounds[dim].as_ref().expect("bounds");
+        next_user[a][b] += 1;
+        views[a] = View::Block {
+            data: blocks[a][b].take().expect("ready"),
+            pos,
+            lo: bd[b],
+            hi: bd[b + 1],
+        };
+    }
+    views
+}
+
+/// Copy the served writes of step `step`'s finished tasks into the master
+/// copies, in task order, and drop the tasks' copies.
+fn merge_served(
+    plan: &Plan,
+    step: usize,
+    results: &mut [Option<Done>],
+    master: &mut [Option<Vec<f32>>],
+) {
+    for (t, task) in plan.tasks.iter().enumerate() {
+        if task.step != step {
+            continue;
+        }
+        if let Some(r) = results[t].as_mut() {
+            for (a, v) in r.views.iter_mut().enumerate() {
+                if let (View::Full { data, dirty, .. }, Some(m)) = (v, master[a].as_mut()) {
+                    for &o in dirty.iter() {
+                        m[o] = data[o];
+                    }
+                    *data = vec![];
+                }
+            }
+        }
+    }
 }
 
 /// One worker's task: the body over `points` with the given views.

@@ -44,22 +44,7 @@ where
     F: Fn(&mut Ctx) + Sync,
 {
     let users = plan.block_users();
-    // Per task, per held block: the next user's task, if any.
-    let mut next: Vec<Vec<Option<usize>>> = plan
-        .tasks
-        .iter()
-        .map(|t| vec![None; t.blocks.len()])
-        .collect();
-    for (t, task) in plan.tasks.iter().enumerate() {
-        for (k, &(a, b)) in task.blocks.iter().enumerate() {
-            let us = &users[a][b];
-            let at = us
-                .iter()
-                .position(|&u| u == t)
-                .expect("a task is a user of its blocks");
-            next[t][k] = us.get(at + 1).copied();
-        }
-    }
+    let next = next_users(plan, &users);
     let mut shared: Vec<Option<Arc<Vec<f32>>>> = vec![None; arrays.len()];
     let mut initial: Vec<(usize, BlockMsg)> = vec![];
     for (a, arr) in arrays.iter_mut().enumerate() {
@@ -107,26 +92,7 @@ where
                         let Ok((a, b, d)) = rx.recv() else { return };
                         have.insert((a, b), d);
                     }
-                    let mut views: Vec<View> = shared
-                        .iter()
-                        .map(|s| {
-                            s.as_ref()
-                                .map_or(View::Unused, |s| View::Shared(Arc::clone(s)))
-                        })
-                        .collect();
-                    for &(a, b) in &task.blocks {
-                        let Placement::Partitioned { pos, dim } = plan.placements[a] else {
-                            continue;
-                        };
-                        let bd = plan.bounds[dim].as_ref().expect("bounds");
-                        let data = have.remove(&(a, b)).expect("waited for it");
-                        views[a] = View::Block {
-                            data,
-                            pos,
-                            lo: bd[b],
-                            hi: bd[b + 1],
-                        };
-                    }
+                    let views = peer_views(plan, task, shared, &mut have);
                     let pts = task.points.iter().map(|&p| p as usize);
                     let mut d = run_task(spec, space, pts, views, body, log, t);
                     for (k, &(a, b)) in task.blocks.iter().enumerate() {
@@ -166,6 +132,89 @@ where
         }
         Ok(())
     })?;
+    let mut failure = rejoin(plan, arrays, shared, &mut home);
+    let mut done = vec![];
+    for (t, r) in results.into_iter().enumerate() {
+        match r {
+            Some(mut d) => {
+                if let Some(e) = d.error.take() {
+                    failure.get_or_insert(e);
+                }
+                done.push(d);
+            }
+            None => {
+                failure.get_or_insert(LoopError::Worker {
+                    worker: plan.tasks[t].worker,
+                    why: format!("task {t} did not finish"),
+                });
+            }
+        }
+    }
+    if let Some(e) = failure {
+        return Err(e);
+    }
+    finish(spec, arrays, done)
+}
+
+/// Per task, per held block: the task that uses the block next, if any.
+fn next_users(plan: &Plan, users: &[Vec<Vec<usize>>]) -> Vec<Vec<Option<usize>>> {
+    let mut next: Vec<Vec<Option<usize>>> = plan
+        .tasks
+        .iter()
+        .map(|t| vec![None; t.blocks.len()])
+        .collect();
+    for (t, task) in plan.tasks.iter().enumerate() {
+        for (k, &(a, b)) in task.blocks.iter().enumerate() {
+            let us = &users[a][b];
+            let at = us
+                .iter()
+                .position(|&u| u == t)
+                .expect("a task is a user of its blocks");
+            next[t][k] = us.get(at + 1).copied();
+        }
+    }
+    next
+}
+
+/// The views `task` runs on: the shared copies and its blocks, taken out of
+/// the worker's `have`.
+fn peer_views(
+    plan: &Plan,
+    task: &crate::schedule::Task,
+    shared: &[Option<Arc<Vec<f32>>>],
+    have: &mut HashMap<(usize, usize), Vec<f32>>,
+) -> Vec<View> {
+    let mut views: Vec<View> = shared
+        .iter()
+        .map(|s| {
+            s.as_ref()
+                .map_or(View::Unused, |s| View::Shared(Arc::clone(s)))
+        })
+        .collect();
+    for &(a, b) in &task.blocks {
+        let Placement::Partitioned { pos, dim } = plan.placements[a] else {
+            continue;
+        };
+        let bd = plan.bounds[dim].as_ref().expect("bounds");
+        let data = have.remove(&(a, b)).expect("waited for it");
+        views[a] = View::Block {
+            data,
+            pos,
+            lo: bd[b],
+            hi: bd[b + 1],
+        };
+    }
+    views
+}
+
+/// Put the arrays back together from the shared copies and the blocks
+/// that came home; an error when a block did not come back.
+fn rejoin(
+    plan: &Plan,
+    arrays: &mut [DistArray],
+    shared: &[Option<Arc<Vec<f32>>>],
+    home: &mut [Vec<Option<Vec<f32>>>],
+) -> Option<LoopError> {
     let mut failure = None;
     for (a, arr) in arrays.iter_mut().enumerate() {
         match plan.placements[a] {
@@ -189,27 +238,7 @@ where
             Placement::Unused | Placement::Served => {}
         }
     }
-    let mut done = vec![];
-    for (t, r) in results.into_iter().enumerate() {
-        match r {
-            Some(mut d) => {
-                if let Some(e) = d.error.take() {
-                    failure.get_or_insert(e);
-                }
-                done.push(d);
-            }
-            None => {
-                failure.get_or_insert(LoopError::Worker {
-                    worker: plan.tasks[t].worker,
-                    why: format!("task {t} did not finish"),
-                });
-            }
-        }
-    }
-    if let Some(e) = failure {
-        return Err(e);
-    }
-    finish(spec, arrays, done)
+    failure
 }
 
 fn blocks_of(plan: &Plan, a: usize) -> usize {

@@ -294,6 +294,68 @@ fn aligned_pos(spec: &LoopSpec, space: &IterSpace, array: usize, dim: usize) -> 
     })
 }
 
+/// Where each array lives: unused, partitioned along the first of
+/// `part_dims` it is aligned with, replicated when only read, else served.
+fn placements_of(spec: &LoopSpec, space: &IterSpace, part_dims: &[usize]) -> Vec<Placement> {
+    (0..spec.shapes.len())
+        .map(|a| {
+            let accessed: Vec<_> = spec.accesses.iter().filter(|x| x.array == a).collect();
+            if accessed.is_empty() {
+                Placement::Unused
+            } else if let Some((pos, dim)) = part_dims
+                .iter()
+                .find_map(|&d| aligned_pos(spec, space, a, d).map(|pos| (pos, d)))
+            {
+                Placement::Partitioned { pos, dim }
+            } else if accessed.iter().all(|x| !x.mode.writes()) {
+                Placement::Replicated
+            } else {
+                Placement::Served
+            }
+        })
+        .collect()
+}
+
+/// A unimodular schedule's tasks: the points grouped by their time `h · p`
+/// (one step per distinct time, in order), each step's points dealt in
+/// `m` chunks, one per worker.
+fn wavefront_tasks(space: &IterSpace, h: &[i64], m: usize) -> Vec<Task> {
+    let mut by_t: Vec<(i64, u32)> = (0..space.len())
+        .map(|i| {
+            (
+                space
+                    .point(i)
+                    .iter()
+                    .zip(h)
+                    .map(|(&x, &c)| x as i64 * c)
+                    .sum(),
+                i as u32,
+            )
+        })
+        .collect();
+    by_t.sort();
+    let mut tasks = vec![];
+    let mut k = 0;
+    let mut step = 0;
+    while k < by_t.len() {
+        let end = k + by_t[k..].partition_point(|x| x.0 == by_t[k].0);
+        let pts: Vec<u32> = by_t[k..end].iter().map(|x| x.1).collect();
+        let chunk = pts.len().div_ceil(m);
+        for (w, c) in pts.chunks(chunk).enumerate() {
+            tasks.push(Task {
+                worker: w,
+                step,
+                points: c.to_vec(),
+                blocks: vec![],
+                cell: vec![],
+            });
+        }
+        step += 1;
+        k = end;
+    }
+    tasks
+}
+
 fn build(
     spec: &LoopSpec,
     space: &IterSpace,
@@ -311,23 +373,7 @@ fn build(
         }
         Kind::Unimodular { .. } => (m, vec![]),
     };
-    let mut placements = vec![];
-    for a in 0..spec.shapes.len() {
-        let accessed: Vec<_> = spec.accesses.iter().filter(|x| x.array == a).collect();
-        let p = if accessed.is_empty() {
-            Placement::Unused
-        } else if let Some((pos, dim)) = part_dims
-            .iter()
-            .find_map(|&d| aligned_pos(spec, space, a, d).map(|pos| (pos, d)))
-        {
-            Placement::Partitioned { pos, dim }
-        } else if accessed.iter().all(|x| !x.mode.writes()) {
-            Placement::Replicated
-        } else {
-            Placement::Served
-        };
-        placements.push(p);
-    }
+    let placements = placements_of(spec, space, &part_dims);
     let mut bounds: Vec<Option<Vec<usize>>> = vec![None; n];
     let time_blocks = if pipeline { 2 * m } else { m };
     let mut tasks: Vec<Task> = vec![];
@@ -403,41 +449,7 @@ fn build(
             bounds[*s] = Some(bs);
             bounds[*t] = Some(bt);
         }
-        Kind::Unimodular { matrix } => {
-            let h = &matrix[0];
-            let mut by_t: Vec<(i64, u32)> = (0..space.len())
-                .map(|i| {
-                    (
-                        space
-                            .point(i)
-                            .iter()
-                            .zip(h)
-                            .map(|(&x, &c)| x as i64 * c)
-                            .sum(),
-                        i as u32,
-                    )
-                })
-                .collect();
-            by_t.sort();
-            let mut k = 0;
-            let mut step = 0;
-            while k < by_t.len() {
-                let end = k + by_t[k..].partition_point(|x| x.0 == by_t[k].0);
-                let pts: Vec<u32> = by_t[k..end].iter().map(|x| x.1).collect();
-                let chunk = pts.len().div_ceil(m);
-                for (w, c) in pts.chunks(chunk).enumerate() {
-                    tasks.push(Task {
-                        worker: w,
-                        step,
-                        points: c.to_vec(),
-                        blocks: vec![],
-                        cell: vec![],
-                    });
-                }
-                step += 1;
-                k = end;
-            }
-        }
+        Kind::Unimodular { matrix } => tasks = wavefront_tasks(space, &matrix[0], m),
     }
     if let Kind::OneD { .. } = kind {
         for (w, task) in tasks.iter_mut().enumerate() {
