@@ -140,7 +140,7 @@ where
                     }
                     worker_tasks[w].pop_front();
                     let views =
-                        task_views(plan, task, (&shared, &master), &mut blocks, &mut next_user);
+                        task_views(plan, task, &shared, &master, &mut blocks, &mut next_user);
                     to_worker[w]
                         .send((t, views))
                         .map_err(|_| LoopError::Worker {
@@ -261,7 +261,8 @@ impl Travel {
 fn task_views(
     plan: &Plan,
     task: &crate::schedule::Task,
-    (shared, master): (&[Option<Arc<Vec<f32>>>], &[Option<Vec<f32>>]),
+    shared: &[Option<Arc<Vec<f32>>>],
+    master: &[Option<Vec<f32>>],
     blocks: &mut [Vec<Option<Vec<f32>>>],
     next_user: &mut [Vec<usize>],
 ) -> Vec<View> {
