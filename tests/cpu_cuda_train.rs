@@ -14,7 +14,9 @@
 //! (`TOFU_CUDA_FAULT=skip-sync`) the host-staged comparison fails. Too
 //! little device memory is an error naming the rank, the tensor and the
 //! bytes, not a crash; a rank process killed under `tofu launch` fails the
-//! launch within its grace period, naming the rank, never a hang.
+//! launch within its grace period, naming the rank, never a hang; a CUDA
+//! run killed after a checkpoint resumes on CUDA with the uninterrupted
+//! run's losses bit for bit.
 //!
 //! A root-package test so that `CARGO_BIN_EXE_tofu` is this build's binary
 //! (feature `cuda`). Needs g++ (the stand-in compiles kernels with it) and
@@ -369,4 +371,85 @@ fn a_killed_rank_process_fails_the_cuda_launch_naming_it() {
     };
     std::thread::sleep(std::time::Duration::from_secs(3)); // training by now
     tofu_tests::kill_rank_and_wait(child, &victim, 1);
+}
+
+/// The newest `step-N` checkpoint in `ck`.
+fn latest_checkpoint(ck: &Path) -> Option<u64> {
+    std::fs::read_dir(ck)
+        .ok()?
+        .filter_map(|e| {
+            e.ok()?
+                .file_name()
+                .to_str()?
+                .strip_prefix("step-")?
+                .parse::<u64>()
+                .ok()
+        })
+        .max()
+}
+
+/// A CUDA run killed (SIGKILL, the whole process group: the stand-in's
+/// wrapper and tofu) after its second checkpoint resumes on CUDA with the
+/// uninterrupted CUDA run's losses, bit for bit (issue 37, item 3).
+#[test]
+fn a_killed_cuda_run_resumes_with_bit_identical_losses() {
+    use std::os::unix::process::CommandExt;
+    if !ready() {
+        return;
+    }
+    let dir = tofu_tests::temp_dir("cuda-train-kill");
+    let ck = dir.join("ck");
+    let ck_s = ck.to_str().unwrap();
+    let child = Command::new("bash")
+        .arg(root().join("scripts/cpu-cuda.sh"))
+        .args(["--", env!("CARGO_BIN_EXE_tofu"), "train"])
+        .args(MODEL)
+        .args(["--json", "--backend", "cuda", "--steps", "100000000"])
+        .args(["--checkpoint-every", "10", "--checkpoint-dir", ck_s])
+        .env_remove("TOFU_SPECS")
+        .env("TOFU_CPU_CUDA_SEED", "5")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .process_group(0)
+        .spawn()
+        .expect("running scripts/cpu-cuda.sh");
+    let t0 = std::time::Instant::now();
+    while !ck.join("step-00000020").is_dir() {
+        assert!(
+            t0.elapsed().as_secs() < 300,
+            "no second checkpoint in 300 s"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    let group = format!("-{}", child.id());
+    let killed = Command::new("kill")
+        .args(["-KILL", "--", &group])
+        .status()
+        .expect("running kill");
+    assert!(killed.success(), "kill -KILL -- {group}");
+    let mut child = child;
+    child.wait().unwrap();
+    let latest = latest_checkpoint(&ck).expect("a checkpoint");
+    let total = (latest + 20).to_string();
+    let resume = ["--steps", &total, "--checkpoint-dir", ck_s, "--resume"];
+    let resumed = losses(&lines(&cuda(&resume, 6, &[]), "cuda resumed"));
+    let full = losses(&lines(&cuda(&["--steps", &total], 7, &[]), "cuda, whole"));
+    assert_eq!(
+        resumed.iter().map(|r| r.0).collect::<Vec<_>>(),
+        (latest..latest + 20).collect::<Vec<_>>()
+    );
+    for &(s, l) in &resumed {
+        let w = full
+            .iter()
+            .find(|f| f.0 == s)
+            .expect("the step in the whole run")
+            .1;
+        assert_eq!(
+            l.to_bits(),
+            w.to_bits(),
+            "step {s}: resumed {l} vs whole {w}"
+        );
+    }
+    println!("killed at checkpoint {latest}: 20 resumed steps bit-identical");
+    let _ = std::fs::remove_dir_all(&dir);
 }
