@@ -10,7 +10,9 @@
 #   bash scripts/plan-digests.sh TOFU_BIN --check    # compare with tests/golden/plan-digests.txt
 #
 # The committed digests were made by the tofu of commit 6b9bd96 (before the
-# `graph`/`program` crates and `BoundPlan`). A release build takes ~2 min.
+# `graph`/`program` crates and `BoundPlan`), built with `cargo build
+# --release`. The whole list takes ~40 min on 2 cores (the LSTMs at k = 8
+# dominate).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=$(realpath "${1:?usage: plan-digests.sh TOFU_BIN [--check]}")
