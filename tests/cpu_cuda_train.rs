@@ -373,21 +373,6 @@ fn a_killed_rank_process_fails_the_cuda_launch_naming_it() {
     tofu_tests::kill_rank_and_wait(child, &victim, 1);
 }
 
-/// The newest `step-N` checkpoint in `ck`.
-fn latest_checkpoint(ck: &Path) -> Option<u64> {
-    std::fs::read_dir(ck)
-        .ok()?
-        .filter_map(|e| {
-            e.ok()?
-                .file_name()
-                .to_str()?
-                .strip_prefix("step-")?
-                .parse::<u64>()
-                .ok()
-        })
-        .max()
-}
-
 /// A CUDA run killed (SIGKILL, the whole process group: the stand-in's
 /// wrapper and tofu) after its second checkpoint resumes on CUDA with the
 /// uninterrupted CUDA run's losses, bit for bit (issue 37, item 3).
@@ -429,7 +414,7 @@ fn a_killed_cuda_run_resumes_with_bit_identical_losses() {
     assert!(killed.success(), "kill -KILL -- {group}");
     let mut child = child;
     child.wait().unwrap();
-    let latest = latest_checkpoint(&ck).expect("a checkpoint");
+    let latest = tofu_tests::latest_checkpoint(&ck).expect("a checkpoint");
     let total = (latest + 20).to_string();
     let resume = ["--steps", &total, "--checkpoint-dir", ck_s, "--resume"];
     let resumed = losses(&lines(&cuda(&resume, 6, &[]), "cuda resumed"));

@@ -13,6 +13,22 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
 
+/// The step of the newest `step-N` checkpoint directory in `ck` (`tofu
+/// train --checkpoint-dir`); `None` when there is none or `ck` is missing.
+pub fn latest_checkpoint(ck: &Path) -> Option<u64> {
+    std::fs::read_dir(ck)
+        .ok()?
+        .filter_map(|e| {
+            e.ok()?
+                .file_name()
+                .to_str()?
+                .strip_prefix("step-")?
+                .parse::<u64>()
+                .ok()
+        })
+        .max()
+}
+
 /// The workspace root.
 pub fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")

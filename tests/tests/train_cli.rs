@@ -204,18 +204,7 @@ fn a_run_killed_after_a_checkpoint_resumes_with_bit_identical_losses() {
     }
     child.kill().unwrap(); // SIGKILL
     child.wait().unwrap();
-    let latest = std::fs::read_dir(&ck)
-        .unwrap()
-        .filter_map(|e| {
-            e.unwrap()
-                .file_name()
-                .to_str()?
-                .strip_prefix("step-")?
-                .parse::<u64>()
-                .ok()
-        })
-        .max()
-        .unwrap();
+    let latest = tofu_tests::latest_checkpoint(&ck).expect("a checkpoint");
     let total = (latest + 40).to_string();
     let resumed = train(
         &[
