@@ -14,7 +14,10 @@
 //! (`TOFU_CUDA_FAULT=skip-sync`) the host-staged comparison fails. Too
 //! little device memory is an error naming the rank, the tensor and the
 //! bytes, not a crash; a rank process killed under `tofu launch` fails the
-//! launch within its grace period, naming the rank, never a hang; a CUDA
+//! launch within its grace period, naming the rank, never a hang; a rank
+//! stopped (SIGSTOP, no connection closed) makes the other's collective time
+//! out under the NCCL watchdog (`TOFU_NCCL_TIMEOUT_S`), which aborts the
+//! communicator and fails the launch naming the rank; a CUDA
 //! run killed after a checkpoint resumes on CUDA with the uninterrupted
 //! run's losses bit for bit.
 //!
@@ -22,6 +25,11 @@
 //! (feature `cuda`). Needs g++ (the stand-in compiles kernels with it) and
 //! `digits.csv` (`scripts/fetch-digits.sh`): without them it prints
 //! `SKIPPED` and passes, and fails when `CI` is set.
+//!
+//! Behind `--ignored` (minutes each: the stand-in compiles every kernel with
+//! g++ once): cnn-8-64 on Fashion-MNIST and gpt-2-64 on KJV, 100 steps each,
+//! the CPU run's losses at every step within [`TOL`]:
+//! `cargo test --features cuda --test cpu_cuda_train -- --ignored`.
 #![cfg(feature = "cuda")]
 
 use std::path::Path;
@@ -65,9 +73,14 @@ const MODEL: [&str; 6] = ["--model", "mlp-3-256", "--workers", "2", "--data", "d
 
 /// `tofu train MODEL --json ARGS` on the CPU backend.
 fn cpu(args: &[&str]) -> Output {
+    cpu_of(&MODEL, args)
+}
+
+/// `tofu train MODEL_ARGS --json ARGS` on the CPU backend.
+fn cpu_of(model: &[&str], args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_tofu"))
         .arg("train")
-        .args(MODEL)
+        .args(model)
         .arg("--json")
         .args(args)
         .env_remove("TOFU_SPECS")
@@ -78,13 +91,24 @@ fn cpu(args: &[&str]) -> Output {
 /// `tofu LAUNCH train MODEL --json --backend cuda ARGS` under the stand-in
 /// with delays seeded by `seed`, and `env` (`launch` empty: one process).
 fn under_stand_in(launch: &[&str], args: &[&str], seed: u64, env: &[(&str, &str)]) -> Output {
+    stand_in_of(&MODEL, launch, args, seed, env)
+}
+
+/// [`under_stand_in`] of `tofu train MODEL_ARGS`.
+fn stand_in_of(
+    model: &[&str],
+    launch: &[&str],
+    args: &[&str],
+    seed: u64,
+    env: &[(&str, &str)],
+) -> Output {
     Command::new("bash")
         .arg(root().join("scripts/cpu-cuda.sh"))
         .arg("--")
         .arg(env!("CARGO_BIN_EXE_tofu"))
         .args(launch)
         .arg("train")
-        .args(MODEL)
+        .args(model)
         .args(["--json", "--backend", "cuda"])
         .args(args)
         .env_remove("TOFU_SPECS")
@@ -177,6 +201,53 @@ fn training_on_cuda_gives_the_cpu_losses_at_every_step() {
         );
         assert_eq!(a["test_accuracy"], b["test_accuracy"], "{what}");
     }
+}
+
+/// The zoo's `model` on the cached data set `data` (fetched by
+/// `scripts/fetch-DATA.sh`, checked by `file`): 100 steps on the CPU and
+/// under the stand-in (NCCL between two devices), losses compared at every
+/// step. Slow (the stand-in compiles every kernel with g++ the first time;
+/// minutes per model): `--ignored`.
+fn zoo_model_gives_the_cpu_losses(model: &[&str], data: &str, file: &str) {
+    let cached = datasets::cache_dir().join(file);
+    assert!(
+        cached.is_file(),
+        "{} is missing: run scripts/fetch-{data}.sh",
+        cached.display()
+    );
+    let steps = ["--steps", "100"];
+    let model = [model, &["--workers", "2", "--data", data]].concat();
+    let want = losses(&lines(&cpu_of(&model, &steps), "cpu"));
+    assert_eq!(want.len(), 100);
+    let args = [&steps[..], &["--devices", "0,1"]].concat();
+    let got = losses(&lines(&stand_in_of(&model, &[], &args, 3, &[]), "cuda"));
+    assert_eq!(got.len(), 100);
+    let rel = max_rel(&got, &want);
+    println!(
+        "{}: max relative difference of the 100 losses from the CPU run's: {rel:e} (first {:.6}, last {:.6})",
+        model[1], want[0].1, want[99].1
+    );
+    assert!(rel <= TOL, "{rel:e} > {TOL:e}");
+}
+
+#[test]
+#[ignore = "minutes: the stand-in compiles the CNN's kernels with g++"]
+fn cnn_on_fashion_mnist_under_the_stand_in_gives_the_cpu_losses() {
+    zoo_model_gives_the_cpu_losses(
+        &["--model", "cnn-8-64"],
+        "fashion-mnist",
+        "fashion-mnist/train-images-idx3-ubyte",
+    );
+}
+
+#[test]
+#[ignore = "minutes: the stand-in compiles the GPT's kernels with g++"]
+fn gpt_on_kjv_under_the_stand_in_gives_the_cpu_losses() {
+    zoo_model_gives_the_cpu_losses(
+        &["--model", "gpt-2-64", "--batch", "16"],
+        "kjv",
+        "kjv/kjv.txt",
+    );
 }
 
 #[test]
@@ -326,37 +397,24 @@ fn pid_of_rank(rank: usize, mark: &str) -> Option<String> {
     })
 }
 
-#[test]
-fn a_killed_rank_process_fails_the_cuda_launch_naming_it() {
-    if !ready() {
-        return;
-    }
-    let mark = format!("TOFU_TEST_MARK=cuda-kill-{}", std::process::id());
+/// An endless `tofu launch --nproc-per-node 2 -- train … --backend cuda`
+/// under the stand-in, its processes marked with `TOFU_TEST_MARK=name-PID`
+/// and given `env`; gives the launch and rank 1's pid once it is training.
+fn endless_launch(name: &str, env: &[(&str, &str)]) -> (std::process::Child, String) {
+    let mark = format!("TOFU_TEST_MARK={name}-{}", std::process::id());
     let (k, v) = mark.split_once('=').unwrap();
     let port = tofu_tests::free_port();
     let child = Command::new("bash")
         .arg(root().join("scripts/cpu-cuda.sh"))
         .args(["--", env!("CARGO_BIN_EXE_tofu"), "launch"])
-        .args([
-            "--nproc-per-node",
-            "2",
-            "--grace-s",
-            "2",
-            "--master-port",
-            &port,
-        ])
-        .args(["--", "train"])
+        .args(["--nproc-per-node", "2", "--grace-s", "2"])
+        .args(["--master-port", &port, "--", "train"])
         .args(MODEL)
-        .args([
-            "--backend",
-            "cuda",
-            "--steps",
-            "100000000",
-            "--log-every",
-            "1000",
-        ])
+        .args(["--backend", "cuda", "--steps", "100000000"])
+        .args(["--log-every", "1000"])
         .env_remove("TOFU_SPECS")
         .env(k, v)
+        .envs(env.iter().copied())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
         .spawn()
@@ -370,7 +428,48 @@ fn a_killed_rank_process_fails_the_cuda_launch_naming_it() {
         std::thread::sleep(std::time::Duration::from_millis(20));
     };
     std::thread::sleep(std::time::Duration::from_secs(3)); // training by now
+    (child, victim)
+}
+
+#[test]
+fn a_killed_rank_process_fails_the_cuda_launch_naming_it() {
+    if !ready() {
+        return;
+    }
+    let (child, victim) = endless_launch("cuda-kill", &[]);
     tofu_tests::kill_rank_and_wait(child, &victim, 1);
+}
+
+#[test]
+fn a_stopped_rank_times_out_the_others_collective_which_aborts_and_names_it() {
+    if !ready() {
+        return;
+    }
+    // Rank 1 stopped (SIGSTOP) mid-training closes no connection: rank 0's
+    // all-reduce waits for it until its NCCL watchdog's limit, then aborts
+    // the communicator and fails naming itself; the launch then fails.
+    let (child, victim) = endless_launch("cuda-stop", &[("TOFU_NCCL_TIMEOUT_S", "3")]);
+    let stopped = Command::new("kill").args(["-STOP", &victim]).status();
+    assert!(
+        stopped.expect("running kill").success(),
+        "kill -STOP {victim}"
+    );
+    let t1 = std::time::Instant::now();
+    let out = child.wait_with_output().expect("waiting for the launch");
+    let _ = Command::new("kill").args(["-KILL", &victim]).status();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "the launch succeeded: {err}");
+    // 3 s of the watchdog, the grace period, and the stand-in's slowness;
+    // far below the stand-in's own 120 s limit on a collective.
+    assert!(t1.elapsed().as_secs() < 60, "{:?}: {err}", t1.elapsed());
+    assert!(
+        err.contains("rank 0: synchronize: NCCL work did not finish within")
+            && err.contains("ncclCommAbort")
+            && err.contains("TOFU_NCCL_TIMEOUT_S"),
+        "{err}"
+    );
+    assert!(err.contains("rank 0 failed first"), "{err}");
+    println!("stopped rank 1: the launch failed after {:?}", t1.elapsed());
 }
 
 /// A CUDA run killed (SIGKILL, the whole process group: the stand-in's

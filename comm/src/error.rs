@@ -104,6 +104,21 @@ pub enum CommError {
         /// How long this rank waited.
         waited: Duration,
     },
+    /// Work queued on a device communicator (NCCL) did not finish within
+    /// its timeout: a peer is hung, dead, or in another collective. The
+    /// communicator was aborted (`ncclCommAbort`, as PyTorch's NCCL watchdog
+    /// does) so that no rank hangs; NCCL does not say which peer is missing.
+    #[error("rank {rank}: {op}: NCCL work did not finish within {waited:?}: another rank is hung, dead or in a different collective; this rank aborted its communicator (ncclCommAbort). Set {setting} to wait longer")]
+    CollectiveTimeout {
+        /// Reporting rank.
+        rank: Rank,
+        /// The call.
+        op: &'static str,
+        /// How long this rank waited.
+        waited: Duration,
+        /// The setting of the limit (an environment variable).
+        setting: &'static str,
+    },
     /// Another rank failed (or panicked) and aborted the communicator.
     #[error("rank {rank}: {op}: communicator aborted by rank {origin}: {reason}")]
     Aborted {

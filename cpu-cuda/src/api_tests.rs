@@ -289,3 +289,52 @@ fn nccl_between_two_processes_reduces() {
     let out = child.wait_with_output().expect("second process");
     assert!(out.status.success(), "the second process failed");
 }
+
+/// An all-reduce queued on `comm` (whose peer never calls), on a fresh
+/// stream of the current device; gives the stream.
+fn waiting_all_reduce(comm: *mut c_void) -> *mut c_void {
+    let buf = upload(&values(4, 40));
+    let mut s = null_mut();
+    assert_eq!(cuStreamCreate(&mut s, 1), CUDA_SUCCESS);
+    assert_eq!(ncclAllReduce(buf as _, buf as _, 4, 7, 0, comm, s), 0);
+    s
+}
+
+#[test]
+fn an_abort_ends_a_call_waiting_for_a_peer_and_is_an_async_error() {
+    let _one = serial();
+    // Between threads: rank 0 waits for rank 1, which aborts instead.
+    let comms = init_all(2);
+    bind(0);
+    let s = waiting_all_reduce(comms[0] as _);
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    let mut e = 0;
+    assert_eq!(ncclCommGetAsyncError(comms[0] as _, &mut e), 0);
+    assert_eq!(e, 0, "no error while the call waits");
+    assert_eq!(ncclCommAbort(comms[1] as _), 0);
+    assert_eq!(cuStreamSynchronize(s), CUDA_ERROR_LAUNCH_FAILED);
+    assert_eq!(ncclCommGetAsyncError(comms[0] as _, &mut e), 0);
+    assert_eq!(e, 6, "ncclRemoteError once the call failed");
+    assert_eq!(cuStreamDestroy_v2(s), CUDA_SUCCESS);
+    assert_eq!(ncclCommAbort(comms[0] as _), 0);
+}
+
+#[test]
+fn aborting_a_rank_of_a_served_clique_ends_its_call_in_flight_at_once() {
+    let _one = serial();
+    // Rank 0 of 2 through the id's server; rank 1 never joins. Its own
+    // abort must end the call in flight (the NCCL watchdog's way out), not
+    // wait for the stand-in's timeout (120 s).
+    let mut id = UniqueId { internal: [0; 128] };
+    assert_eq!(ncclGetUniqueId(&mut id), 0);
+    bind(0);
+    let mut c = null_mut();
+    assert_eq!(ncclCommInitRank(&mut c, 2, id, 0), 0);
+    let s = waiting_all_reduce(c);
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    let t0 = std::time::Instant::now();
+    assert_eq!(ncclCommAbort(c), 0);
+    assert_eq!(cuStreamSynchronize(s), CUDA_ERROR_LAUNCH_FAILED);
+    assert!(t0.elapsed().as_secs() < 10, "{:?}", t0.elapsed());
+    assert_eq!(cuStreamDestroy_v2(s), CUDA_SUCCESS);
+}

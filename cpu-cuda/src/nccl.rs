@@ -16,7 +16,7 @@
 
 use std::cell::RefCell;
 use std::ffi::{c_char, c_int, c_void};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use crate::device::{current, devices, stream_of};
@@ -34,6 +34,8 @@ const NCCL_SUCCESS: NcclResult = 0;
 const NCCL_SYSTEM_ERROR: NcclResult = 2;
 const NCCL_INVALID_ARGUMENT: NcclResult = 4;
 const NCCL_INVALID_USAGE: NcclResult = 5;
+/// `ncclRemoteError`: a peer failed or a connection broke.
+const NCCL_REMOTE_ERROR: NcclResult = 6;
 /// `ncclFloat32`.
 const FLOAT32: c_int = 7;
 
@@ -63,6 +65,8 @@ pub struct Comm {
     device: usize,
     /// Calls issued so far (the next call's sequence number).
     seq: AtomicU64,
+    /// Whether a call of it failed on its stream (`ncclCommGetAsyncError`).
+    failed: Arc<AtomicBool>,
 }
 
 /// A call waiting for the end of its group.
@@ -83,6 +87,9 @@ pub extern "C" fn ncclGetErrorString(r: NcclResult) -> *const c_char {
         NCCL_INVALID_ARGUMENT => c"invalid argument (tofu-cpu-cuda)".as_ptr(),
         NCCL_INVALID_USAGE => {
             c"invalid usage (tofu-cpu-cuda: e.g. a unique id of another process)".as_ptr()
+        }
+        NCCL_REMOTE_ERROR => {
+            c"remote process exited or there was a network error (tofu-cpu-cuda)".as_ptr()
         }
         _ => c"internal error (tofu-cpu-cuda)".as_ptr(),
     }
@@ -144,6 +151,7 @@ fn new_comm(
         rank,
         device,
         seq: AtomicU64::new(0),
+        failed: Arc::new(AtomicBool::new(false)),
     });
     put(out, Box::into_raw(c) as *mut c_void);
     NCCL_SUCCESS
@@ -231,6 +239,25 @@ pub extern "C" fn ncclCommAbort(comm: *mut c_void) -> NcclResult {
     NCCL_SUCCESS
 }
 
+/// `ncclRemoteError` once a call of `comm` failed on its stream (a peer
+/// that aborted or exited, a timeout), else `ncclSuccess`.
+#[no_mangle]
+pub extern "C" fn ncclCommGetAsyncError(comm: *mut c_void, error: *mut NcclResult) -> NcclResult {
+    if comm.is_null() || error.is_null() {
+        return NCCL_INVALID_ARGUMENT;
+    }
+    // SAFETY: a live communicator handle.
+    let c = unsafe { &*(comm as *const Comm) };
+    let e = if c.failed.load(Ordering::SeqCst) {
+        NCCL_REMOTE_ERROR
+    } else {
+        NCCL_SUCCESS
+    };
+    // SAFETY: the caller's `ncclResult_t`.
+    unsafe { *error = e };
+    NCCL_SUCCESS
+}
+
 #[no_mangle]
 pub extern "C" fn ncclGroupStart() -> NcclResult {
     GROUP.with(|g| g.borrow_mut().0 += 1);
@@ -286,6 +313,7 @@ fn issue(p: Pending) -> NcclResult {
     }
     let seq = comm.seq.fetch_add(1, Ordering::Relaxed);
     let (transport, rank) = (comm.transport.clone(), comm.rank);
+    let failed = comm.failed.clone();
     stream.enqueue(
         Delay::Random,
         Box::new(move || {
@@ -298,6 +326,7 @@ fn issue(p: Pending) -> NcclResult {
                 Ok(()) => CUDA_SUCCESS,
                 Err(e) => {
                     eprintln!("tofu-cpu-cuda: NCCL rank {rank}: {e}");
+                    failed.store(true, Ordering::SeqCst);
                     CUDA_ERROR_LAUNCH_FAILED
                 }
             }

@@ -161,6 +161,9 @@ fn serve_call(
 /// A rank's connection to its clique's server.
 pub struct Remote {
     conn: Mutex<(BufReader<UnixStream>, BufWriter<UnixStream>)>,
+    /// The socket again, outside the lock: [`Remote::close`] must not wait
+    /// for a call in flight (it is how `ncclCommAbort` ends one).
+    shutdown: UnixStream,
     /// Ranks in the clique.
     pub n: usize,
 }
@@ -174,15 +177,16 @@ impl Remote {
         put_u64(&mut w, rank as u64)?;
         w.flush()?;
         Ok(Arc::new(Remote {
+            shutdown: s.try_clone()?,
             conn: Mutex::new((BufReader::new(s), w)),
             n,
         }))
     }
 
-    /// Close the connection (the server aborts the clique).
+    /// Close the connection (the server aborts the clique), ending a call
+    /// in flight on it with an error.
     pub fn close(&self) {
-        let c = self.conn.lock().expect("connection");
-        let _ = c.1.get_ref().shutdown(std::net::Shutdown::Both);
+        let _ = self.shutdown.shutdown(std::net::Shutdown::Both);
     }
 
     /// Run rank `me`'s call `seq` through the server and write its outputs.

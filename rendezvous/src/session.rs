@@ -216,6 +216,14 @@ impl Session {
         self.shut()
     }
 
+    /// Leave the session after this rank failed (`reason`), without
+    /// waiting for the other ranks: they may be hung (a stopped process
+    /// closes no connection and would hold rank 0 here for the whole
+    /// timeout); they see this rank gone and fail naming it.
+    pub fn abandon(mut self, reason: &str) {
+        self.fail_with(reason.to_string());
+    }
+
     fn shut(&mut self) -> Result<(), RendezvousError> {
         if self.failed.is_none() {
             let _ = send(&mut self.stream, &ToHost::Close);
@@ -305,8 +313,13 @@ impl Session {
 
     /// Remember the first error; later collectives fail at once.
     fn fail(&mut self, e: &RendezvousError) {
+        self.fail_with(e.to_string());
+    }
+
+    /// [`Session::fail`] for a failure in words.
+    fn fail_with(&mut self, reason: String) {
         if self.failed.is_none() {
-            self.failed = Some(e.to_string());
+            self.failed = Some(reason);
         }
         let _ = self.stream.shutdown(std::net::Shutdown::Both);
         if let Some(host) = self.host.take() {

@@ -294,3 +294,32 @@ fn a_failed_session_stays_failed() {
     );
     assert!(second.to_string().contains(first.as_str()), "{second}");
 }
+
+/// Rank 0 fails while rank 1 is hung (it keeps its session open and sends
+/// nothing): `abandon` leaves at once, where `close` waits for rank 1 up to
+/// the timeout (the control).
+#[test]
+fn a_failing_rank_zero_abandons_without_waiting_for_a_hung_peer() {
+    for abandon in [true, false] {
+        let port = free_port();
+        let out = ranks(all(2, port), Duration::from_secs(3), move |s| {
+            if s.rank() == 1 {
+                thread::sleep(Duration::from_secs(4));
+                return Ok(0.0);
+            }
+            let t = Instant::now();
+            if abandon {
+                s.abandon("rank 0 failed");
+            } else {
+                let _ = s.close();
+            }
+            Ok(t.elapsed().as_secs_f64())
+        });
+        let left = *out[0].0.as_ref().expect("rank 0");
+        if abandon {
+            assert!(left < 0.5, "abandon waited {left} s");
+        } else {
+            assert!(left > 2.5, "close waited only {left} s");
+        }
+    }
+}

@@ -41,9 +41,15 @@ pub fn run(
     let (comm, session) = train::launched::join_tcp(&env, TIMEOUT).map_err(lib_err)?;
     let rank = env.rank;
     let program = &progs.programs[rank];
-    let (report, _comm) =
-        run_rank_fed(program, CpuBackend::new(), comm, opts, None, given, &NoFeed)
-            .map_err(lib_err)?;
+    let run = run_rank_fed(program, CpuBackend::new(), comm, opts, None, given, &NoFeed);
+    let (report, _comm) = match run {
+        Ok(r) => r,
+        Err(e) => {
+            // Failing: leave at once, not after the peers (maybe hung).
+            session.abandon(&e.to_string());
+            return Err(lib_err(e));
+        }
+    };
     let sent: u64 = report.bytes_sent.iter().sum();
     let predicted = progs.predicted_bytes_per_rank[rank] * opts.steps as u64;
     if args.json {

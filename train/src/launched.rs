@@ -107,10 +107,17 @@ pub fn train_launched(
             )
         }
     };
-    let report = report?;
     let session = session
         .into_inner()
         .map_err(|_| TrainError::Model("the rendezvous session was poisoned".into()))?;
+    let report = match report {
+        Ok(r) => r,
+        Err(e) => {
+            // Failing: leave at once, not after the peers (maybe hung).
+            session.abandon(&e.to_string());
+            return Err(e);
+        }
+    };
     session
         .close()
         .map_err(|e| TrainError::Model(format!("rank {}: {e}", env.rank)))?;

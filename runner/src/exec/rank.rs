@@ -396,10 +396,13 @@ impl<'p, B: Backend, C: Collectives<B::Buffer>> RankRunner<'p, B, C> {
         }
     }
 
-    /// Wait for the backend's and the communicator's queued work.
+    /// Wait for the communicator's and the backend's queued work: the
+    /// communicator's first, since a device communicator's wait has the
+    /// time limit that turns a hung peer into an error (the NCCL watchdog);
+    /// the backend's wait then finds its stream drained.
     fn synchronize(&mut self) -> Result<(), ExecError> {
-        self.be(self.backend.synchronize())?;
-        self.comm.synchronize().map_err(|e| self.comm_err(e))
+        self.comm.synchronize().map_err(|e| self.comm_err(e))?;
+        self.be(self.backend.synchronize())
     }
 }
 

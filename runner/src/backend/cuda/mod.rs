@@ -45,6 +45,8 @@ mod nccl;
 #[cfg(feature = "cuda")]
 mod nccl_api;
 #[cfg(feature = "cuda")]
+mod nccl_watchdog;
+#[cfg(feature = "cuda")]
 mod nvrtc;
 #[cfg(feature = "cuda")]
 pub use buffer::CudaBuffer;

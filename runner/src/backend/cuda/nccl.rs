@@ -6,7 +6,11 @@
 //! NCCL refuses two ranks on one GPU); gives one communicator per rank whose
 //! calls are enqueued on that backend's stream, so they are ordered with its
 //! kernels and copies and never touch the host. [`Communicator::synchronize`]
-//! waits for the stream.
+//! waits for the stream under the watchdog of [`super::nccl_watchdog`]: work
+//! that has not finished within `TOFU_NCCL_TIMEOUT_S` (default 600 s), a
+//! failed stream or an NCCL asynchronous error aborts the communicator
+//! (`ncclCommAbort`) and fails the call naming the rank; later calls on an
+//! aborted communicator fail at once.
 //!
 //! NCCL has no collectives with uneven per-rank counts: an uneven
 //! reduce-scatter is a group of `ncclReduce` calls (block j reduced onto rank
@@ -16,12 +20,14 @@
 
 use std::ffi::c_int;
 use std::sync::Arc;
+use std::time::Duration;
 
 use comm::traffic::{self, Traffic};
 use comm::{ByteCounters, Collectives, CommError, Communicator, P2p, Rank, ReduceOp};
 use cudarc::driver::CudaStream;
 
 use super::nccl_api::{grouped, nccl, CommPtr, NcclApi, RawComm, StreamPtr, UniqueId, FLOAT32};
+use super::nccl_watchdog::{self, nccl_timeout, Waited, NCCL_TIMEOUT_ENV};
 use super::{CudaBackend, CudaBuffer};
 use crate::backend::BackendError;
 
@@ -32,6 +38,8 @@ pub struct NcclCommunicator {
     rank: usize,
     world: usize,
     counters: ByteCounters,
+    /// How long [`Communicator::synchronize`] waits before it aborts.
+    timeout: Duration,
 }
 
 // SAFETY: an NCCL communicator may be used from any thread as long as calls
@@ -72,6 +80,7 @@ impl NcclCommunicator {
         backend: &CudaBackend,
         rank: usize,
         world: usize,
+        timeout: Duration,
     ) -> Self {
         NcclCommunicator {
             comm: RawComm { api, ptr },
@@ -79,6 +88,7 @@ impl NcclCommunicator {
             rank,
             world,
             counters: ByteCounters::new(world),
+            timeout,
         }
     }
 
@@ -88,6 +98,7 @@ impl NcclCommunicator {
     /// Errors: libnccl missing, two backends on one device, an NCCL failure.
     pub fn for_backends(backends: &[CudaBackend]) -> Result<Vec<Self>, BackendError> {
         let fail = nccl_fail;
+        let timeout = nccl_timeout().map_err(fail)?;
         let api = nccl()?;
         let mut seen = std::collections::HashSet::new();
         for b in backends {
@@ -112,7 +123,7 @@ impl NcclCommunicator {
             .into_iter()
             .zip(backends)
             .enumerate()
-            .map(|(r, (p, b))| Self::new(api, p, b, r, world))
+            .map(|(r, (p, b))| Self::new(api, p, b, r, world, timeout))
             .collect())
     }
 
@@ -150,6 +161,7 @@ impl NcclCommunicator {
             .map_err(|v: Vec<_>| {
                 nccl_fail(format!("an NCCL unique id has 128 bytes, got {}", v.len()))
             })?;
+        let timeout = nccl_timeout().map_err(nccl_fail)?;
         let api = nccl()?;
         let what = format!(
             "ncclCommInitRank (rank {rank} of {world}, device {})",
@@ -169,11 +181,34 @@ impl NcclCommunicator {
         };
         api.check(status)
             .map_err(|e| nccl_fail(format!("{what}: {e}")))?;
-        Ok(Self::new(api, ptr, backend, rank, world))
+        Ok(Self::new(api, ptr, backend, rank, world, timeout))
     }
 
     fn api(&self) -> &'static NcclApi {
         self.comm.api
+    }
+
+    /// The communicator, or an error naming `op` where it was aborted.
+    fn live(&self, op: &'static str) -> Result<CommPtr, CommError> {
+        if self.comm.ptr.is_null() {
+            return Err(self.err(
+                op,
+                "this rank's communicator was aborted after an earlier failure",
+            ));
+        }
+        Ok(self.comm.ptr)
+    }
+
+    /// Abort the communicator (its queued and later calls fail, here and
+    /// on the peers); `e` with what the abort said added.
+    fn abort_after(&mut self, e: CommError) -> CommError {
+        match self.comm.abort() {
+            Ok(()) => e,
+            Err(a) => self.err(
+                "ncclCommAbort",
+                format!("{e}; then ncclCommAbort failed: {a}"),
+            ),
+        }
     }
 
     fn raw_stream(&self) -> StreamPtr {
@@ -298,9 +333,21 @@ impl Communicator for NcclCommunicator {
     }
 
     fn synchronize(&mut self) -> Result<(), CommError> {
-        self.stream
-            .synchronize()
-            .map_err(|e| self.err("synchronize", e))
+        const OP: &str = "synchronize";
+        self.live(OP)?;
+        let comm = &self.comm;
+        let e = match nccl_watchdog::wait(&self.stream, self.timeout, || comm.async_error()) {
+            Waited::Done => return Ok(()),
+            Waited::Failed(e) => self.err(OP, format!("the stream failed: {e}")),
+            Waited::AsyncError(e) => self.err(OP, format!("asynchronous error: {e}")),
+            Waited::TimedOut(waited) => CommError::CollectiveTimeout {
+                rank: Rank(self.rank),
+                op: OP,
+                waited,
+                setting: NCCL_TIMEOUT_ENV,
+            },
+        };
+        Err(self.abort_after(e))
     }
 }
 
@@ -308,7 +355,7 @@ impl Collectives<CudaBuffer> for NcclCommunicator {
     fn all_reduce(&mut self, buf: &mut CudaBuffer, op: ReduceOp) -> Result<(), CommError> {
         let n = buf.len();
         let p = at(buf.ptr_mut(), 0);
-        let (c, s) = (self.comm.ptr, self.raw_stream());
+        let (c, s) = (self.live("all_reduce")?, self.raw_stream());
         // SAFETY: in place on `n` elements of `buf`, on its stream.
         let r = self.call(unsafe { (self.api().all_reduce)(p, p, n, FLOAT32, op_of(op), c, s) });
         r.map_err(|e| self.err("all_reduce", e))?;
@@ -331,7 +378,7 @@ impl Collectives<CudaBuffer> for NcclCommunicator {
         self.check(OP, "send", offs[counts.len()], send.len())?;
         self.check(OP, "recv", counts[me], recv.len())?;
         let even = counts.iter().all(|&c| c == counts[0]);
-        let (api, c, s, o) = (self.api(), self.comm.ptr, self.raw_stream(), op_of(op));
+        let (api, c, s, o) = (self.api(), self.live(OP)?, self.raw_stream(), op_of(op));
         let (src, dst) = (send.ptr(), recv.ptr_mut());
         // SAFETY (every call below): the lengths were checked above, so
         // each range lies inside its buffer; all work is on the stream.
@@ -363,7 +410,7 @@ impl Collectives<CudaBuffer> for NcclCommunicator {
         self.check(OP, "send", counts[me], send.len())?;
         self.check(OP, "recv", offs[counts.len()], recv.len())?;
         let even = counts.iter().all(|&c| c == counts[0]);
-        let (api, c, s) = (self.api(), self.comm.ptr, self.raw_stream());
+        let (api, c, s) = (self.api(), self.live(OP)?, self.raw_stream());
         let (src, dst) = (send.ptr(), recv.ptr_mut());
         // SAFETY (every call below): as in `reduce_scatter`.
         let r = if even {
@@ -394,7 +441,7 @@ impl Collectives<CudaBuffer> for NcclCommunicator {
         let (so, ro) = (offsets(send_counts), offsets(recv_counts));
         self.check(OP, "send", so[send_counts.len()], send.len())?;
         self.check(OP, "recv", ro[recv_counts.len()], recv.len())?;
-        let (api, c, s) = (self.api(), self.comm.ptr, self.raw_stream());
+        let (api, c, s) = (self.api(), self.live(OP)?, self.raw_stream());
         let (src, dst) = (send.ptr(), recv.ptr_mut());
         // SAFETY (every call below): as in `reduce_scatter`.
         let r = self.group_of(|| {
@@ -430,7 +477,7 @@ impl Collectives<CudaBuffer> for NcclCommunicator {
         }
         let n = buf.len();
         let p = at(buf.ptr_mut(), 0);
-        let (c, s) = (self.comm.ptr, self.raw_stream());
+        let (c, s) = (self.live("broadcast")?, self.raw_stream());
         // SAFETY: in place on `n` elements of `buf`, on its stream.
         let r =
             self.call(unsafe { (self.api().broadcast)(p, p, n, FLOAT32, root.0 as c_int, c, s) });
@@ -455,7 +502,7 @@ impl Collectives<CudaBuffer> for NcclCommunicator {
                 });
             }
         }
-        let (api, c, s) = (self.api(), self.comm.ptr, self.raw_stream());
+        let (api, c, s) = (self.api(), self.live(OP)?, self.raw_stream());
         // SAFETY (every call below): each buffer whole, on the stream.
         let r = self.group_of(|| {
             for o in ops.iter_mut() {

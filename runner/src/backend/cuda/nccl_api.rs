@@ -71,6 +71,7 @@ nccl_api! {
     comm_init_rank = "ncclCommInitRank": fn(*mut CommPtr, c_int, UniqueId, c_int);
     comm_init_all = "ncclCommInitAll": fn(*mut CommPtr, c_int, *const c_int);
     comm_abort = "ncclCommAbort": fn(CommPtr);
+    comm_get_async_error = "ncclCommGetAsyncError": fn(CommPtr, *mut Status);
     group_start = "ncclGroupStart": fn();
     group_end = "ncclGroupEnd": fn();
     all_reduce = "ncclAllReduce":
@@ -138,14 +139,40 @@ pub(super) struct RawComm {
     pub(super) ptr: CommPtr,
 }
 
+impl RawComm {
+    /// Abort the communicator now (`ncclCommAbort`: every call queued on it,
+    /// here and, through NCCL, on the peers, fails instead of waiting); the
+    /// handle is then empty, and a later abort or drop does nothing.
+    ///
+    /// Errors: NCCL's words for a failing abort.
+    pub(super) fn abort(&mut self) -> Result<(), String> {
+        let ptr = std::mem::replace(&mut self.ptr, std::ptr::null_mut());
+        if ptr.is_null() {
+            return Ok(());
+        }
+        // SAFETY: a communicator NCCL created, aborted once (the handle is
+        // emptied first).
+        self.api.check(unsafe { (self.api.comm_abort)(ptr) })
+    }
+
+    /// The communicator's asynchronous error (`ncclCommGetAsyncError`):
+    /// `Ok(())` while none, else NCCL's words (a peer that failed, a network
+    /// error). An aborted handle has none.
+    pub(super) fn async_error(&self) -> Result<(), String> {
+        if self.ptr.is_null() {
+            return Ok(());
+        }
+        let mut found: Status = 0;
+        // SAFETY: a live communicator; writes one `ncclResult_t`.
+        self.api
+            .check(unsafe { (self.api.comm_get_async_error)(self.ptr, &mut found) })?;
+        self.api.check(found)
+    }
+}
+
 impl Drop for RawComm {
     fn drop(&mut self) {
-        if self.ptr.is_null() {
-            return;
-        }
-        // SAFETY: a communicator NCCL created, aborted once.
-        let status = unsafe { (self.api.comm_abort)(self.ptr) };
-        if let Err(e) = self.api.check(status) {
+        if let Err(e) = self.abort() {
             eprintln!("tofu: ncclCommAbort failed while dropping a communicator: {e}");
         }
     }
@@ -300,6 +327,7 @@ mod tests {
             comm_init_rank: unreached(),
             comm_init_all: unreached(),
             comm_abort: abort_fails,
+            comm_get_async_error: unreached(),
             group_start: group_start_ok,
             group_end: group_end_counted,
             all_reduce: unreached(),
