@@ -351,14 +351,7 @@ fn one_rank_per_process_over_nccl_gives_the_cpu_losses() {
     let oracle = lines(&cpu(&steps), "cpu");
     let want = losses(&oracle);
     let port = tofu_tests::free_port();
-    let launch = [
-        "launch",
-        "--nproc-per-node",
-        "2",
-        "--master-port",
-        &port,
-        "--",
-    ];
+    let launch = tofu_tests::launch_args("2", &port, &[]);
     let o = under_stand_in(&launch, &steps, 5, &[]);
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "launch failed:\n{err}");

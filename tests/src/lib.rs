@@ -152,6 +152,15 @@ pub fn free_port() -> String {
         .to_string()
 }
 
+/// `launch --nproc-per-node NPROC --master-port PORT --` followed by
+/// `args`: a `tofu launch` command line.
+pub fn launch_args<'a>(nproc: &'a str, port: &'a str, args: &[&'a str]) -> Vec<&'a str> {
+    let mut v = vec!["launch", "--nproc-per-node", nproc];
+    v.extend(["--master-port", port, "--"]);
+    v.extend(args);
+    v
+}
+
 /// SIGKILL process `victim`, rank `rank` of the `tofu launch` run `child`
 /// (its stderr piped), and wait for the launch: it must fail within 60 s,
 /// naming the rank as the one that failed first, killed by signal 9.

@@ -99,12 +99,15 @@ where
     let clock = StepClock::new();
     let progress = |done: usize| {
         let step = opts.start + done - 1;
+        // The step's time ends here, before its checkpoint.
+        let log = clock.log(step, per_epoch, prep.batch, feed.loss(done - 1));
         if let Some(c) = capture.as_ref().filter(|c| c.checkpoint_due(step)) {
             if let Err(e) = checkpoint_rank(prep, c, (rank, world), opts.seed, step + 1, &barrier) {
                 c.fail(format!("checkpoint after step {step}: {e}"));
             }
         }
-        on_step(&clock.log(step, per_epoch, prep.batch, feed.loss(done - 1)));
+        clock.resume();
+        on_step(&log);
     };
     let run_opts = RunOptions {
         steps: run_steps,

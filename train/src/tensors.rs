@@ -6,11 +6,13 @@
 //! names to tensor names (`--input NAME=TENSOR`; unmapped inputs are looked
 //! up by their own name); gives a [`TensorSet`]: every tensor
 //! `[samples, …]`, sample `i` its row `i`. Element types F32, F64, F16,
-//! BF16, I64, I32 and U8 are read as f32. Labels given as integer class ids
-//! (an integer tensor named for the graph's `labels`, `[samples]` or
-//! `[samples, positions]`) are one-hot encoded over `max id + 1` classes;
-//! float labels are used as they are (probabilities). Held-out samples: a
-//! seeded split, as for digits.
+//! BF16, I64, I32 and U8 are read as f32. The labels are the tensor that
+//! feeds one of [`LABEL_INPUTS`] (the zoo's `labels`, an imported ONNX
+//! model's `loss.labels`); given as integer class ids (`[samples]` or
+//! `[samples, positions]`) they are one-hot encoded over `max id + 1`
+//! classes; float labels are used as they are (probabilities). The held-out
+//! evaluation scores the logits against them. Held-out samples: a seeded
+//! split, as for digits.
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -23,6 +25,10 @@ use safetensors::{Dtype, SafeTensors};
 
 use crate::samples::{cross_entropy, Samples};
 use crate::TrainError;
+
+/// The graph inputs that take a loss's target: the zoo models' `labels` and
+/// the loss the ONNX importer adds, `loss.labels` (`onnx/src/loss.rs`).
+pub const LABEL_INPUTS: [&str; 2] = ["labels", "loss.labels"];
 
 /// One fed input's values.
 #[derive(Clone, Debug, PartialEq)]
@@ -116,7 +122,7 @@ impl TensorSet {
                             view.dtype()
                         ))
                     })?;
-                if input == "labels" {
+                if LABEL_INPUTS.contains(&input) {
                     int_labels = matches!(view.dtype(), Dtype::I64 | Dtype::I32 | Dtype::U8);
                 }
                 match columns.get_mut(k) {
@@ -137,7 +143,7 @@ impl TensorSet {
             }
             samples += rows.unwrap_or(0);
         }
-        let labels = inputs.iter().position(|&i| i == "labels");
+        let labels = inputs.iter().position(|i| LABEL_INPUTS.contains(i));
         if let (Some(l), true) = (labels, int_labels) {
             let c = &mut columns[l];
             let max = c.values.iter().copied().fold(0.0f32, f32::max);

@@ -64,10 +64,14 @@ pub struct StepLog {
     pub epoch: usize,
     /// The step's training loss (the graph's loss on its batch).
     pub loss: f32,
-    /// Samples per second over the step (batch / wall seconds).
+    /// Samples per second over the step (batch / wall seconds of the step,
+    /// checkpoints and evaluations not counted).
     pub samples_per_second: f64,
     /// Seconds since training started.
     pub elapsed: f64,
+    /// Seconds of training steps since training started: [`Self::elapsed`]
+    /// less the checkpoints and held-out evaluations.
+    pub train_seconds: f64,
     /// The held-out evaluation after this step, when one was due.
     pub test: Option<Evaluation>,
 }
@@ -76,7 +80,9 @@ pub struct StepLog {
 /// since the start, for [`StepLog`]s.
 pub(crate) struct StepClock {
     start: Instant,
-    last: Mutex<Instant>,
+    /// The end of the last step (or of the work after it), and the seconds
+    /// of steps so far.
+    last: Mutex<(Instant, f64)>,
 }
 
 impl StepClock {
@@ -84,8 +90,14 @@ impl StepClock {
         let start = Instant::now();
         StepClock {
             start,
-            last: Mutex::new(start),
+            last: Mutex::new((start, 0.0)),
         }
+    }
+
+    /// Work done after a step's log (a checkpoint, an evaluation) ends
+    /// now: it counts in no step's time.
+    pub(crate) fn resume(&self) {
+        self.last.lock().expect("no poisoned clock").0 = Instant::now();
     }
 
     /// The log of global step `step`, just completed: its time since the
@@ -99,11 +111,11 @@ impl StepClock {
         loss: Option<f32>,
     ) -> StepLog {
         let now = Instant::now();
-        let dt = {
+        let (dt, train_seconds) = {
             let mut l = self.last.lock().expect("no poisoned clock");
-            let dt = now.duration_since(*l).as_secs_f64();
-            *l = now;
-            dt
+            let dt = now.duration_since(l.0).as_secs_f64();
+            *l = (now, l.1 + dt);
+            (dt, l.1)
         };
         StepLog {
             step,
@@ -111,6 +123,7 @@ impl StepClock {
             loss: loss.unwrap_or(f32::NAN),
             samples_per_second: batch as f64 / dt.max(1e-9),
             elapsed: now.duration_since(self.start).as_secs_f64(),
+            train_seconds,
             test: None,
         }
     }
@@ -205,6 +218,8 @@ pub fn train(
     let progress = |done: usize| {
         let local = done - 1;
         let step = opts.start + local;
+        // The step's time ends here, before its checkpoint and evaluation.
+        let mut log = clock.log(step, per_epoch, prep.batch, feed.loss(local));
         let mut eval = None;
         if let Some(c) = capture.as_ref().filter(|c| c.due(step)) {
             let tiles = c.take();
@@ -232,7 +247,7 @@ pub fn train(
                 }
             }
         }
-        let mut log = clock.log(step, per_epoch, prep.batch, feed.loss(local));
+        clock.resume();
         log.test = eval;
         on_step(&log);
     };
