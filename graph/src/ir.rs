@@ -302,6 +302,22 @@ impl Graph {
         &self.ops
     }
 
+    /// Set the learning rate of every optimizer update: the `lr`
+    /// attribute of the operators of role [`OpRole::Update`] that have one
+    /// (`sgd_update`, `momentum_update`, `adam_update`), as `tofu train
+    /// PLAN --lr` does. Shapes, partitions and costs do not depend on it.
+    /// Gives how many operators were set (0: no update has a learning rate).
+    pub fn set_learning_rate(&mut self, lr: f64) -> usize {
+        let mut set = 0;
+        for op in self.ops.iter_mut().filter(|o| o.role == OpRole::Update) {
+            if let Some(v) = op.attrs.get_mut("lr") {
+                *v = tdl::AttrValue::Float(lr);
+                set += 1;
+            }
+        }
+        set
+    }
+
     /// Every tensor (index = [`TensorId`]).
     pub fn tensors(&self) -> &[Tensor] {
         &self.tensors

@@ -56,13 +56,16 @@ fn err(e: TrainError) -> miette::Report {
 /// The plan file, or the zoo model sized to the data and planned.
 fn prepared(args: &Args, train_set: &Data) -> miette::Result<Prepared> {
     if let Some(path) = &args.plan {
-        if args.lr.is_some() || args.optimizer != "sgd" {
+        if args.optimizer != "sgd" {
             return Err(miette::miette!(
-                "{}: a plan file trains with its own optimizer; plan again with `tofu plan --optimizer` or train `--model NAME --optimizer O --lr LR`",
+                "{}: a plan file trains with its own optimizer (--lr sets its learning rate); plan again with `tofu plan --optimizer` or train `--model NAME --optimizer O`",
                 path.display()
             ));
         }
-        return prepare::from_plan_file(path, train_set.samples()).map_err(err);
+        if let Some(v) = args.lr.filter(|v| !(v.is_finite() && *v > 0.0)) {
+            return Err(miette::miette!("--lr {v}: must be a positive number"));
+        }
+        return prepare::from_plan_file(path, train_set.samples(), args.lr).map_err(err);
     }
     let name = args
         .model

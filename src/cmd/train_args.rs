@@ -44,7 +44,7 @@ pub struct Args {
     /// Optimizer of a zoo model: sgd, momentum or adam.
     #[arg(long, default_value = "sgd")]
     pub optimizer: String,
-    /// Learning rate of a zoo model's optimizer (default: the optimizer's, 0.1 for SGD).
+    /// Learning rate of the optimizer: a zoo model's (default: the optimizer's, 0.1 for SGD), or the one a plan file was planned with, overridden.
     #[arg(long)]
     pub lr: Option<f64>,
     /// Search of a zoo model's plan (as `tofu plan --search`).

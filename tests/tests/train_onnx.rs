@@ -8,7 +8,11 @@
 //! the same held-out numbers; the held-out evaluation reports a real
 //! accuracy (≥ 0.8 after 150 steps; before the fix it printed 0 for every
 //! ONNX plan, since only a graph input named `labels` was scored), in one
-//! process and under `tofu launch --nproc-per-node 2`.
+//! process and under `tofu launch --nproc-per-node 2`. The built-in
+//! `--data digits` feeds the same plan without `--input` mappings (`x` to
+//! its one data input, `labels` to its loss target). `--lr` sets the
+//! plan's learning rate: the planned value changes nothing, another changes
+//! every step after the first.
 //!
 //! Needs `digits.csv` (`scripts/fetch-digits.sh`); without it the test
 //! prints `SKIPPED`, and fails under `CI`.
@@ -141,6 +145,32 @@ fn an_onnx_plan_trains_on_integer_labels_and_is_evaluated_held_out() {
     assert!(acc >= 0.8, "held-out accuracy {acc}");
     assert!(loss > 0.0 && loss < 1.0, "held-out loss {loss}");
     assert_eq!(last["test_accuracy"], dense_last["test_accuracy"]);
+
+    // The built-in data set, unmapped: `x` feeds the model's one data
+    // input and `labels` its loss target.
+    let builtin = json_lines(&["train", p, "--data", "digits", "--steps", "150", "--json"]);
+    let builtin_acc = builtin.last().unwrap()["test_accuracy"].as_f64().unwrap();
+    println!("--data digits: held-out accuracy {builtin_acc:.4}");
+    assert!(
+        builtin_acc >= 0.8,
+        "--data digits: held-out accuracy {builtin_acc}"
+    );
+
+    // --lr sets the plan's learning rate (planned: momentum, lr 0.1): 0.1
+    // again changes nothing; 0.01 changes every step after the first (whose
+    // loss comes before any update).
+    let with_lr = |lr: &str| {
+        let mut a = strs(&a_ids);
+        a.extend(["--lr", lr]);
+        losses(&json_lines(&a))
+    };
+    assert_eq!(with_lr("0.1"), losses(&with_ids), "--lr 0.1 is the plan's");
+    let (slow, planned) = (with_lr("0.01"), losses(&with_ids));
+    assert_eq!(slow[0], planned[0], "the first loss precedes any update");
+    assert!(
+        slow[1..].iter().zip(&planned[1..]).all(|(a, b)| a != b),
+        "--lr 0.01 changed every later step"
+    );
 
     // The same under the launcher, one rank per process.
     let port = free_port();

@@ -179,13 +179,27 @@ pub fn from_zoo(
 }
 
 /// Load a plan file (`tofu plan -o`), check its recorded costs and prepare
-/// it for `data`.
+/// it for `data`, its optimizer's learning rate set to `lr` where given
+/// ([`Graph::set_learning_rate`]; the plan's partition does not depend on
+/// it).
 ///
-/// Errors: [`TrainError::Model`] naming the file.
-pub fn from_plan_file(path: &Path, data: &dyn Samples) -> Result<Prepared, TrainError> {
+/// Errors: [`TrainError::Model`] naming the file, also for `lr` on a plan
+/// whose updates have no learning rate.
+pub fn from_plan_file(
+    path: &Path,
+    data: &dyn Samples,
+    lr: Option<f64>,
+) -> Result<Prepared, TrainError> {
     let named = |e: &dyn std::fmt::Display| TrainError::Model(format!("{}: {e}", path.display()));
     let lib = Library::shipped().map_err(err)?;
-    let plan = PlanFile::load(path, &lib, &StrategyCache::new()).map_err(|e| named(&e))?;
+    let mut plan = PlanFile::load(path, &lib, &StrategyCache::new()).map_err(|e| named(&e))?;
+    if let Some(lr) = lr {
+        if plan.graph.set_learning_rate(lr) == 0 {
+            return Err(named(&format!(
+                "--lr {lr}: the plan's graph has no optimizer update with a learning rate (was it planned with --inference?)"
+            )));
+        }
+    }
     let programs = codegen::compile(&plan, &lib).map_err(|e| named(&e))?;
     let bytes = programs.programs.iter().map(|p| p.bytes_sent()).sum();
     finish(plan, &lib, programs, bytes, data)
@@ -229,15 +243,21 @@ pub fn task_tensors(
     let mut inputs = Vec::new();
     let mut batch = None;
     for (name, elems) in data.inputs() {
-        let t = graph
-            .tensor_ids()
-            .find(|&t| graph.tensor(t).name == name && graph.tensor(t).role == TensorRole::Input)
-            .ok_or_else(|| {
-                TrainError::Input(format!(
-                    "the graph `{}` has no input `{name}` for the data set",
-                    graph.name()
-                ))
-            })?;
+        let t = graph_input_for(graph, name).ok_or_else(|| {
+            TrainError::Input(format!(
+                "the graph `{}` has no input `{name}` for the data set; its inputs are {}, the data set's tensors {} (elements per sample): map them with --input GRAPH_INPUT=TENSOR",
+                graph.name(),
+                graph_inputs(graph)
+                    .map(|t| format!("`{}` {:?}", graph.tensor(t).name, graph.tensor(t).shape))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                data.inputs()
+                    .iter()
+                    .map(|(n, e)| format!("`{n}` {e}"))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            ))
+        })?;
         let shape = &graph.tensor(t).shape;
         let per: usize = shape.iter().skip(1).product();
         if shape.len() < 2 || shape[0] == 0 || per != elems {
@@ -261,6 +281,36 @@ pub fn task_tensors(
         .ok_or_else(|| TrainError::Input("the loss is not computed by an operator".into()))?;
     let batch = batch.ok_or_else(|| TrainError::Input("the data set feeds no input".into()))?;
     Ok((TaskTensors { inputs, loss }, logits, batch))
+}
+
+/// The graph's inputs (data, not weights), in id order.
+fn graph_inputs(graph: &Graph) -> impl Iterator<Item = TensorId> + '_ {
+    graph
+        .tensor_ids()
+        .filter(|&t| graph.tensor(t).role == TensorRole::Input)
+}
+
+/// The graph input a data set's tensor `name` feeds: the input of that
+/// name; else, for `labels`, the graph's loss target (one of
+/// [`crate::tensors::LABEL_INPUTS`], e.g. an imported ONNX model's
+/// `loss.labels`); else, for `x` or `ids`, the graph's one input that is
+/// not a loss target, when there is exactly one. `None` otherwise.
+fn graph_input_for(graph: &Graph, name: &str) -> Option<TensorId> {
+    use crate::tensors::LABEL_INPUTS;
+    let named = |n: &str| graph_inputs(graph).find(|&t| graph.tensor(t).name == n);
+    if let Some(t) = named(name) {
+        return Some(t);
+    }
+    match name {
+        "labels" => LABEL_INPUTS.iter().find_map(|n| named(n)),
+        "x" | "ids" => {
+            let mut data = graph_inputs(graph)
+                .filter(|&t| !LABEL_INPUTS.contains(&graph.tensor(t).name.as_str()));
+            let only = data.next()?;
+            data.next().is_none().then_some(only)
+        }
+        _ => None,
+    }
 }
 
 /// The logits of the loss `loss`: the loss op's first input, or, for a loss
