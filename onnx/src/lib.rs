@@ -68,6 +68,7 @@ pub mod summary_json;
 pub mod synth;
 pub mod table;
 pub mod tensor;
+pub mod trained;
 pub mod values;
 
 use std::path::Path;
@@ -77,6 +78,7 @@ pub use error::OnnxError;
 pub use import::{import, Imported, OpaqueNode, Options, Output, Summary};
 pub use import_options::{ImportOptions, ImportOptionsError};
 pub use tensor::{Data, Elem};
+pub use trained::{with_trained_initializers, TrainedModel};
 pub use values::{values, ModelValues, ValuesError};
 
 /// Import the ONNX file at `path` with the shipped operator library.
