@@ -56,21 +56,35 @@ fn gpt_tiny_every_search_every_k() {
 /// narrowing float cast (`cast_float_round`, gradient passed through).
 #[test]
 fn padded_and_clamped_graph_every_search_every_k() {
+    let g = padded_graph([(2, 3), (1, 1), (2, 1)]);
+    check("padded", &g, &KS, &SearchKind::ALL, 2);
+}
+
+/// The same with a pad of 0 on one side of each (the gradients' sums over
+/// an empty border): their input regions were once empty, and an
+/// edge-padded ResNet export failed at run time (issue 45).
+#[test]
+fn one_sided_pads_every_search_every_k() {
+    let g = padded_graph([(0, 3), (1, 0), (0, 2)]);
+    check("one-sided", &g, &KS, &SearchKind::ALL, 2);
+}
+
+/// [`padded_and_clamped_graph_every_search_every_k`]'s training graph with
+/// the (before, after) pads of its edge, reflect and wrap padding.
+fn padded_graph(pads: [(i64, i64); 3]) -> planner::graph::Graph {
     use planner::graph::{float, int, DType, Fill, GraphBuilder};
+    let [(eb, ea), (rb, ra), (wb, wa)] = pads;
     let mut b = GraphBuilder::new(lib(), "padded");
     let x = b
         .input("x", &[6, 16], DType::F32, Fill::Normal { std: 1.0 })
         .unwrap();
     let w = b.weight("w", &[16, 16], 0.5).unwrap();
     let h = b.op1("matmul", "fc", &[x, w], &[]).unwrap();
-    let p = b
-        .op1(
-            "pad_edge",
-            "edge",
-            &[h],
-            &[("before", int(2)), ("after", int(3))],
-        )
-        .unwrap();
+    let pad = |b: &mut GraphBuilder, spec: &str, name: &str, t, (before, after): (i64, i64)| {
+        let attrs = [("before", int(before)), ("after", int(after))];
+        b.op1(spec, name, &[t], &attrs).unwrap()
+    };
+    let p = pad(&mut b, "pad_edge", "edge", h, (eb, ea));
     let c = b
         .op1(
             "clip",
@@ -79,24 +93,10 @@ fn padded_and_clamped_graph_every_search_every_k() {
             &[("min", float(0.0)), ("max", float(f64::INFINITY))],
         )
         .unwrap();
-    let r = b
-        .op1(
-            "pad_reflect",
-            "reflect",
-            &[c],
-            &[("before", int(1)), ("after", int(1))],
-        )
-        .unwrap();
+    let r = pad(&mut b, "pad_reflect", "reflect", c, (rb, ra));
     let f = b.op1("floor", "floor", &[r], &[]).unwrap();
     let s = b.op1("add", "sum", &[r, f], &[]).unwrap();
-    let q = b
-        .op1(
-            "pad_wrap",
-            "wrap",
-            &[s],
-            &[("before", int(2)), ("after", int(1))],
-        )
-        .unwrap();
+    let q = pad(&mut b, "pad_wrap", "wrap", s, (wb, wa));
     let half = b
         .op1(
             "cast_float_round",
@@ -109,8 +109,9 @@ fn padded_and_clamped_graph_every_search_every_k() {
             ],
         )
         .unwrap();
+    let width = (16 + eb + ea + rb + ra + wb + wa) as usize;
     let labels = b
-        .input("labels", &[6, 26], DType::F32, Fill::Probabilities)
+        .input("labels", &[6, width], DType::F32, Fill::Probabilities)
         .unwrap();
     let loss = b
         .op1("softmax_cross_entropy", "loss", &[half, labels], &[])
@@ -125,7 +126,7 @@ fn padded_and_clamped_graph_every_search_every_k() {
     ] {
         assert!(g.ops().iter().any(|o| o.spec == spec), "no `{spec}`");
     }
-    check("padded", &g, &KS, &SearchKind::ALL, 2);
+    g
 }
 
 /// The tiny WResNet with batch 5.
