@@ -251,6 +251,54 @@ mod tests {
             .source
     }
 
+    /// The kernels of shipped op `name` on `shapes` with `attrs` (the
+    /// whole op, default reduction options).
+    fn shipped(
+        name: &str,
+        shapes: &[Vec<usize>],
+        attrs: &[(&str, f64)],
+    ) -> super::super::Generated {
+        let lib = tdl::Library::shipped().unwrap();
+        let attrs: tdl::Attrs = attrs
+            .iter()
+            .map(|&(k, v)| (k.to_string(), tdl::AttrValue::Float(v)))
+            .collect();
+        let b = lib.get(name).unwrap().bind(shapes, &attrs).unwrap();
+        let w = Window::whole(&b).unwrap();
+        let l = window_layouts(&b, &w).unwrap();
+        super::super::generate(&b, &w, &l, Default::default()).unwrap()
+    }
+
+    #[test]
+    fn arithmetic_is_f32_and_constants_of_attributes_are_folded_in_f64() {
+        let shapes = vec![vec![4]; 4];
+        let g = shipped("adam_update", &shapes, &[("lr", 0.01)]);
+        assert!(!g.source.contains("double"), "{}", g.source);
+        // 1 − beta2 (0.999 by default) computed in f64 and rounded once,
+        // not from beta2 rounded to f32 first (1e-5 relative off).
+        let folded = (1.0f64 - 0.999) as f32;
+        assert_ne!(folded, 1.0f32 - 0.999f32);
+        assert!(g.reals.contains(&folded), "{:?}", g.reals);
+        // 1 − beta1^step (step 1 by default) likewise.
+        assert!(g.reals.contains(&((1.0f64 - 0.9) as f32)), "{:?}", g.reals);
+        // The values are parameters: another beta2, the same source.
+        let h = shipped("adam_update", &shapes, &[("lr", 0.01), ("beta2", 0.99)]);
+        assert_eq!(g.source, h.source);
+        assert!(h.reals.contains(&((1.0f64 - 0.99) as f32)));
+    }
+
+    #[test]
+    fn sums_are_compensated_and_block_partials_are_f32() {
+        // Rows of 500: a block per row (`BLOCK_REDUCE_MIN`).
+        let g = shipped("softmax", &[vec![3, 500]], &[]);
+        assert!(
+            g.source.contains("ksum(") && g.source.contains("kfin("),
+            "{}",
+            g.source
+        );
+        assert!(g.source.contains("__shared__ float red["), "{}", g.source);
+    }
+
     #[test]
     fn indices_are_32_bit_unless_the_box_needs_64_and_the_same_element_is_read_directly() {
         let small = source(vec![300, 200]);
