@@ -731,35 +731,41 @@ fn negative_control(sources: &[Source], dir: &Path) {
                 assert!(log.contains("error"), "negative control: no error in {log}");
             }
         }
-        let mut batch: Vec<Source> = sources[FIXED_SOURCES..FIXED_SOURCES + 3]
-            .iter()
-            .map(|s| Source {
-                text: s.text.clone(),
-                origin: s.origin.clone(),
-            })
-            .collect();
-        batch.insert(
-            1,
-            Source {
-                text: b.clone(),
-                origin: "NEGATIVE CONTROL".into(),
-            },
-        );
-        let r = compile_batch(&batch, &[0, 1, 2, 3], None, dir);
-        assert_eq!(
-            r.errors.len(),
-            ARCHS.len(),
-            "negative control: one error per arch expected, got {:?}",
-            r.errors
-        );
-        assert!(
-            r.errors
-                .iter()
-                .all(|e| e.contains("NEGATIVE CONTROL") && e.contains("error")),
-            "negative control: the errors must name the broken source: {:?}",
-            r.errors
-        );
+        reported_in_a_batch(sources, b, "NEGATIVE CONTROL", "error", dir);
     }
+}
+
+/// `bad` inside a batch of three good sources, under the name `origin`,
+/// gives exactly one error per arch, naming it and saying `what`.
+fn reported_in_a_batch(sources: &[Source], bad: &str, origin: &str, what: &str, dir: &Path) {
+    let mut batch: Vec<Source> = sources[FIXED_SOURCES..FIXED_SOURCES + 3]
+        .iter()
+        .map(|s| Source {
+            text: s.text.clone(),
+            origin: s.origin.clone(),
+        })
+        .collect();
+    batch.insert(
+        1,
+        Source {
+            text: bad.to_string(),
+            origin: origin.into(),
+        },
+    );
+    let r = compile_batch(&batch, &[0, 1, 2, 3], None, dir);
+    assert_eq!(
+        r.errors.len(),
+        ARCHS.len(),
+        "{origin}: one error per arch expected, got {:?}",
+        r.errors
+    );
+    assert!(
+        r.errors
+            .iter()
+            .all(|e| e.contains(origin) && e.contains(what)),
+        "{origin}: the errors must name the source and say `{what}`: {:?}",
+        r.errors
+    );
 }
 
 /// The f64 check can fail: a source whose output is multiplied by the
@@ -771,33 +777,13 @@ fn f64_control(sources: &[Source], dir: &Path) {
         .iter()
         .find(|s| s.text.contains(store))
         .expect("a source storing its output 0");
-    let mut batch: Vec<Source> = sources[FIXED_SOURCES..FIXED_SOURCES + 3]
-        .iter()
-        .map(|s| Source {
-            text: s.text.clone(),
-            origin: s.origin.clone(),
-        })
-        .collect();
-    batch.insert(
-        1,
-        Source {
-            text: good.text.replacen(store, "out0[t] = (float)(0.1 * ", 1),
-            origin: "NEGATIVE CONTROL (f64)".into(),
-        },
-    );
-    let r = compile_batch(&batch, &[0, 1, 2, 3], None, dir);
-    assert_eq!(
-        r.errors.len(),
-        ARCHS.len(),
-        "f64 control: one error per arch expected, got {:?}",
-        r.errors
-    );
-    assert!(
-        r.errors
-            .iter()
-            .all(|e| e.contains("NEGATIVE CONTROL (f64)") && e.contains("f64 instructions")),
-        "f64 control: the errors must name the source: {:?}",
-        r.errors
+    let bad = good.text.replacen(store, "out0[t] = (float)(0.1 * ", 1);
+    reported_in_a_batch(
+        sources,
+        &bad,
+        "NEGATIVE CONTROL (f64)",
+        "f64 instructions",
+        dir,
     );
 }
 

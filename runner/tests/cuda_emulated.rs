@@ -171,7 +171,12 @@ fn every_generated_kernel_runs_under_emulation() {
         t.elapsed().as_secs_f64()
     );
 
-    let (r, failures, _, mut passed) = run_and_judge(&suite, &dir, false);
+    let Judged {
+        report: r,
+        failures,
+        mut passed,
+        ..
+    } = run_and_judge(&suite, &dir, false);
     // The measured errors: the cases closest to their bound.
     passed.sort_by(|a, b| b.1.share.total_cmp(&a.1.share));
     for (c, w) in passed.iter().take(8) {
@@ -206,20 +211,21 @@ fn every_generated_kernel_runs_under_emulation() {
     );
 }
 
-/// Run every case of `suite` (in one unit with `one_unit`) and judge it:
-/// the run's report, the failures (each naming its case; units that failed
-/// as a whole once), the failed cases, and each passing case's worst
-/// element.
-fn run_and_judge(
-    suite: &Suite,
-    dir: &Path,
-    one_unit: bool,
-) -> (
-    cuda_shim::Report,
-    Vec<String>,
-    BTreeSet<usize>,
-    Vec<(usize, Worst)>,
-) {
+/// What [`run_and_judge`] found.
+struct Judged {
+    /// The run's report.
+    report: cuda_shim::Report,
+    /// The failures, each naming its case (units that failed as a whole
+    /// once).
+    failures: Vec<String>,
+    /// The failed cases.
+    failed: BTreeSet<usize>,
+    /// Each passing case and its worst element.
+    passed: Vec<(usize, Worst)>,
+}
+
+/// Run every case of `suite` (in one unit with `one_unit`) and judge it.
+fn run_and_judge(suite: &Suite, dir: &Path, one_unit: bool) -> Judged {
     let jobs: Vec<Job> = suite.cases.iter().map(|c| c.job.clone()).collect();
     let mut r = cuda_shim::run(&suite.sources, &jobs, dir, one_unit);
     let mut failures = std::mem::take(&mut r.unit_failures);
@@ -239,7 +245,12 @@ fn run_and_judge(
             }
         }
     }
-    (r, failures, failed, passed)
+    Judged {
+        report: r,
+        failures,
+        failed,
+        passed,
+    }
 }
 
 /// `g++ --version`'s first line, or why it cannot run.
@@ -920,7 +931,9 @@ fn negative_controls(suite: &Suite, dir: &Path) {
         }
         wanted.push((broken.cases.len() - 1, why));
     }
-    let (_, failures, failed, _) = run_and_judge(&broken, dir, true);
+    let Judged {
+        failures, failed, ..
+    } = run_and_judge(&broken, dir, true);
     assert_eq!(
         failed,
         wanted.iter().map(|w| w.0).collect(),

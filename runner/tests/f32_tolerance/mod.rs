@@ -10,7 +10,8 @@
 //! that cancelled, not of the result. The tests' inputs are O(1), so terms
 //! are O(1) or of the tensor's scale (a sum of many). A reference beyond
 //! f32's range (a sentinel such as -1e300) must be the same-signed
-//! infinity; NaN agrees with NaN only where the caller allows it.
+//! infinity; NaN agrees with NaN only where the caller allows it. Needs
+//! the test crate's `common` module.
 
 use tdl::Tensor;
 
@@ -55,23 +56,10 @@ pub fn check(
     tol: Tolerance,
     nan_agrees: bool,
 ) -> Result<Worst, String> {
-    if got.len() != want.len() {
-        return Err(format!(
-            "`{op}`: {} outputs, reference has {}",
-            got.len(),
-            want.len()
-        ));
-    }
+    crate::common::same_lengths(op, got, want)?;
     let f32_max = f32::MAX as f64;
     let mut worst = Worst::default();
     for (o, (g, w)) in got.iter().zip(want).enumerate() {
-        if g.len() != w.data.len() {
-            return Err(format!(
-                "`{op}` output {o}: {} elements, reference has {}",
-                g.len(),
-                w.data.len()
-            ));
-        }
         let scale = w
             .data
             .iter()
@@ -87,7 +75,7 @@ pub fn check(
             }
             let abs = (a - b).abs();
             let share = abs / (tol.rtol * b.abs() + tol.atol * scale);
-            if !(share <= 1.0) {
+            if share.is_nan() || share > 1.0 {
                 return Err(format!(
                     "`{op}` output {o} (shape {:?}) element {i}: got {a}, reference {b} \
                      (error {abs:.3e}, relative error {:.3e}; bound {:.3e}·|want| + {:.3e}·{scale:.3e})",
