@@ -268,12 +268,9 @@ pub fn run(
     Ok((k, outs))
 }
 
-/// Check f32 results against the f64 reference: every element within
-/// 1e-4 relative, where "relative" is to |want| plus 1% of the tensor's
-/// largest magnitude (so entries that cancel to ~0 are judged on the
-/// tensor's scale); a reference beyond f32's range must be the same-signed
-/// infinity. Gives the largest such error.
-pub fn compare(op: &str, got: &[Vec<f32>], want: &[Tensor], tol: f64) -> Result<f64, String> {
+/// As many outputs as the reference, each with as many elements; else a
+/// message naming `op` and the output.
+pub fn same_lengths(op: &str, got: &[Vec<f32>], want: &[Tensor]) -> Result<(), String> {
     if got.len() != want.len() {
         return Err(format!(
             "`{op}`: {} outputs, reference has {}",
@@ -281,7 +278,6 @@ pub fn compare(op: &str, got: &[Vec<f32>], want: &[Tensor], tol: f64) -> Result<
             want.len()
         ));
     }
-    let mut worst: f64 = 0.0;
     for (o, (g, w)) in got.iter().zip(want).enumerate() {
         if g.len() != w.data.len() {
             return Err(format!(
@@ -290,6 +286,19 @@ pub fn compare(op: &str, got: &[Vec<f32>], want: &[Tensor], tol: f64) -> Result<
                 w.data.len()
             ));
         }
+    }
+    Ok(())
+}
+
+/// Check f32 results against the f64 reference: every element within
+/// 1e-4 relative, where "relative" is to |want| plus 1% of the tensor's
+/// largest magnitude (so entries that cancel to ~0 are judged on the
+/// tensor's scale); a reference beyond f32's range must be the same-signed
+/// infinity. Gives the largest such error.
+pub fn compare(op: &str, got: &[Vec<f32>], want: &[Tensor], tol: f64) -> Result<f64, String> {
+    same_lengths(op, got, want)?;
+    let mut worst: f64 = 0.0;
+    for (o, (g, w)) in got.iter().zip(want).enumerate() {
         // Values beyond f32's range (sentinels such as -1e300 for an empty
         // max window) are ±inf in f32; they do not set the scale.
         let f32_max = f32::MAX as f64;

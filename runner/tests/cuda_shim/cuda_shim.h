@@ -15,8 +15,10 @@
 // * A launch CUDA would refuse (no blocks, more than 2^31 - 1, no threads
 //   or more than 1024 per block) is reported (`INVALID_CONFIGURATION`).
 // * `__shared__` is a function-static (one block at a time per OS thread).
-// * Atomics are the compiler's `__atomic` built-ins; math is libm's (CUDA's
-//   double-precision functions are correctly rounded or within 1-2 ulp).
+// * Atomics are the compiler's `__atomic` built-ins; math is libm's (the
+//   generated kernels call the single-precision functions: glibc's are
+//   within 1 ulp, CUDA's within 1-4 ulp by the CUDA Math API's table, so a
+//   GPU's results differ from the shim's by a few ulps of each call).
 //
 // The fiber switch is 20 lines of x86-64 assembly (callee-saved registers,
 // MXCSR and the x87 control word); other machines (or -DCUDA_SHIM_UCONTEXT)

@@ -29,8 +29,8 @@ enum Kind { IN = 0, OUT = 1, WORK = 2, INTS = 3, REALS = 4, ERROR_WORD = 5, IN_O
 
 static size_t elem_size(uint64_t k) {
   switch (k) {
-    case IN: case OUT: case ERROR_WORD: case IN_OUT: return 4;
-    case WORK: case INTS: case REALS: return 8;
+    case IN: case OUT: case WORK: case REALS: case ERROR_WORD: case IN_OUT: return 4;
+    case INTS: return 8;
     default: return 1;
   }
 }
@@ -141,10 +141,8 @@ static int drive(int argc, char** argv, const Launcher* sources, unsigned n_sour
         r.p += b;
       } else if (k == ERROR_WORD) {
         memset(d, 0, b);
-      } else if (k == OUT) {
-        for (uint64_t e = 0; e < n; ++e) ((float*)d)[e] = NAN;
       } else {
-        for (uint64_t e = 0; e < n; ++e) ((double*)d)[e] = NAN;
+        for (uint64_t e = 0; e < n; ++e) ((float*)d)[e] = NAN;
       }
       a[i] = d;
     }

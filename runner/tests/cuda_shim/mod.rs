@@ -84,12 +84,12 @@ pub enum Buf {
     In(Vec<f32>),
     /// `f32` the kernel writes (NaN at first); returned.
     Out(usize),
-    /// `f64` the kernel writes (NaN at first): temporaries, scratch.
+    /// `f32` the kernel writes (NaN at first): temporaries, scratch.
     Work(usize),
     /// `i64` parameters.
     Ints(Vec<i64>),
-    /// `f64` parameters.
-    Reals(Vec<f64>),
+    /// `f32` parameters.
+    Reals(Vec<f32>),
     /// The error word (`int[2]`, zero at first); returned.
     ErrorWord,
     /// `f32` data the kernel reads and writes; returned.

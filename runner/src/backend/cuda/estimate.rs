@@ -19,11 +19,11 @@
 //!   into its row (bytes: table written, ids and `dy` read, rows
 //!   read-modify-written);
 //! * generated: per statement, every tensor the statement reads is streamed
-//!   once (its buffer: 4 bytes an element, 8 for an f64 `let` temporary)
+//!   once (its buffer: 4 bytes an element, `let` temporaries included)
 //!   and the target written once; flops are the real arithmetic the
 //!   interpreter's semantics perform (each `+ - * /`, comparison, built-in,
-//!   reduction step), at the FP64 rate (the generated kernels compute in
-//!   f64).
+//!   reduction step), at the FP32 rate (the generated kernels compute in
+//!   f32; a compensated sum's extra additions are not counted).
 //!
 //! Not modelled: index arithmetic (the decode of a flat index into
 //! variables, bounds checks), caches beyond compulsory traffic, allocation
@@ -53,7 +53,8 @@ pub struct Roofline {
     pub bandwidth: f64,
     /// FP32 (non-tensor-core) rate, operations per second.
     pub f32_flops: f64,
-    /// FP64 (non-tensor-core) rate, operations per second.
+    /// FP64 (non-tensor-core) rate, operations per second (shown beside the
+    /// FP32 rate; no kernel the model costs computes in f64).
     pub f64_flops: f64,
     /// Overhead of one kernel launch, seconds.
     pub launch: f64,
@@ -240,13 +241,6 @@ fn generated(b: &Binding, w: &Window, gpu: &Roofline) -> Result<KernelEstimate, 
         let (_, ext) = layouts.get(t);
         ext.iter().product::<usize>() as f64
     };
-    let width = |t: TensorRef| {
-        if matches!(t, TensorRef::Local(_)) {
-            8.0
-        } else {
-            4.0
-        }
-    };
     let g = match codegen::generate(b, w, &layouts, ReduceOptions::default()) {
         Ok(g) => g,
         Err(KernelError::Unsupported { .. }) => {
@@ -274,8 +268,8 @@ fn generated(b: &Binding, w: &Window, gpu: &Roofline) -> Result<KernelEstimate, 
         tensors_read(&s.body, &mut read);
         read.sort();
         read.dedup();
-        bytes += read.iter().map(|&t| width(t) * elems(t)).sum::<f64>();
-        bytes += width(s.target) * n;
+        bytes += read.iter().map(|&t| 4.0 * elems(t)).sum::<f64>();
+        bytes += 4.0 * n;
         flops += n * ops(&s.body, w);
     }
     let launches = g.launches().len();
@@ -284,7 +278,7 @@ fn generated(b: &Binding, w: &Window, gpu: &Roofline) -> Result<KernelEstimate, 
         launches,
         bytes,
         flops,
-        seconds: gpu.seconds(launches, bytes, flops, gpu.f64_flops),
+        seconds: gpu.seconds(launches, bytes, flops, gpu.f32_flops),
     })
 }
 

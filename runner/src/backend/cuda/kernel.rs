@@ -39,7 +39,7 @@ pub enum CudaKernel {
         /// Integer parameters (`P`).
         ints: CudaSlice<i64>,
         /// Real parameters (`F`).
-        reals: CudaSlice<f64>,
+        reals: CudaSlice<f32>,
         /// Elements of each `let` temporary.
         locals: Vec<usize>,
         /// Elements of each input buffer.
@@ -110,7 +110,7 @@ impl CudaBackend {
         };
         let ints = up_i(&g.ints).map_err(device_err)?;
         let reals = if g.reals.is_empty() {
-            self.stream.clone_htod(&[0.0f64][..])
+            self.stream.clone_htod(&[0.0f32][..])
         } else {
             self.stream.clone_htod(&g.reals[..])
         }
@@ -249,12 +249,12 @@ impl CudaBackend {
                 // box before a later statement reads it, and a split
                 // statement's partials kernel writes every scratch element
                 // its combining kernel reads (`codegen::generate`).
-                let locs: Vec<CudaSlice<f64>> = locals
+                let locs: Vec<CudaSlice<f32>> = locals
                     .iter()
-                    .map(|&n| unsafe { self.stream.alloc::<f64>(n.max(1)) })
+                    .map(|&n| unsafe { self.stream.alloc::<f32>(n.max(1)) })
                     .collect::<Result<_, _>>()
                     .map_err(device_err)?;
-                let scr = unsafe { self.stream.alloc::<f64>(*scratch) }.map_err(device_err)?;
+                let scr = unsafe { self.stream.alloc::<f32>(*scratch) }.map_err(device_err)?;
                 // Every pointer argument, in the functions' parameter order.
                 let mut ptrs: Vec<u64> = Vec::with_capacity(params.len());
                 for p in params {

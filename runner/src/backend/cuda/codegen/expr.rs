@@ -21,7 +21,7 @@ impl Gen<'_> {
             }
             ExprKind::Unary(UnOp::Not, a) => {
                 let x = self.real(a)?;
-                format!("((i64)({x} == 0.0))")
+                format!("((i64)({x} == 0.0f))")
             }
             ExprKind::Binary(op, a, c) => match op {
                 BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge | BinOp::Eq | BinOp::Ne => {
@@ -50,7 +50,7 @@ impl Gen<'_> {
                 }
                 _ => {
                     let x = self.real(e)?;
-                    format!("((i64)llround({x}))")
+                    format!("((i64)llroundf({x}))")
                 }
             },
             ExprKind::Call(Builtin::Max, args) if e.ty == Type::Int => {
@@ -66,7 +66,7 @@ impl Gen<'_> {
             }
             _ => {
                 let x = self.real(e)?;
-                format!("((i64)llround({x}))")
+                format!("((i64)llroundf({x}))")
             }
         })
     }
@@ -74,7 +74,7 @@ impl Gen<'_> {
     /// `a && b` / `a || b` with the interpreter's short circuit, as 0/1.
     pub(super) fn logic(&mut self, op: BinOp, a: &Expr, c: &Expr) -> Result<String, KernelError> {
         let x = self.real(a)?;
-        let r = self.fresh("i64", &format!("(i64)({x} != 0.0)"));
+        let r = self.fresh("i64", &format!("(i64)({x} != 0.0f)"));
         let cond = if op == BinOp::And {
             r.clone()
         } else {
@@ -83,7 +83,7 @@ impl Gen<'_> {
         self.line(&format!("if ({cond}) {{"));
         self.indent += 1;
         let y = self.real(c)?;
-        self.line(&format!("{r} = (i64)({y} != 0.0);"));
+        self.line(&format!("{r} = (i64)({y} != 0.0f);"));
         self.indent -= 1;
         self.line("}");
         Ok(r)
@@ -98,7 +98,7 @@ impl Gen<'_> {
     ) -> Result<String, KernelError> {
         let c = self.real(&args[0])?;
         let r = self.fresh(ty, "0");
-        self.line(&format!("if ({c} != 0.0) {{"));
+        self.line(&format!("if ({c} != 0.0f) {{"));
         self.indent += 1;
         let a = f(self, &args[1])?;
         self.line(&format!("{r} = {a};"));
@@ -112,17 +112,33 @@ impl Gen<'_> {
         Ok(r)
     }
 
-    /// A real-valued expression (the interpreter's `eval`), as f64.
+    /// A real-valued expression (the interpreter's `eval`), as f32. An
+    /// expression of literals, attributes and dims only (`1.0 - beta1`,
+    /// `1.0 - pow(beta2, step)`) is computed here in f64, as the
+    /// interpreter does, and rounded to f32 once: rounding `beta2 = 0.999`
+    /// first would make `1 - beta2` wrong by 1e-5 relative.
     pub(super) fn real(&mut self, e: &Expr) -> Result<String, KernelError> {
         if e.ty == Type::Int {
             let x = self.int(e)?;
-            return Ok(format!("((double){x})"));
+            return Ok(format!("((float){x})"));
+        }
+        if !matches!(
+            e.kind,
+            ExprKind::Int(_) | ExprKind::Real(_) | ExprKind::Attr(_)
+        ) {
+            if let Some(c) = self.fold(e) {
+                return Ok(if c.bound || !(c.value as f32).is_finite() {
+                    self.real_param(c.value)
+                } else {
+                    float_literal(c.value)
+                });
+            }
         }
         Ok(match &e.kind {
-            ExprKind::Int(i) => format!("{i}.0"),
+            ExprKind::Int(i) => float_literal(*i as f64),
             ExprKind::Real(r) => {
-                if r.is_finite() {
-                    format!("{r:?}")
+                if (*r as f32).is_finite() {
+                    float_literal(*r)
                 } else {
                     self.real_param(*r)
                 }
@@ -130,7 +146,7 @@ impl Gen<'_> {
             ExprKind::Attr(a) => self.real_param(self.b.attrs[a.0 as usize].as_f64()),
             ExprKind::Var(_) | ExprKind::Dim(_) => {
                 let x = self.int(e)?;
-                format!("((double){x})")
+                format!("((float){x})")
             }
             ExprKind::Read { tensor, indices } => self.read(*tensor, indices)?,
             ExprKind::Unary(UnOp::Neg, a) => {
@@ -139,7 +155,7 @@ impl Gen<'_> {
             }
             ExprKind::Unary(UnOp::Not, a) => {
                 let x = self.real(a)?;
-                format!("((double)({x} == 0.0))")
+                format!("((float)({x} == 0.0f))")
             }
             ExprKind::Binary(op, a, c) => match op {
                 BinOp::Add
@@ -154,49 +170,49 @@ impl Gen<'_> {
                         BinOp::Sub => format!("({x} - {y})"),
                         BinOp::Mul => format!("({x} * {y})"),
                         BinOp::Div => format!("({x} / {y})"),
-                        BinOp::FloorDiv => format!("floor({x} / {y})"),
-                        _ => format!("({x} - {y} * floor({x} / {y}))"),
+                        BinOp::FloorDiv => format!("floorf({x} / {y})"),
+                        _ => format!("({x} - {y} * floorf({x} / {y}))"),
                     }
                 }
                 _ => {
                     let x = self.int(e)?;
-                    format!("((double){x})")
+                    format!("((float){x})")
                 }
             },
             ExprKind::Call(Builtin::Select, args) => {
-                self.select(args, "double", |g, x| g.real(x))?
+                self.select(args, "float", |g, x| g.real(x))?
             }
             ExprKind::Call(f, args) => {
                 let x = self.real(&args[0])?;
                 let name = match f {
-                    Builtin::Exp => "exp",
-                    Builtin::Log => "log",
-                    Builtin::Sqrt => "sqrt",
-                    Builtin::Tanh => "tanh",
+                    Builtin::Exp => "expf",
+                    Builtin::Log => "logf",
+                    Builtin::Sqrt => "sqrtf",
+                    Builtin::Tanh => "tanhf",
                     Builtin::Sigmoid => "sigm",
-                    Builtin::Erf => "erf",
-                    Builtin::Abs => "fabs",
-                    Builtin::Sin => "sin",
-                    Builtin::Cos => "cos",
-                    Builtin::Tan => "tan",
-                    Builtin::Asin => "asin",
-                    Builtin::Acos => "acos",
-                    Builtin::Atan => "atan",
-                    Builtin::Sinh => "sinh",
-                    Builtin::Cosh => "cosh",
-                    Builtin::Asinh => "asinh",
-                    Builtin::Acosh => "acosh",
-                    Builtin::Atanh => "atanh",
-                    Builtin::Floor => "floor",
-                    Builtin::Ceil => "ceil",
-                    Builtin::Round => "rint",
+                    Builtin::Erf => "erff",
+                    Builtin::Abs => "fabsf",
+                    Builtin::Sin => "sinf",
+                    Builtin::Cos => "cosf",
+                    Builtin::Tan => "tanf",
+                    Builtin::Asin => "asinf",
+                    Builtin::Acos => "acosf",
+                    Builtin::Atan => "atanf",
+                    Builtin::Sinh => "sinhf",
+                    Builtin::Cosh => "coshf",
+                    Builtin::Asinh => "asinhf",
+                    Builtin::Acosh => "acoshf",
+                    Builtin::Atanh => "atanhf",
+                    Builtin::Floor => "floorf",
+                    Builtin::Ceil => "ceilf",
+                    Builtin::Round => "rintf",
                     Builtin::Sign => "sgn",
                     Builtin::Max | Builtin::Min | Builtin::Pow => {
                         let y = self.real(&args[1])?;
                         let n = match f {
                             Builtin::Max => "maxr",
                             Builtin::Min => "minr",
-                            _ => "pow",
+                            _ => "powf",
                         };
                         return Ok(format!("{n}({x}, {y})"));
                     }
@@ -246,7 +262,7 @@ impl Gen<'_> {
                 TensorRef::Output(o) => format!("out{o}"),
                 TensorRef::Local(l) => format!("loc{l}"),
             };
-            format!("((double){buf}[t])")
+            format!("{buf}[t]")
         })
     }
 
@@ -299,7 +315,7 @@ impl Gen<'_> {
                 v.join(" && ")
             }
         };
-        let r = self.fresh("double", "0.0");
+        let r = self.fresh("float", "0.0f");
         let inside = all(&in_shape);
         let held = all(&in_buf);
         if padded {
@@ -311,10 +327,131 @@ impl Gen<'_> {
         }
         self.indent += 1;
         self.line(&format!(
-            "if ({held}) {r} = (double){buf}[{off}]; else fail(err, kid, {ERR_OUT_OF_BOUNDS});"
+            "if ({held}) {r} = {buf}[{off}]; else fail(err, kid, {ERR_OUT_OF_BOUNDS});"
         ));
         self.indent -= 1;
         self.line("}");
         Ok(r)
+    }
+}
+
+/// A constant folded on the host: its value, and whether it reads an
+/// attribute or a dim (then it goes in `F`, so that the source stays the
+/// same for every binding).
+#[derive(Clone, Copy)]
+pub(super) struct Folded {
+    value: f64,
+    bound: bool,
+}
+
+impl Gen<'_> {
+    /// `e` computed in f64 with the interpreter's semantics where it reads
+    /// no variable, tensor or reduction; `None` otherwise, or where the
+    /// kernel must report an error (an integer division by zero) or an
+    /// integer overflows.
+    fn fold(&self, e: &Expr) -> Option<Folded> {
+        if e.ty == Type::Int {
+            return self.fold_int(e).map(|(v, bound)| Folded {
+                value: v as f64,
+                bound,
+            });
+        }
+        let both = |x: Folded, y: Folded, value: f64| Folded {
+            value,
+            bound: x.bound || y.bound,
+        };
+        Some(match &e.kind {
+            ExprKind::Int(i) => Folded {
+                value: *i as f64,
+                bound: false,
+            },
+            ExprKind::Real(r) => Folded {
+                value: *r,
+                bound: false,
+            },
+            ExprKind::Attr(a) => Folded {
+                value: self.b.attrs[a.0 as usize].as_f64(),
+                bound: true,
+            },
+            ExprKind::Unary(UnOp::Neg, a) => {
+                let x = self.fold(a)?;
+                Folded {
+                    value: -x.value,
+                    ..x
+                }
+            }
+            ExprKind::Binary(op, a, c) => {
+                let (x, y) = (self.fold(a)?, self.fold(c)?);
+                let (p, q) = (x.value, y.value);
+                match op {
+                    BinOp::Add => both(x, y, p + q),
+                    BinOp::Sub => both(x, y, p - q),
+                    BinOp::Mul => both(x, y, p * q),
+                    BinOp::Div => both(x, y, p / q),
+                    BinOp::FloorDiv => both(x, y, (p / q).floor()),
+                    BinOp::Mod => both(x, y, p - q * (p / q).floor()),
+                    _ => return None,
+                }
+            }
+            ExprKind::Call(Builtin::Select, args) => {
+                let c = self.fold(&args[0])?;
+                let x = self.fold(&args[if c.value != 0.0 { 1 } else { 2 }])?;
+                both(c, x, x.value)
+            }
+            ExprKind::Call(f, args) => {
+                let mut bound = false;
+                let mut v = Vec::with_capacity(args.len());
+                for a in args {
+                    let x = self.fold(a)?;
+                    bound |= x.bound;
+                    v.push(x.value);
+                }
+                Folded {
+                    value: f.eval(&v),
+                    bound,
+                }
+            }
+            _ => return None,
+        })
+    }
+
+    /// An integer expression of literals, dims and attributes (the
+    /// interpreter's `eval_int`), and whether it reads a dim or attribute.
+    fn fold_int(&self, e: &Expr) -> Option<(i64, bool)> {
+        Some(match &e.kind {
+            ExprKind::Int(i) => (*i, false),
+            ExprKind::Dim(d) => (self.b.dims[d.0 as usize], true),
+            ExprKind::Attr(a) => (self.b.attrs[a.0 as usize].as_f64() as i64, true),
+            ExprKind::Unary(UnOp::Neg, a) if a.ty == Type::Int => {
+                let (x, b) = self.fold_int(a)?;
+                (x.checked_neg()?, b)
+            }
+            ExprKind::Binary(op, a, c)
+                if e.ty == Type::Int && a.ty == Type::Int && c.ty == Type::Int =>
+            {
+                let ((x, p), (y, q)) = (self.fold_int(a)?, self.fold_int(c)?);
+                let v = match op {
+                    BinOp::Add => x.checked_add(y)?,
+                    BinOp::Sub => x.checked_sub(y)?,
+                    BinOp::Mul => x.checked_mul(y)?,
+                    _ => return None,
+                };
+                (v, p || q)
+            }
+            _ => return None,
+        })
+    }
+}
+
+/// `r` as a C `float` literal (`1.0f`, `(-2.5e-5f)`): the shortest decimal
+/// that reads back as `r` rounded to f32, so the kernel computes with the
+/// f32 nearest the spec's constant. `r` must be finite in f32.
+pub(super) fn float_literal(r: f64) -> String {
+    let f = r as f32;
+    debug_assert!(f.is_finite(), "{r} has no f32 literal");
+    if f.is_sign_negative() {
+        format!("({f:?}f)")
+    } else {
+        format!("{f:?}f")
     }
 }

@@ -6,8 +6,19 @@
 //! evaluator uses); gives a
 //! [`Generated`]: CUDA C source with one `__global__` function per statement
 //! (one thread per element of the statement's target, row-major; reduction
-//! variables as loops inside the thread, in f64 as the interpreter does) and
-//! the parameter array the functions read every number from.
+//! variables as loops inside the thread) and the parameter array the
+//! functions read every number from.
+//!
+//! Precision: real arithmetic is f32 (`float`, the float built-ins `expf`,
+//! `fmaxf`, …, literals `1.0f`), as the tensors are: the `let` temporaries,
+//! the real parameters `F`, reduction accumulators, shared-memory partials
+//! and split scratch are all `float` (TDL has no f64 type, so no spec asks
+//! for more). Only index arithmetic is integer (`long long`). Sums are
+//! compensated (Neumaier's variant of Kahan summation) in each thread's
+//! serial loop, then combined pairwise by the block's tree, so a long
+//! reduction loses no more than a few ulps of its terms' magnitude; the
+//! interpreter computes in f64, and `runner/tests/cuda_emulated.rs` states
+//! the tolerance between them.
 //!
 //! The source depends only on the spec's structure: dims, attributes,
 //! window boxes, buffer origins and extents are all entries of the `long
@@ -83,11 +94,11 @@ pub enum Mode {
     /// One block of [`REDUCE_THREADS`] per element.
     Block,
     /// `parts` blocks per element compute partial reductions (`p<i>`), then
-    /// one block per element combines them (`s<i>`); `scratch` doubles.
+    /// one block per element combines them (`s<i>`); `scratch` floats.
     Split {
         /// Blocks per element.
         parts: usize,
-        /// Scratch doubles the partials need.
+        /// Scratch floats the partials need.
         scratch: usize,
     },
 }
@@ -105,13 +116,13 @@ pub enum Param {
     Input(usize),
     /// Output `o`'s buffer (`f32`, the window's box).
     Output(usize),
-    /// `let` temporary `l` (`f64`, its layout's box).
+    /// `let` temporary `l` (`f32`, its layout's box).
     Local(usize),
     /// The integer parameters `P` ([`Generated::ints`]).
     Ints,
-    /// The real parameters `F` ([`Generated::reals`]).
+    /// The real parameters `F` ([`Generated::reals`], `f32`).
     Reals,
-    /// `f64` scratch for split partials ([`Generated::scratch`] elements).
+    /// `f32` scratch for split partials ([`Generated::scratch`] elements).
     Scratch,
     /// The device error word: `int[2]`, code then kernel id.
     ErrorWord,
@@ -125,10 +136,10 @@ impl Param {
         match self {
             Param::Input(i) => format!("const float* __restrict__ in{i}"),
             Param::Output(o) => format!("float* out{o}"),
-            Param::Local(l) => format!("double* loc{l}"),
+            Param::Local(l) => format!("float* loc{l}"),
             Param::Ints => "const i64* __restrict__ P".into(),
-            Param::Reals => "const double* __restrict__ F".into(),
-            Param::Scratch => "double* scr".into(),
+            Param::Reals => "const float* __restrict__ F".into(),
+            Param::Scratch => "float* scr".into(),
             Param::ErrorWord => "int* err".into(),
             Param::KernelId => "int kid".into(),
         }
@@ -176,8 +187,8 @@ pub struct Generated {
     pub params: Vec<Param>,
     /// Integer parameters (`P`).
     pub ints: Vec<i64>,
-    /// Real parameters (`F`).
-    pub reals: Vec<f64>,
+    /// Real parameters (`F`), as the kernels read them.
+    pub reals: Vec<f32>,
     /// Per statement: its target, its target elements, and how it runs.
     pub stmts: Vec<(TensorRef, usize, Mode)>,
 }
@@ -197,10 +208,19 @@ __device__ __forceinline__ i64 fdiv(i64 x, i64 y, int* err, int kid) {
 __device__ __forceinline__ i64 fmod_(i64 x, i64 y, int* err, int kid) {
   return x - y * fdiv(x, y, err, kid);
 }
-__device__ __forceinline__ double sgn(double x) { return x > 0.0 ? 1.0 : (x < 0.0 ? -1.0 : 0.0); }
-__device__ __forceinline__ double sigm(double x) { return 1.0 / (1.0 + exp(-x)); }
-__device__ __forceinline__ double maxr(double a, double b) { return fmax(a, b); }
-__device__ __forceinline__ double minr(double a, double b) { return fmin(a, b); }
+__device__ __forceinline__ float sgn(float x) { return x > 0.0f ? 1.0f : (x < 0.0f ? -1.0f : 0.0f); }
+__device__ __forceinline__ float sigm(float x) { return 1.0f / (1.0f + expf(-x)); }
+__device__ __forceinline__ float maxr(float a, float b) { return fmaxf(a, b); }
+__device__ __forceinline__ float minr(float a, float b) { return fminf(a, b); }
+// Compensated summation (Neumaier): s + c is the running sum, c the low
+// part the f32 additions into s lost; kfin gives s + c, or s once s is
+// infinite or NaN (c is then meaningless).
+__device__ __forceinline__ void ksum(float& s, float& c, float x) {
+  float t = s + x;
+  c += fabsf(s) >= fabsf(x) ? (s - t) + x : (x - t) + s;
+  s = t;
+}
+__device__ __forceinline__ float kfin(float s, float c) { return fabsf(s) <= 3.4028235e38f ? s + c : s; }
 "#;
 
 /// Generate the kernels of one window of a bound op (see the module doc);
@@ -229,7 +249,7 @@ pub fn generate(
     let spec = &b.spec;
     let mut source = String::from(PRELUDE);
     let mut stmts = Vec::new();
-    // Signature: every input (float), output (float) and local (double).
+    // Signature: every input, output and local (float).
     let params: Vec<Param> = (0..spec.inputs.len())
         .map(Param::Input)
         .chain((0..spec.outputs.len()).map(Param::Output))
@@ -291,7 +311,7 @@ pub fn generate(
             let total = g.int_param(n as i64);
             let _ = writeln!(
                 g.body,
-                "  i64 t = blockIdx.x / {parts};\n  i64 part = blockIdx.x % {parts};\n  if (t >= {total}) return;\n  i64 r = t;\n  __shared__ double red[{REDUCE_THREADS}];"
+                "  i64 t = blockIdx.x / {parts};\n  i64 part = blockIdx.x % {parts};\n  if (t >= {total}) return;\n  i64 r = t;\n  __shared__ float red[{REDUCE_THREADS}];"
             );
             g.decode(&s.vars, &lo, &ext);
             for (k, e) in reduces.iter().enumerate() {
@@ -319,7 +339,7 @@ pub fn generate(
         );
         g.decode(&s.vars, &lo, &ext);
         if block {
-            let _ = writeln!(g.body, "  __shared__ double red[{REDUCE_THREADS}];");
+            let _ = writeln!(g.body, "  __shared__ float red[{REDUCE_THREADS}];");
             for (k, e) in reduces.iter().enumerate() {
                 let name = if parts > 1 {
                     g.combine_parts(e, &format!("(({k} * {total} + t) * {parts})"), parts)?
@@ -436,7 +456,7 @@ struct Gen<'a> {
     window: &'a Window,
     layouts: &'a Layouts,
     ints: Vec<i64>,
-    reals: Vec<f64>,
+    reals: Vec<f32>,
     body: String,
     tmp: usize,
     indent: usize,
@@ -465,8 +485,9 @@ impl Gen<'_> {
         format!("P[{}]", self.ints.len() - 1)
     }
 
+    /// `F[k]` holding `v` rounded to f32.
     fn real_param(&mut self, v: f64) -> String {
-        self.reals.push(v);
+        self.reals.push(v as f32);
         format!("F[{}]", self.reals.len() - 1)
     }
 

@@ -1,6 +1,8 @@
 //! Reductions to CUDA C: a loop inside the thread, or one block per target
 //! element with a shared-memory tree where the reduction is long (split in
-//! parts for very long ones).
+//! parts for very long ones). Accumulators are f32; a sum's serial loop is
+//! compensated (the prelude's `ksum`/`kfin`), its tree and its combination
+//! of split partials plain (pairwise, at most log2 of the threads deep).
 
 use tdl::{Expr, ExprKind, Reducer};
 
@@ -80,13 +82,42 @@ impl Gen<'_> {
         }
     }
 
-    /// The identity and combination of a reducer, in C.
+    /// The identity and combination of a reducer, in C (f32).
     pub(super) fn combiner(reducer: Reducer) -> (&'static str, fn(&str, &str) -> String) {
         match reducer {
-            Reducer::Sum => ("0.0", |a, b| format!("{a} + {b}")),
-            Reducer::Prod => ("1.0", |a, b| format!("{a} * {b}")),
-            Reducer::Max => ("(-1.0/0.0)", |a, b| format!("fmax({a}, {b})")),
-            Reducer::Min => ("(1.0/0.0)", |a, b| format!("fmin({a}, {b})")),
+            Reducer::Sum => ("0.0f", |a, b| format!("{a} + {b}")),
+            Reducer::Prod => ("1.0f", |a, b| format!("{a} * {b}")),
+            Reducer::Max => ("(-1.0f/0.0f)", |a, b| format!("fmaxf({a}, {b})")),
+            Reducer::Min => ("(1.0f/0.0f)", |a, b| format!("fminf({a}, {b})")),
+        }
+    }
+
+    /// A thread's serial accumulator of `reducer`: its variable (declared
+    /// at the identity), the compensation variable of a sum, and the
+    /// statement adding a term `x`.
+    fn accumulator(&mut self, reducer: Reducer) -> (String, Option<String>) {
+        let (id, _) = Self::combiner(reducer);
+        let acc = self.fresh("float", id);
+        let comp = (reducer == Reducer::Sum).then(|| self.fresh("float", "0.0f"));
+        (acc, comp)
+    }
+
+    /// The statement adding term `x` to an [`Self::accumulator`].
+    fn accumulate(reducer: Reducer, acc: &str, comp: &Option<String>, x: &str) -> String {
+        match comp {
+            Some(c) => format!("ksum({acc}, {c}, {x});"),
+            None => {
+                let (_, comb) = Self::combiner(reducer);
+                format!("{acc} = {};", comb(acc, x))
+            }
+        }
+    }
+
+    /// An accumulator's value: a sum's compensated total.
+    fn total(acc: &str, comp: &Option<String>) -> String {
+        match comp {
+            Some(c) => format!("kfin({acc}, {c})"),
+            None => acc.to_string(),
         }
     }
 
@@ -102,7 +133,7 @@ impl Gen<'_> {
         self.line("__syncthreads();");
         self.indent -= 1;
         self.line("}");
-        let r = self.fresh("double", "red[0]");
+        let r = self.fresh("float", "red[0]");
         self.line("__syncthreads();");
         r
     }
@@ -119,7 +150,7 @@ impl Gen<'_> {
             return Err(self.unsupported("a split reduction of a non-reduction".into()));
         };
         let (id, comb) = Self::combiner(*reducer);
-        let acc = self.fresh("double", id);
+        let acc = self.fresh("float", id);
         self.line(&format!(
             "for (i64 j = threadIdx.x; j < {parts}; j += blockDim.x) {acc} = {};",
             comb(&acc, &format!("scr[{base} + j]"))
@@ -145,10 +176,10 @@ impl Gen<'_> {
         else {
             return Err(self.unsupported("a block reduction of a non-reduction".into()));
         };
-        let (id, comb) = Self::combiner(*reducer);
+        let (_, comb) = Self::combiner(*reducer);
         let total = self.iterations(e);
         let n = self.int_param(total as i64);
-        let acc = self.fresh("double", id);
+        let (acc, comp) = self.accumulator(*reducer);
         let (start, step) = match parts {
             Some(p) => (
                 "part * blockDim.x + threadIdx.x".to_string(),
@@ -167,11 +198,11 @@ impl Gen<'_> {
             .collect();
         self.unflatten("f", &ranges);
         let x = self.real(body)?;
-        let c = comb(&acc, &x);
-        self.line(&format!("{acc} = {c};"));
+        self.line(&Self::accumulate(*reducer, &acc, &comp, &x));
         self.indent -= 1;
         self.line("}");
-        Ok(self.tree(&acc, comb))
+        let part = Self::total(&acc, &comp);
+        Ok(self.tree(&part, comb))
     }
 
     pub(super) fn reduce(
@@ -180,13 +211,7 @@ impl Gen<'_> {
         vars: &[tdl::VarId],
         body: &Expr,
     ) -> Result<String, KernelError> {
-        let id = match reducer {
-            Reducer::Sum => "0.0",
-            Reducer::Prod => "1.0",
-            Reducer::Max => "(-1.0/0.0)",
-            Reducer::Min => "(1.0/0.0)",
-        };
-        let acc = self.fresh("double", id);
+        let (acc, comp) = self.accumulator(reducer);
         let mut opened = 0;
         for v in vars {
             let (lo, hi) = self.window.vars[v.0 as usize];
@@ -196,18 +221,12 @@ impl Gen<'_> {
             opened += 1;
         }
         let x = self.real(body)?;
-        let comb = match reducer {
-            Reducer::Sum => format!("{acc} += {x};"),
-            Reducer::Prod => format!("{acc} *= {x};"),
-            Reducer::Max => format!("{acc} = fmax({acc}, {x});"),
-            Reducer::Min => format!("{acc} = fmin({acc}, {x});"),
-        };
-        self.line(&comb);
+        self.line(&Self::accumulate(reducer, &acc, &comp, &x));
         for _ in 0..opened {
             self.indent -= 1;
             self.line("}");
         }
-        Ok(acc)
+        Ok(Self::total(&acc, &comp))
     }
 }
 
@@ -232,12 +251,60 @@ mod tests {
             .source
     }
 
+    /// The kernels of shipped op `name` on `shapes` with `attrs` (the
+    /// whole op, default reduction options).
+    fn shipped(
+        name: &str,
+        shapes: &[Vec<usize>],
+        attrs: &[(&str, f64)],
+    ) -> super::super::Generated {
+        let lib = tdl::Library::shipped().unwrap();
+        let attrs: tdl::Attrs = attrs
+            .iter()
+            .map(|&(k, v)| (k.to_string(), tdl::AttrValue::Float(v)))
+            .collect();
+        let b = lib.get(name).unwrap().bind(shapes, &attrs).unwrap();
+        let w = Window::whole(&b).unwrap();
+        let l = window_layouts(&b, &w).unwrap();
+        super::super::generate(&b, &w, &l, Default::default()).unwrap()
+    }
+
+    #[test]
+    fn arithmetic_is_f32_and_constants_of_attributes_are_folded_in_f64() {
+        let shapes = vec![vec![4]; 4];
+        let g = shipped("adam_update", &shapes, &[("lr", 0.01)]);
+        assert!(!g.source.contains("double"), "{}", g.source);
+        // 1 − beta2 (0.999 by default) computed in f64 and rounded once,
+        // not from beta2 rounded to f32 first (1e-5 relative off).
+        let folded = (1.0f64 - 0.999) as f32;
+        assert_ne!(folded, 1.0f32 - 0.999f32);
+        assert!(g.reals.contains(&folded), "{:?}", g.reals);
+        // 1 − beta1^step (step 1 by default) likewise.
+        assert!(g.reals.contains(&((1.0f64 - 0.9) as f32)), "{:?}", g.reals);
+        // The values are parameters: another beta2, the same source.
+        let h = shipped("adam_update", &shapes, &[("lr", 0.01), ("beta2", 0.99)]);
+        assert_eq!(g.source, h.source);
+        assert!(h.reals.contains(&((1.0f64 - 0.99) as f32)));
+    }
+
+    #[test]
+    fn sums_are_compensated_and_block_partials_are_f32() {
+        // Rows of 500: a block per row (`BLOCK_REDUCE_MIN`).
+        let g = shipped("softmax", &[vec![3, 500]], &[]);
+        assert!(
+            g.source.contains("ksum(") && g.source.contains("kfin("),
+            "{}",
+            g.source
+        );
+        assert!(g.source.contains("__shared__ float red["), "{}", g.source);
+    }
+
     #[test]
     fn indices_are_32_bit_unless_the_box_needs_64_and_the_same_element_is_read_directly() {
         let small = source(vec![300, 200]);
         assert!(small.contains("unsigned r_q = (unsigned)r;"), "{small}");
         assert!(
-            small.contains("(double)in0[t]"),
+            small.contains("in0[t]"),
             "x[a, b] is the target's element: {small}"
         );
         let big = source(vec![1 << 17, 1 << 16]);
