@@ -8,7 +8,6 @@ pub mod launch;
 pub mod loops;
 pub mod plan;
 pub mod plan_memory;
-pub mod plan_print;
 pub mod plan_topology;
 pub mod run;
 pub mod run_estimate;

@@ -114,7 +114,7 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
     }
     if let Some(name) = &args.estimate {
         let gpu = super::run_estimate::roofline(name)?;
-        super::run_estimate::print(plan.graph.name(), &progs, &gpu, args.json)?;
+        super::run_estimate::print(plan.graph.name(), &progs, gpu, args.json)?;
         return Ok(ExitCode::SUCCESS);
     }
     let opts = RunOptions {

@@ -24,13 +24,15 @@ use planner::graph::Optimizer;
 use planner::plan::SearchKind;
 use runner::choose::ExecChoice;
 use train::data::Data;
+use train::report::header::Header;
+use train::report::summary::TrainSummary;
 use train::samples::Samples;
 use train::{
     checkpoint, data, prepare, trainer, weights, Prepared, StepLog, TrainError, TrainOptions,
 };
 
 pub use super::train_args::Args;
-use super::train_print::{human_step, json_step, print_summary, progress_bar};
+use super::train_print::{human_step, json_step, progress_bar};
 
 /// The zoo model's optimizer with `--lr`.
 fn optimizer(args: &Args) -> miette::Result<Optimizer> {
@@ -163,7 +165,14 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
         return super::train_launched::run(&args, env, &prep, (&train_set, &test_set), &opts);
     }
     if !args.json {
-        print_header(&prep, (&train_set, &test_set), &opts);
+        let header = Header {
+            prep: &prep,
+            train_samples: train_set.samples().len(),
+            test_samples: test_set.samples().len(),
+            start: opts.start,
+            steps,
+        };
+        eprint!("{header}");
     }
     let bar = (!args.json).then(|| progress_bar(opts.start, steps));
     let epoch_losses = Mutex::new(Vec::<f32>::new());
@@ -186,22 +195,6 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
         b.finish_and_clear();
     }
     finish(&args, &prep, &opts, &report, &train_set)
-}
-
-/// The run's first line: model, workers, plan bytes, samples, steps.
-fn print_header(prep: &Prepared, (train_set, test_set): (&Data, &Data), opts: &TrainOptions) {
-    eprintln!(
-        "{} on {} worker(s) (factors {:?}), batch {}, {} plan bytes per step; {} training / {} held-out samples, steps {}..{}",
-        prep.graph.name(),
-        prep.world(),
-        prep.factors,
-        prep.batch,
-        prep.comm_bytes,
-        train_set.samples().len(),
-        test_set.samples().len(),
-        opts.start,
-        opts.steps
-    );
 }
 
 /// After training: `--save-weights`, `--plot` and the summary.
@@ -233,6 +226,17 @@ fn finish(
         Data::Text(t) => Some(t.unigram_entropy()),
         _ => None,
     };
-    print_summary(args, prep, opts, report, unigram);
+    let summary = TrainSummary {
+        workers: prep.world(),
+        start: opts.start,
+        steps: opts.steps,
+        report,
+        unigram,
+    };
+    if args.json {
+        println!("{}", summary.json());
+    } else {
+        print!("{summary}");
+    }
     Ok(ExitCode::SUCCESS)
 }
