@@ -33,6 +33,7 @@ pub mod fold_eval;
 pub mod import;
 pub mod import_inputs;
 pub mod import_options;
+pub mod import_report;
 pub mod import_training;
 pub mod index_fill;
 pub mod loss;
@@ -76,6 +77,7 @@ pub use dims::{DefaultedDim, DimOptions};
 pub use error::OnnxError;
 pub use import::{import, Imported, OpaqueNode, Options, Output, Summary};
 pub use import_options::{ImportOptions, ImportOptionsError};
+pub use import_report::ImportReport;
 pub use tensor::{Data, Elem};
 pub use values::{values, ModelValues, ValuesError};
 

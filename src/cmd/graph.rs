@@ -25,7 +25,7 @@ use planner::graph::{format, Graph, MemoryReport, Optimizer};
 use planner::zoo::Model;
 use tdl::Library;
 
-use super::graph_summary::{graph_fields, print_graph_summary};
+use planner::graph::summary::{summary_fields, GraphSummary};
 
 /// Arguments of `tofu graph`.
 #[derive(clap::Args)]
@@ -132,7 +132,7 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
     }
     let mem = MemoryReport::of(&graph);
     if args.json {
-        let mut summary = graph_fields(&graph, &mem);
+        let mut summary = summary_fields(&graph, &mem);
         summary.insert("model".into(), serde_json::json!(model.name()));
         summary.insert("batch".into(), serde_json::json!(model.batch()));
         summary.insert("optimizer".into(), serde_json::json!(args.optimizer));
@@ -145,7 +145,11 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
             model.batch(),
             args.optimizer
         );
-        print_graph_summary(&graph, &mem);
+        let summary = GraphSummary {
+            graph: &graph,
+            memory: &mem,
+        };
+        print!("{summary}");
         if let Some(p) = &args.output {
             println!("wrote        {}", p.display());
         }

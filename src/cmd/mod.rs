@@ -3,7 +3,6 @@
 pub mod check;
 pub mod graph;
 pub mod graph_onnx;
-pub mod graph_summary;
 pub mod launch;
 pub mod loops;
 pub mod plan;

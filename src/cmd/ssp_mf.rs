@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use datasets::movielens::{default_path, load};
+use ssp::mf::summary::MfSummary;
 use ssp::mf::{split, train, MfConfig, Rating, Ratings};
 use ssp::placement::Policy;
 
@@ -107,24 +108,12 @@ pub(crate) fn placement_policy(arg: PlacementArg) -> Option<Policy> {
     }
 }
 
-/// Prints an MF report: one JSON object on stdout with `extra`'s fields
-/// added, or a line of text.
-pub(crate) fn print_report(
-    report: &ssp::mf::MfReport,
-    json: bool,
-    extra: serde_json::Value,
-) -> miette::Result<()> {
+/// Prints an MF run's summary: one JSON object on stdout, or a line.
+pub(crate) fn print_summary(summary: &MfSummary, json: bool) -> miette::Result<()> {
     if json {
-        let mut v = serde_json::to_value(report).map_err(lib_err)?;
-        if let (Some(v), serde_json::Value::Object(extra)) = (v.as_object_mut(), extra) {
-            v.extend(extra);
-        }
-        println!("{v}");
+        println!("{}", serde_json::to_value(summary).map_err(lib_err)?);
     } else {
-        println!(
-            "held-out RMSE {:.4} after {} epochs, {:.2} s, {} bytes of updates sent",
-            report.heldout_rmse, report.epochs, report.seconds, report.bytes_sent
-        );
+        print!("{summary}");
     }
     Ok(())
 }
@@ -162,17 +151,17 @@ pub fn mf(a: MfArgs) -> miette::Result<ExitCode> {
         eprintln!("epoch {e}: train RMSE {trm:.4}, held-out RMSE {tem:.4}");
     })
     .map_err(lib_err)?;
-    print_report(
-        &report,
-        c.json,
-        serde_json::json!({
-            "staleness": c.staleness,
-            "workers": c.workers,
-            "clients": a.clients,
-            "shards": a.shards,
-            "bandwidth": c.bandwidth,
-            "adarevision": a.model.adarevision,
-        }),
-    )?;
+    let summary = MfSummary {
+        report: &report,
+        adarevision: a.model.adarevision,
+        bandwidth: c.bandwidth,
+        client: None,
+        clients: a.clients,
+        resumed_at: None,
+        shards: a.shards,
+        staleness: c.staleness,
+        workers: c.workers,
+    };
+    print_summary(&summary, c.json)?;
     Ok(ExitCode::SUCCESS)
 }

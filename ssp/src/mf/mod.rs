@@ -22,11 +22,13 @@
 //! * one worker's loop: [`run_worker`] (the same in one process and over
 //!   TCP);
 //! * a whole run in one process: [`train`];
-//! * BSP vs SSP vs managed communication: [`bench`].
+//! * BSP vs SSP vs managed communication: [`bench`];
+//! * what the commands print of a run or the benchmark: [`summary`].
 
 pub mod bench;
 mod data;
 mod local;
+pub mod summary;
 mod worker;
 
 use crate::comm::CommConfig;
