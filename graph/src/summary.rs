@@ -1,6 +1,7 @@
 //! The summary of a training graph that `tofu graph` prints: operator
 //! counts by role, tensors, parameters and the memory figures of a
-//! [`MemoryReport`], as text lines ([`GraphSummary`]) and as JSON fields (`ops`, `forward_ops`, `backward_ops`,
+//! [`MemoryReport`], as text lines ([`GraphSummary`]; for a zoo model
+//! with its name, batch and optimizer: [`ZooSummary`]) and as JSON fields (`ops`, `forward_ops`, `backward_ops`,
 //! `update_ops`, `tensors`, `parameters`, `parameter_bytes`,
 //! `gradient_bytes`, `optimizer_state_bytes`, `training_state_bytes`,
 //! `input_bytes`, `peak_activation_bytes`, `peak_bytes`; sizes in bytes).
@@ -9,6 +10,7 @@ use std::fmt;
 
 use serde_json::{json, Map, Value};
 
+use crate::zoo::Model;
 use crate::{Graph, MemoryReport, OpRole};
 
 /// Operators of `graph` by role: (forward, backward, update).
@@ -84,5 +86,42 @@ impl fmt::Display for GraphSummary<'_> {
             mem.peak_activation_bytes,
             gib(mem.peak_activation_bytes)
         )
+    }
+}
+
+/// A zoo model's training graph as `tofu graph --model` reports it.
+#[derive(Clone, Copy, Debug)]
+pub struct ZooSummary<'a> {
+    /// The zoo model.
+    pub model: &'a Model,
+    /// The optimizer's name, as given.
+    pub optimizer: &'a str,
+    /// The graph and its memory report.
+    pub graph: GraphSummary<'a>,
+}
+
+impl ZooSummary<'_> {
+    /// The `--json` object: [`summary_fields`] and `model`, `batch`,
+    /// `optimizer`.
+    pub fn json(&self) -> Value {
+        let mut m = summary_fields(self.graph.graph, self.graph.memory);
+        m.insert("model".into(), json!(self.model.name()));
+        m.insert("batch".into(), json!(self.model.batch()));
+        m.insert("optimizer".into(), json!(self.optimizer));
+        Value::Object(m)
+    }
+}
+
+/// The model's line (name, batch, optimizer), then the graph's lines.
+impl fmt::Display for ZooSummary<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "model        {} (batch {}, optimizer {})",
+            self.model.name(),
+            self.model.batch(),
+            self.optimizer
+        )?;
+        write!(f, "{}", self.graph)
     }
 }

@@ -25,7 +25,7 @@ use planner::graph::{format, Graph, MemoryReport, Optimizer};
 use planner::zoo::Model;
 use tdl::Library;
 
-use planner::graph::summary::{summary_fields, GraphSummary};
+use planner::graph::summary::{GraphSummary, ZooSummary};
 
 /// Arguments of `tofu graph`.
 #[derive(clap::Args)]
@@ -131,24 +131,17 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
         format::save(&graph, path).into_diagnostic()?;
     }
     let mem = MemoryReport::of(&graph);
-    if args.json {
-        let mut summary = summary_fields(&graph, &mem);
-        summary.insert("model".into(), serde_json::json!(model.name()));
-        summary.insert("batch".into(), serde_json::json!(model.batch()));
-        summary.insert("optimizer".into(), serde_json::json!(args.optimizer));
-        let summary = serde_json::Value::Object(summary);
-        println!("{summary}");
-    } else {
-        println!(
-            "model        {} (batch {}, optimizer {})",
-            model.name(),
-            model.batch(),
-            args.optimizer
-        );
-        let summary = GraphSummary {
+    let summary = ZooSummary {
+        model: &model,
+        optimizer: &args.optimizer,
+        graph: GraphSummary {
             graph: &graph,
             memory: &mem,
-        };
+        },
+    };
+    if args.json {
+        println!("{}", summary.json());
+    } else {
         print!("{summary}");
         if let Some(p) = &args.output {
             println!("wrote        {}", p.display());

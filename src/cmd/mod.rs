@@ -24,7 +24,6 @@ pub mod strategies;
 pub mod train;
 pub mod train_args;
 pub mod train_launched;
-pub mod train_plot;
 pub mod train_print;
 
 /// An error of a library crate as a report with its message (the one

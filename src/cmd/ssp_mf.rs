@@ -6,12 +6,11 @@
 //! server shards, on threads). Also the MF settings, data and report the
 //! other subcommands share (`ssp_bench`, `ssp_processes`).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::ExitCode;
 
-use datasets::movielens::{default_path, load};
 use ssp::mf::summary::MfSummary;
-use ssp::mf::{split, train, MfConfig, Rating, Ratings};
+use ssp::mf::{load_split, train, MfConfig, Rating, Ratings};
 use ssp::placement::Policy;
 
 use super::lib_err;
@@ -35,38 +34,13 @@ pub struct MfArgs {
     pub shards: usize,
 }
 
-/// The cached MovieLens-100K file ([`datasets::movielens::default_path`]).
-///
-/// # Errors
-/// It is missing (names the fetch script and `--data`).
-fn default_movielens() -> miette::Result<PathBuf> {
-    let file = default_path();
-    if file.is_file() {
-        Ok(file)
-    } else {
-        Err(miette::miette!(
-            "{} is missing: run scripts/fetch-movielens.sh (or pass --data FILE)",
-            file.display()
-        ))
-    }
-}
-
-/// MovieLens-100K (or `data`), split 90/10 with `seed`: the ratings and
-/// the train and held-out sets.
-///
-/// # Errors
-/// The file is missing (names the fetch script) or malformed.
+/// MovieLens-100K (or `data`), split 90/10 with `seed`
+/// ([`ssp::mf::load_split`]).
 pub(crate) fn load_movielens(
     data: Option<&Path>,
     seed: u64,
 ) -> miette::Result<(Ratings, Vec<Rating>, Vec<Rating>)> {
-    let file = match data {
-        Some(f) => f.to_path_buf(),
-        None => default_movielens()?,
-    };
-    let ratings = load(&file).map_err(|e| miette::miette!("--data: {e}"))?;
-    let (tr, te) = split(&ratings, 0.9, seed);
-    Ok((ratings, tr, te))
+    load_split(data, seed).map_err(lib_err)
 }
 
 /// The MF run settings of the communication flags, rank (latent factors),

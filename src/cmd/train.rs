@@ -27,10 +27,9 @@ use train::data::Data;
 use train::report::header::Header;
 use train::report::summary::TrainSummary;
 use train::samples::Samples;
-use train::{
-    checkpoint, data, prepare, trainer, weights, Prepared, StepLog, TrainError, TrainOptions,
-};
+use train::{checkpoint, data, prepare, trainer, weights, Prepared, StepLog, TrainOptions};
 
+use super::lib_err;
 pub use super::train_args::Args;
 use super::train_print::{human_step, json_step, progress_bar};
 
@@ -51,10 +50,6 @@ fn optimizer(args: &Args) -> miette::Result<Optimizer> {
     }
 }
 
-fn err(e: TrainError) -> miette::Report {
-    miette::miette!("{e}")
-}
-
 /// The plan file, or the zoo model sized to the data and planned.
 fn prepared(args: &Args, train_set: &Data) -> miette::Result<Prepared> {
     if let Some(path) = &args.plan {
@@ -64,7 +59,7 @@ fn prepared(args: &Args, train_set: &Data) -> miette::Result<Prepared> {
                 path.display()
             ));
         }
-        return prepare::from_plan_file(path, train_set.samples()).map_err(err);
+        return prepare::from_plan_file(path, train_set.samples()).map_err(lib_err);
     }
     let name = args
         .model
@@ -75,13 +70,13 @@ fn prepared(args: &Args, train_set: &Data) -> miette::Result<Prepared> {
         .parse()
         .map_err(|e: String| miette::miette!("{e}"))?;
     let data = (train_set, args.batch);
-    prepare::from_zoo(name, data, &optimizer(args)?, args.workers, search).map_err(err)
+    prepare::from_zoo(name, data, &optimizer(args)?, args.workers, search).map_err(lib_err)
 }
 
 /// The run's options: steps, checkpoints, evaluation, and the state it
 /// starts from (`--weights`, or the latest checkpoint with `--resume`).
 fn options(args: &Args, prep: &Prepared, train_set: &dyn Samples) -> miette::Result<TrainOptions> {
-    let per_epoch = trainer::steps_for_epochs(prep, train_set, 1).map_err(err)?;
+    let per_epoch = trainer::steps_for_epochs(prep, train_set, 1).map_err(lib_err)?;
     let mut opts = TrainOptions {
         steps: args.steps.unwrap_or(per_epoch * args.epochs.unwrap_or(1)),
         seed: args.seed,
@@ -95,11 +90,11 @@ fn options(args: &Args, prep: &Prepared, train_set: &dyn Samples) -> miette::Res
         ..TrainOptions::default()
     };
     if let Some(w) = &args.weights {
-        opts.given = weights::load(w, &prep.graph).map_err(err)?;
+        opts.given = weights::load(w, &prep.graph).map_err(lib_err)?;
     }
     if let Some(dir) = args.checkpoint_dir.as_deref().filter(|_| args.resume) {
         let (latest, start, state) =
-            checkpoint::resume(dir, &prep.graph, &prep.programs, args.seed).map_err(err)?;
+            checkpoint::resume(dir, &prep.graph, &prep.programs, args.seed).map_err(lib_err)?;
         opts.start = start;
         opts.given = state;
         if !args.json {
@@ -118,7 +113,7 @@ fn save_initial(args: &Args, prep: &Prepared, opts: TrainOptions) -> miette::Res
     };
     let mut w = weights::initial(&prep.graph, args.seed);
     w.extend(opts.given);
-    weights::save(out, &prep.graph, &w).map_err(err)?;
+    weights::save(out, &prep.graph, &w).map_err(lib_err)?;
     eprintln!("wrote the initial weights to {}", out.display());
     Ok(ExitCode::SUCCESS)
 }
@@ -150,18 +145,18 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
         ));
     }
     let (train_set, test_set) =
-        data::load_splits(&args.data, &data_options(&args)?).map_err(err)?;
+        data::load_splits(&args.data, &data_options(&args)?).map_err(lib_err)?;
     let prep = prepared(&args, &train_set)?;
     let opts = options(&args, &prep, train_set.samples())?;
     let steps = opts.steps;
     if let Some(out) = &args.export_batches {
-        let order = trainer::batches(&prep, train_set.samples(), args.seed).map_err(err)?;
-        weights::export_batches(out, train_set.samples(), &order, steps).map_err(err)?;
+        let order = trainer::batches(&prep, train_set.samples(), args.seed).map_err(lib_err)?;
+        weights::export_batches(out, train_set.samples(), &order, steps).map_err(lib_err)?;
     }
     if steps == 0 {
         return save_initial(&args, &prep, opts);
     }
-    if let Some(env) = rendezvous::Env::from_env().map_err(|e| miette::miette!("{e}"))? {
+    if let Some(env) = rendezvous::Env::from_env().map_err(lib_err)? {
         return super::train_launched::run(&args, env, &prep, (&train_set, &test_set), &opts);
     }
     if !args.json {
@@ -190,7 +185,7 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
         opts.clone(),
         &on_step,
     )
-    .map_err(err)?;
+    .map_err(lib_err)?;
     if let Some(b) = &bar {
         b.finish_and_clear();
     }
@@ -206,7 +201,7 @@ fn finish(
     train_set: &Data,
 ) -> miette::Result<ExitCode> {
     if let Some(out) = &args.save_weights {
-        weights::save(out, &prep.graph, &report.weights).map_err(err)?;
+        weights::save(out, &prep.graph, &report.weights).map_err(lib_err)?;
     }
     if let Some(svg) = &args.plot {
         let test: Vec<(usize, f64)> = report
@@ -220,7 +215,7 @@ fn finish(
             prep.world(),
             args.data
         );
-        super::train_plot::loss_svg(svg, &title, opts.start, &report.losses, &test)?;
+        train::plot::loss_svg(svg, &title, opts.start, &report.losses, &test).map_err(lib_err)?;
     }
     let unigram = match train_set {
         Data::Text(t) => Some(t.unigram_entropy()),

@@ -15,6 +15,7 @@ use train::report::step;
 use train::report::summary::RankSummary;
 use train::{launched, weights, Prepared, StepLog, TrainOptions};
 
+use super::lib_err;
 use super::train::Args;
 
 /// How long ranks wait for each other to join and, later, for a message.
@@ -28,7 +29,6 @@ pub fn run(
     (train_set, test_set): (&Data, &Data),
     opts: &TrainOptions,
 ) -> miette::Result<ExitCode> {
-    let e = |e: train::TrainError| miette::miette!("{e}");
     if args.plot.is_some() {
         return Err(miette::miette!(
             "--plot is not supported under a launcher yet: train in one process"
@@ -39,9 +39,10 @@ pub fn run(
     let on_step = |s: &StepLog| log_step(args, (rank, world), steps, s);
     let test = Some(test_set.samples()).filter(|_| rank == 0);
     let data = (train_set.samples(), test);
-    let report = launched::train_launched(prep, data, &env, opts, TIMEOUT, &on_step).map_err(e)?;
+    let report =
+        launched::train_launched(prep, data, &env, opts, TIMEOUT, &on_step).map_err(lib_err)?;
     if let (Some(out), Some(w)) = (&args.save_weights, &report.weights) {
-        weights::save(out, &prep.graph, w).map_err(e)?;
+        weights::save(out, &prep.graph, w).map_err(lib_err)?;
     }
     let summary = RankSummary {
         rank,

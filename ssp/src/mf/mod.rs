@@ -36,7 +36,7 @@ use crate::error::SspError;
 use crate::placement::TableSize;
 use crate::types::{TableConfig, TableId};
 
-pub use data::{split, Rating, Ratings};
+pub use data::{load_split, split, LoadError, Rating, Ratings};
 pub use local::train;
 pub use worker::{read_metrics, run_worker};
 
