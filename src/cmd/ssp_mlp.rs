@@ -13,7 +13,7 @@
 
 use std::process::ExitCode;
 
-use train::report::ssp_mlp::SspMlpSummary;
+use train::report::ssp_mlp::{self, SspMlpSummary};
 use train::ssp_mlp::{EpochEnd, SspMlp, SspMlpOptions};
 
 use super::lib_err;
@@ -67,25 +67,13 @@ pub fn mlp(a: MlpArgs) -> miette::Result<ExitCode> {
     let data = train::data::load(&a.data).map_err(lib_err)?;
     let run = SspMlp::new(&data, opts.clone()).map_err(lib_err)?;
     if !c.json {
-        eprintln!(
-            "ssp mlp: {} train / {} test images, {} workers × {} clocks of batch {} per epoch, s = {}{}",
-            run.train_len(),
-            run.test_len(),
-            c.workers,
-            run.clocks_per_epoch(),
-            a.batch,
-            c.staleness,
-            a.top_k.map(|f| format!(", top-k {f}")).unwrap_or_default()
-        );
+        eprintln!("{}", ssp_mlp::header(&run, &opts));
     }
     let quiet = c.json;
     let result = run
         .run(&|e: EpochEnd| {
             if !quiet {
-                eprintln!(
-                    "epoch {}: worker 0 loss {:.4}, test accuracy {:.4} ({:.1} s)",
-                    e.epoch, e.loss, e.accuracy, e.seconds
-                );
+                eprintln!("{e}");
             }
         })
         .map_err(lib_err)?;

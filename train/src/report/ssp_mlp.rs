@@ -1,17 +1,18 @@
-//! What `tofu ssp mlp` prints of a run ([`crate::ssp_mlp`]): the loss and
-//! test accuracy per epoch, the epochs to a target accuracy, seconds and
-//! bytes sent, with the settings the run had.
+//! What `tofu ssp mlp` prints of a run ([`crate::ssp_mlp`]): the first
+//! line ([`header`]) and one per epoch ([`EpochEnd`]'s `Display`) on
+//! stderr; at the end the loss and test accuracy per epoch, the epochs to a
+//! target accuracy, seconds and bytes sent, with the settings the run had.
 //!
-//! Takes an [`SspMlpRun`] and the settings; gives [`SspMlpSummary`], whose
-//! `Serialize` is the `--json` object (fields in declaration order, as
-//! `serde_json::to_string` writes them) and whose [`fmt::Display`] is the
-//! text line.
+//! Takes an [`SspMlp`] or its [`SspMlpRun`] and the settings; gives text
+//! and [`SspMlpSummary`], whose `Serialize` is the `--json` object (fields
+//! in declaration order, as `serde_json::to_string` writes them) and whose
+//! [`fmt::Display`] is the text line.
 
 use std::fmt;
 
 use serde::Serialize;
 
-use crate::ssp_mlp::{SspMlpOptions, SspMlpRun};
+use crate::ssp_mlp::{EpochEnd, SspMlp, SspMlpOptions, SspMlpRun};
 
 /// What an MLP run measured, with its settings.
 #[derive(Clone, Debug, Serialize)]
@@ -70,6 +71,33 @@ impl fmt::Display for SspMlpSummary {
             f,
             "test accuracy {:.4} after {} epochs, {:.2} s, {} bytes of updates sent",
             self.test_accuracy, self.epochs, self.seconds, self.bytes_sent
+        )
+    }
+}
+
+/// The first line: images for training and test, workers, clocks of a
+/// batch per epoch, staleness and (when set) top-k.
+pub fn header(run: &SspMlp<'_>, opts: &SspMlpOptions) -> String {
+    format!(
+        "ssp mlp: {} train / {} test images, {} workers × {} clocks of batch {} per epoch, s = {}{}",
+        run.train_len(),
+        run.test_len(),
+        opts.workers,
+        run.clocks_per_epoch(),
+        opts.batch,
+        opts.staleness,
+        opts.top_k.map(|f| format!(", top-k {f}")).unwrap_or_default()
+    )
+}
+
+/// Worker 0's loss and test accuracy after the epoch, and the seconds so
+/// far (no newline).
+impl fmt::Display for EpochEnd {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "epoch {}: worker 0 loss {:.4}, test accuracy {:.4} ({:.1} s)",
+            self.epoch, self.loss, self.accuracy, self.seconds
         )
     }
 }
