@@ -45,3 +45,28 @@ impl Layout {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn layout(nproc_per_node: usize, nnodes: usize, node_rank: usize, port: u16) -> Layout {
+        Layout {
+            nproc_per_node,
+            nnodes,
+            node_rank,
+            master_addr: "127.0.0.1".into(),
+            master_port: port,
+        }
+    }
+
+    #[test]
+    fn each_problem_is_named_and_a_good_layout_passes() {
+        assert_eq!(layout(0, 1, 0, 29500).check(), Err(LayoutError::Empty));
+        assert_eq!(layout(2, 0, 0, 29500).check(), Err(LayoutError::Empty));
+        let e = layout(2, 2, 2, 29500).check().unwrap_err();
+        assert_eq!(e.to_string(), "--node-rank 2 is not below --nnodes 2");
+        assert_eq!(layout(2, 1, 0, 0).check(), Err(LayoutError::Port));
+        assert_eq!(layout(2, 2, 1, 29500).check(), Ok(()));
+    }
+}
