@@ -12,6 +12,7 @@
 //!   messages at the type's own size.
 //! * [`given`]: real leaf values read from safetensors by tensor name.
 //! * [`given_save`]: named tensors written as safetensors (the one writer).
+//! * [`rank_files`]: every rank's program written as its own file.
 //! * [`error`]: a program file that cannot be read.
 #![warn(missing_docs)]
 
@@ -21,6 +22,7 @@ pub mod given_save;
 pub mod instr;
 pub mod phase;
 pub mod program;
+pub mod rank_files;
 pub mod wire;
 
 pub use error::ProgramError;

@@ -12,6 +12,8 @@
 //!   [`Session::barrier`] and [`Session::all_gather_bytes`].
 //! * [`check`]: the launcher's self-check, one rank's join, barriers and
 //!   payload comparison (`tofu rendezvous-check`).
+//! * [`launcher`]: what `tofu launch` runs, one process per local rank
+//!   supervised; [`layout_check`]: a node layout checked before any starts.
 //! * [`RendezvousError`] and [`Failure`]: typed errors; a failure of the
 //!   session is decided once by the host and sent to every rank, so every
 //!   rank names the same rank(s) ([`RendezvousError::blamed_ranks`]).
@@ -40,6 +42,7 @@ pub mod check;
 mod env;
 mod error;
 pub mod launcher;
+pub mod layout_check;
 mod server;
 mod session;
 mod wire;

@@ -15,6 +15,8 @@
 //!   table of library kernels both backends read.
 //! * [`forward_outputs`]: one forward pass with the model's outputs
 //!   written by name (`tofu run --save-outputs`).
+//! * [`report`]: what `tofu run` reports of a run, a verification, a
+//!   launched rank, saved outputs and a cost estimate, as text and JSON.
 //! * [`exec`]: the executor, generic over backend × communicator, and
 //!   [`RankRunner`], one rank's program driven step by step (`set`, `step`,
 //!   `get`);
@@ -33,6 +35,7 @@ pub mod exec;
 pub mod forward_outputs;
 pub mod ops;
 pub mod region;
+pub mod report;
 pub mod verify;
 
 pub use backend::cpu::kernels;

@@ -25,7 +25,7 @@ use planner::graph::{format, Graph, MemoryReport, Optimizer};
 use planner::zoo::Model;
 use tdl::Library;
 
-use super::graph_summary::{graph_fields, print_graph_summary};
+use planner::graph::summary::{GraphSummary, ZooSummary};
 
 /// Arguments of `tofu graph`.
 #[derive(clap::Args)]
@@ -131,21 +131,18 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
         format::save(&graph, path).into_diagnostic()?;
     }
     let mem = MemoryReport::of(&graph);
+    let summary = ZooSummary {
+        model: &model,
+        optimizer: &args.optimizer,
+        graph: GraphSummary {
+            graph: &graph,
+            memory: &mem,
+        },
+    };
     if args.json {
-        let mut summary = graph_fields(&graph, &mem);
-        summary.insert("model".into(), serde_json::json!(model.name()));
-        summary.insert("batch".into(), serde_json::json!(model.batch()));
-        summary.insert("optimizer".into(), serde_json::json!(args.optimizer));
-        let summary = serde_json::Value::Object(summary);
-        println!("{summary}");
+        println!("{}", summary.json());
     } else {
-        println!(
-            "model        {} (batch {}, optimizer {})",
-            model.name(),
-            model.batch(),
-            args.optimizer
-        );
-        print_graph_summary(&graph, &mem);
+        print!("{summary}");
         if let Some(p) = &args.output {
             println!("wrote        {}", p.display());
         }

@@ -62,22 +62,14 @@ pub struct Args {
 
 /// Run `tofu launch`.
 pub fn run(args: Args) -> miette::Result<ExitCode> {
-    let n = args.nproc_per_node;
-    if n == 0 || args.nnodes == 0 {
-        return Err(miette!("--nproc-per-node and --nnodes must be at least 1"));
-    }
-    if args.node_rank >= args.nnodes {
-        return Err(miette!(
-            "--node-rank {} is not below --nnodes {}",
-            args.node_rank,
-            args.nnodes
-        ));
-    }
-    if args.master_port == 0 {
-        return Err(miette!(
-            "--master-port 0 cannot be shared with the other ranks; pick a port, e.g. 29500"
-        ));
-    }
+    let layout = Layout {
+        nproc_per_node: args.nproc_per_node,
+        nnodes: args.nnodes,
+        node_rank: args.node_rank,
+        master_addr: args.master_addr.clone(),
+        master_port: args.master_port,
+    };
+    layout.check().map_err(|e| miette!("{e}"))?;
     if !(args.grace_s.is_finite() && args.grace_s >= 0.0) {
         return Err(miette!(
             "--grace-s must be a non-negative number of seconds"
@@ -90,13 +82,6 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
     }
     let exe = std::env::current_exe()
         .map_err(|e| miette!("cannot find the tofu executable to start the ranks: {e}"))?;
-    let layout = Layout {
-        nproc_per_node: n,
-        nnodes: args.nnodes,
-        node_rank: args.node_rank,
-        master_addr: args.master_addr.clone(),
-        master_port: args.master_port,
-    };
     let grace = Duration::from_secs_f64(args.grace_s);
     let outcome = launch(&exe, &args.command, &layout, grace).map_err(|e| miette!("{e}"))?;
     match outcome.failure(args.grace_s) {

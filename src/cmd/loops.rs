@@ -4,12 +4,14 @@
 //! the 1D sparse logistic regression, and `bench` measures time per epoch
 //! for 1, 2 and 4 workers and epochs to held-out RMSE 0.95 for the
 //! dependence-aware schedule against data parallelism. Progress goes to
-//! stderr; `--json` prints one JSON object on stdout.
+//! stderr; the report ([`loops::apps::report`]) to stdout, `--json` as one
+//! JSON object.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use datasets::movielens;
+use loops::apps::report::{BenchSummary, LrSummary, MfSummary};
 use loops::apps::{bench, lr, mf};
 use loops::Choice;
 
@@ -158,35 +160,11 @@ fn run_mf(a: MfArgs) -> miette::Result<ExitCode> {
         },
     )
     .map_err(|e| miette::miette!("--schedule {}: {e}", a.schedule))?;
-    print_mf(&a, &rep)
-}
-
-/// The MF report: pretty JSON, or a table.
-fn print_mf(a: &MfArgs, rep: &mf::MfReport) -> miette::Result<ExitCode> {
-    if a.json {
-        let dv: Vec<Vec<String>> = rep.dvecs.iter().map(|v| v.components()).collect();
-        return print_pretty(&serde_json::json!({
-            "schedule": rep.schedule,
-            "workers": a.workers,
-            "schedule_detail": rep.detail,
-            "dependence_vectors": dv,
-            "comm_elements_per_epoch": rep.comm_elements,
-            "rmse_per_epoch": rep.train_rmse,
-            "heldout_rmse_per_epoch": rep.heldout_rmse,
-            "heldout_rmse": rep.heldout_rmse.last(),
-            "seconds_per_epoch": rep.seconds,
-        }));
-    }
-    let vs: Vec<String> = rep.dvecs.iter().map(|v| v.to_string()).collect();
-    println!("schedule            {}", rep.schedule);
-    println!("dependence vectors  {}", vs.join(" "));
-    println!("elements per epoch  {}", rep.comm_elements);
-    println!(
-        "held-out RMSE       {:.4}",
-        rep.heldout_rmse.last().copied().unwrap_or(f64::NAN)
-    );
-    println!("seconds per epoch   {:.3} (mean)", mean(&rep.seconds));
-    Ok(ExitCode::SUCCESS)
+    let summary = MfSummary {
+        report: &rep,
+        workers: a.workers,
+    };
+    print(a.json, summary.json(), &summary)
 }
 
 fn run_lr(a: LrArgs) -> miette::Result<ExitCode> {
@@ -207,21 +185,11 @@ fn run_lr(a: LrArgs) -> miette::Result<ExitCode> {
         },
     )
     .map_err(lib_err)?;
-    if a.json {
-        let dv: Vec<Vec<String>> = rep.dvecs.iter().map(|v| v.components()).collect();
-        return print_pretty(&serde_json::json!({
-            "schedule": rep.schedule, "workers": a.workers, "dependence_vectors": dv,
-            "loss_per_epoch": rep.loss, "seconds_per_epoch": rep.seconds,
-        }));
-    } else {
-        println!("schedule           {}", rep.schedule);
-        println!(
-            "final log-loss     {:.5}",
-            rep.loss.last().copied().unwrap_or(f64::NAN)
-        );
-        println!("seconds per epoch  {:.3} (mean)", mean(&rep.seconds));
-    }
-    Ok(ExitCode::SUCCESS)
+    let summary = LrSummary {
+        report: &rep,
+        workers: a.workers,
+    };
+    print(a.json, summary.json(), &summary)
 }
 
 fn run_bench(a: BenchArgs) -> miette::Result<ExitCode> {
@@ -234,41 +202,26 @@ fn run_bench(a: BenchArgs) -> miette::Result<ExitCode> {
         },
     )
     .map_err(lib_err)?;
-    let (eo, ed) = b.epochs_to_target;
-    if a.json {
-        let v = serde_json::json!({
-            "seconds_per_epoch": b.times.iter().map(|(w, s, t)| serde_json::json!({"workers": w, "schedule": s, "median_seconds": t})).collect::<Vec<_>>(),
-            "target_rmse": a.target,
-            "epochs_to_target": {"orion_unordered_2d_4_workers": eo, "data_parallel_4_workers": ed},
-            "heldout_rmse_per_epoch": {"orion": b.orion.heldout_rmse, "data_parallel": b.data_parallel.heldout_rmse},
-        });
-        return print_pretty(&v);
-    }
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    println!(
-        "SGD MF, MovieLens-100K (90/10), rank 16: median seconds per epoch over {} epochs ({cores} cores visible)",
-        a.epochs
-    );
-    for (w, s, t) in &b.times {
-        println!("  {w} worker(s)  {s:<13} {t:.4} s");
-    }
-    let show = |e: Option<usize>| {
-        e.map_or(format!("not within {} epochs", a.max_epochs), |e| {
-            e.to_string()
-        })
+    let summary = BenchSummary {
+        bench: &b,
+        epochs: a.epochs,
+        max_epochs: a.max_epochs,
+        target: a.target,
+        cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
     };
-    println!("epochs to held-out RMSE ≤ {} with 4 workers:", a.target);
-    println!("  {:<24} {}", b.orion.schedule, show(eo));
-    println!("  {:<24} {}", "data-parallel (1 sync/epoch)", show(ed));
-    Ok(ExitCode::SUCCESS)
+    print(a.json, summary.json(), &summary)
 }
 
-/// Print `v` as pretty JSON on stdout.
-fn print_pretty(v: &serde_json::Value) -> miette::Result<ExitCode> {
-    println!("{}", serde_json::to_string_pretty(v).map_err(lib_err)?);
+/// Print `v` as pretty JSON with `json`, else the text of `summary`.
+fn print(
+    json: bool,
+    v: serde_json::Value,
+    summary: &dyn std::fmt::Display,
+) -> miette::Result<ExitCode> {
+    if json {
+        println!("{}", serde_json::to_string_pretty(&v).map_err(lib_err)?);
+    } else {
+        print!("{summary}");
+    }
     Ok(ExitCode::SUCCESS)
-}
-
-fn mean(x: &[f64]) -> f64 {
-    x.iter().sum::<f64>() / x.len().max(1) as f64
 }

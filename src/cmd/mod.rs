@@ -3,12 +3,10 @@
 pub mod check;
 pub mod graph;
 pub mod graph_onnx;
-pub mod graph_summary;
 pub mod launch;
 pub mod loops;
 pub mod plan;
 pub mod plan_memory;
-pub mod plan_print;
 pub mod plan_topology;
 pub mod run;
 pub mod run_estimate;
@@ -26,7 +24,6 @@ pub mod strategies;
 pub mod train;
 pub mod train_args;
 pub mod train_launched;
-pub mod train_plot;
 pub mod train_print;
 
 /// An error of a library crate as a report with its message (the one

@@ -28,14 +28,13 @@ use interval::cache::StrategyCache;
 use miette::IntoDiagnostic;
 use planner::graph::{format, Graph};
 use planner::plan::options::parse_bytes;
-use planner::plan::pareto::ParetoPoint;
-use planner::plan::request::{PlanRequest, Plans};
-use planner::plan::{dot, PlanFile, PlanOptions, Planned, SearchKind};
+use planner::plan::report::Report;
+use planner::plan::request::PlanRequest;
+use planner::plan::{dot, PlanFile, PlanOptions, SearchKind};
 use tdl::Library;
 
 use super::lib_err;
 use super::plan_memory;
-use super::plan_print::Shown;
 
 /// Arguments of `tofu plan`.
 #[derive(clap::Args)]
@@ -224,26 +223,6 @@ fn options(args: &Args) -> miette::Result<PlanOptions> {
     })
 }
 
-/// The `--pareto` frontier and the index of the point chosen.
-type Front = (Vec<ParetoPoint>, usize);
-
-/// The plan shown and written: the one plan, or the `--pareto-point` of
-/// the frontier (with the frontier and the index). A plan that does not
-/// fit the device memory is the smallest found (DOES NOT FIT, exit 2).
-fn chosen(args: &Args, plans: Plans) -> miette::Result<(Planned, Option<Front>)> {
-    Ok(match plans {
-        Plans::One(p) => (*p, None),
-        Plans::Frontier(mut front) => {
-            if front.len() == 1 && front[0].plan.fit.does_not_fit() {
-                (front.remove(0).plan, None)
-            } else {
-                let (i, p) = plan_memory::pick(&front, args.pareto_point)?;
-                (p, Some((front, i)))
-            }
-        }
-    })
-}
-
 /// Run `tofu plan`.
 pub fn run(args: Args) -> miette::Result<ExitCode> {
     let mut request = request(&args)?;
@@ -253,7 +232,7 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
     let results = request
         .run(&graph, &lib, &StrategyCache::new())
         .into_diagnostic()?;
-    let (planned, front) = chosen(&args, results.plans)?;
+    let (planned, front) = plan_memory::chosen(args.pareto_point, results.plans)?;
     let mut file = PlanFile::new(&graph, &results.model, &planned);
     file.import = import;
     if let Some(path) = &args.output {
@@ -265,7 +244,7 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
         planner::graph::format::write_atomic(path, dot::to_dot(&planned.coarse, &title).as_bytes())
             .into_diagnostic()?;
     }
-    let shown = Shown {
+    let report = Report {
         name: &name,
         workers: args.workers,
         search,
@@ -277,14 +256,27 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
         front: front.as_ref().map(|(f, i)| (&f[..], *i)),
     };
     if args.json {
-        println!("{}", shown.json());
+        println!("{}", report.json());
     } else {
-        shown.print();
-        super::plan_print::print_written(args.output.as_deref(), args.dot.as_deref());
+        print!("{report}");
+        print_written(args.output.as_deref(), args.dot.as_deref());
     }
-    Ok(if shown.over().is_some() {
+    Ok(if report.over().is_some() {
         ExitCode::from(2)
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// The lines naming the files written (`-o`, `--dot`).
+fn print_written(output: Option<&std::path::Path>, dot: Option<&std::path::Path>) {
+    if let Some(p) = output {
+        println!("plan written to {}", p.display());
+    }
+    if let Some(p) = dot {
+        println!(
+            "picture written to {} (render with `dot -Tsvg`)",
+            p.display()
+        );
+    }
 }

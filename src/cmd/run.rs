@@ -110,11 +110,11 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
     let progs = codegen::compile(&plan, &lib)
         .map_err(|e| miette::miette!("{}: {e}", args.plan.display()))?;
     if let Some(dir) = &args.save_programs {
-        save_programs(dir, &progs)?;
+        program::rank_files::write_ranks(dir, &progs.programs).map_err(lib_err)?;
     }
     if let Some(name) = &args.estimate {
         let gpu = super::run_estimate::roofline(name)?;
-        super::run_estimate::print(plan.graph.name(), &progs, &gpu, args.json)?;
+        super::run_estimate::print(plan.graph.name(), &progs, gpu, args.json)?;
         return Ok(ExitCode::SUCCESS);
     }
     let opts = RunOptions {
@@ -174,17 +174,6 @@ fn run_and_print(
     } else {
         ExitCode::SUCCESS
     })
-}
-
-/// Write `DIR/rank-<r>.json` for every rank's program.
-fn save_programs(dir: &std::path::Path, progs: &Programs) -> miette::Result<()> {
-    std::fs::create_dir_all(dir).map_err(|e| miette::miette!("{}: {e}", dir.display()))?;
-    for p in &progs.programs {
-        let path = dir.join(format!("rank-{}.json", p.rank));
-        std::fs::write(&path, p.to_json())
-            .map_err(|e| miette::miette!("{}: {e}", path.display()))?;
-    }
-    Ok(())
 }
 
 /// Leaf values from `path`: safetensors, or for `--weights` an ONNX model

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use codegen::Programs;
 use rendezvous::Env;
+use runner::report::rank::RankSummary;
 use runner::{run_rank_fed, CpuBackend, Given, NoFeed, RunOptions};
 
 use super::lib_err;
@@ -50,26 +51,17 @@ pub fn run(
             return Err(lib_err(e));
         }
     };
-    let sent: u64 = report.bytes_sent.iter().sum();
-    let predicted = progs.predicted_bytes_per_rank[rank] * opts.steps as u64;
+    let summary = RankSummary {
+        rank,
+        world,
+        steps: opts.steps,
+        predicted_bytes: progs.predicted_bytes_per_rank[rank] * opts.steps as u64,
+        report: &report,
+    };
     if args.json {
-        let v = serde_json::json!({
-            "rank": rank,
-            "world_size": world,
-            "steps": opts.steps,
-            "step_seconds": report.step_seconds,
-            "bytes_sent": sent,
-            "predicted_bytes": predicted,
-            "peak_bytes": report.peak_bytes,
-        });
-        println!("{v}");
+        println!("{}", summary.json());
     } else {
-        let mean =
-            report.step_seconds.iter().sum::<f64>() / report.step_seconds.len().max(1) as f64;
-        println!(
-            "rank {rank} of {world}: {} step(s), {mean:.4} s per step, {sent} bytes sent (plan: {predicted}), peak {} bytes",
-            opts.steps, report.peak_bytes
-        );
+        print!("{summary}");
     }
     session.close().map_err(lib_err)?;
     Ok(ExitCode::SUCCESS)

@@ -2,16 +2,16 @@
 //! plan with the model's outputs written by their ONNX names, and the
 //! synthetic values it ran on ([`runner::forward_outputs`], which says
 //! which forward and which values); this file checks the flags, names the
-//! plan or inputs file in errors, and prints what was written (one JSON
-//! object with `--json`: `plan`, `workers`, `file`, `outputs`,
-//! `synthetic_inputs`, `synthetic_weights`, `step_seconds`).
+//! plan or inputs file in errors, and prints what was written
+//! ([`runner::report::saved`]; one JSON object with `--json`).
 
 use std::path::Path;
 use std::process::ExitCode;
 
 use codegen::Programs;
 use planner::plan::BoundPlan;
-use runner::forward_outputs::{forward_outputs, ForwardError, SavedOutputs};
+use runner::forward_outputs::{forward_outputs, ForwardError};
+use runner::report::saved::SavedSummary;
 use runner::Given;
 
 use super::lib_err;
@@ -49,44 +49,17 @@ pub fn run(
             ForwardError::Run(e) => super::run::choose_error(e),
             e => lib_err(e),
         })?;
-    print_saved(args, graph.name(), progs.programs.len(), path, &saved);
-    Ok(ExitCode::SUCCESS)
-}
-
-/// What `--save-outputs` wrote: one JSON object, or a line (and one more
-/// naming the synthetic values it ran on).
-pub fn print_saved(args: &Args, model: &str, workers: usize, path: &Path, saved: &SavedOutputs) {
-    let (outs, ins, fills) = (
-        &saved.outputs,
-        &saved.synthetic_inputs,
-        saved.synthetic_weights,
-    );
+    let summary = SavedSummary {
+        plan: &args.plan.display().to_string(),
+        model: graph.name(),
+        workers: progs.programs.len(),
+        file: &path.display().to_string(),
+        saved: &saved,
+    };
     if args.json {
-        let v = serde_json::json!({
-            "plan": args.plan.display().to_string(),
-            "workers": workers,
-            "file": path.display().to_string(),
-            "outputs": outs,
-            "synthetic_inputs": ins,
-            "synthetic_weights": fills,
-            "step_seconds": saved.step_seconds,
-        });
-        println!("{v}");
-        return;
+        println!("{}", summary.json());
+    } else {
+        print!("{summary}");
     }
-    println!(
-        "{model} on {workers} workers: wrote outputs {} to {}",
-        outs.join(", "),
-        path.display()
-    );
-    if !ins.is_empty() || fills > 0 {
-        println!(
-            "with the seeded synthetic values it ran on: inputs {}; {fills} weights",
-            if ins.is_empty() {
-                "none".to_string()
-            } else {
-                ins.join(", ")
-            }
-        );
-    }
+    Ok(ExitCode::SUCCESS)
 }

@@ -5,12 +5,11 @@
 //! in exact arithmetic, where no two f32 programs agree — within 10× of
 //! what a 64-ulp perturbation of the reference's own leaves changes it
 //! (a third run, made only when some tensor exceeds the tolerance). The
-//! verdict names the tensors that failed and those that passed only by
-//! their sensitivity.
+//! verdict ([`runner::report::verdict`]) names the tensors that failed and
+//! those that passed only by their sensitivity.
 
 use codegen::Programs;
 use planner::plan::BoundPlan;
-use runner::verify::TensorCheck;
 use runner::{judge, perturbed_leaves, Given, RunOptions, RunReport, Verification};
 use tdl::Library;
 
@@ -41,52 +40,4 @@ pub(super) fn verify(
     g.extend(perturbed_leaves(&one.programs[0], opts.seed, given).map_err(lib_err)?);
     let perturbed = execute(args, &one, opts, None, &g)?;
     Ok((judge(report, &reference, Some(&perturbed), TOLERANCE), one))
-}
-
-/// The name of tensor `t` in the unpartitioned program.
-fn name(one: &Programs, t: planner::graph::TensorId) -> String {
-    one.programs[0]
-        .tensor(t)
-        .map_or_else(|| format!("#{}", t.0), |i| i.name.clone())
-}
-
-/// The tensors of a verdict worth naming ([`Verification::notable`]), as
-/// JSON: `failed` (worst first, at most 10) and `ill_conditioned` (passed
-/// by sensitivity), each `{tensor, error, sensitivity}`.
-pub(super) fn details(v: &Verification, one: &Programs) -> serde_json::Value {
-    let entry = |c: &&TensorCheck| {
-        serde_json::json!({
-            "tensor": name(one, c.tensor),
-            "error": c.error,
-            "sensitivity": c.sensitivity,
-        })
-    };
-    let (failed, ill) = v.notable(10);
-    serde_json::json!({
-        "failed": failed.iter().map(entry).collect::<Vec<_>>(),
-        "ill_conditioned": ill.iter().map(entry).collect::<Vec<_>>(),
-    })
-}
-
-/// Print the verdict for a terminal.
-pub(super) fn print(v: &Verification, one: &Programs) {
-    let ok = v.passed();
-    println!(
-        "verify: max relative error {:.3e} ({})",
-        v.max_rel_error,
-        if ok { "ok" } else { "FAILED" }
-    );
-    let (failed, ill) = v.notable(10);
-    let what = ["failed", "passed by its sensitivity (ill-conditioned)"];
-    for (what, checks) in what.iter().zip([failed, ill]) {
-        for c in checks {
-            println!(
-                "  {} {what}: error {:.3e}, sensitivity {}",
-                name(one, c.tensor),
-                c.error,
-                c.sensitivity
-                    .map_or_else(|| "not measured".to_string(), |s| format!("{s:.3e}")),
-            );
-        }
-    }
 }

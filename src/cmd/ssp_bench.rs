@@ -4,14 +4,16 @@
 //! mf`. Prints a table (or `--json`: `{"runs": [...], "target_rmse", ...}`)
 //! of epochs and seconds to the first held-out RMSE ≤ `--target`, total
 //! seconds and bytes sent, and each run's ratios to BSP (`null` when either
-//! run missed the target).
+//! run missed the target): [`ssp::mf::summary::BenchSummary`].
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use ssp::mf::bench::{self, BenchRun};
+use ssp::mf::bench;
+use ssp::mf::summary::BenchSummary;
 use ssp::Priority;
 
+use super::lib_err;
 use super::ssp::{parse_priority, CommArgs};
 use super::ssp_mf::{load_movielens, mf_config};
 
@@ -58,10 +60,6 @@ pub struct BenchArgs {
     pub json: bool,
 }
 
-fn fmt_opt(x: Option<f64>, digits: usize) -> String {
-    x.map_or_else(|| "-".to_string(), |v| format!("{v:.digits$}"))
-}
-
 /// Run the benchmark.
 pub fn bench(a: BenchArgs) -> miette::Result<ExitCode> {
     let comm = CommArgs {
@@ -88,54 +86,17 @@ pub fn bench(a: BenchArgs) -> miette::Result<ExitCode> {
         eprintln!("{name} epoch {e}: train RMSE {trm:.4}, held-out RMSE {tem:.4}");
     })
     .map_err(|(name, e)| miette::miette!("{name}: {e}"))?;
+    let summary = BenchSummary {
+        epochs: a.epochs,
+        priority: a.priority.name(),
+        runs: &runs,
+        target_rmse: a.target,
+        workers: a.workers,
+    };
     if a.json {
-        let v = serde_json::json!({
-            "target_rmse": a.target,
-            "workers": a.workers,
-            "epochs": a.epochs,
-            "priority": a.priority.name(),
-            "runs": runs,
-        });
-        println!("{v}");
+        println!("{}", serde_json::to_value(summary).map_err(lib_err)?);
     } else {
-        print_table(&a, &runs);
+        print!("{summary}");
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// The table of runs and the line saying what the target was.
-fn print_table(a: &BenchArgs, runs: &[BenchRun]) {
-    println!(
-        "{:<12} {:>3} {:>10} {:>9} {:>9} {:>8} {:>12} {:>9} {:>10} {:>11}",
-        "config",
-        "s",
-        "bandwidth",
-        "epochs→t",
-        "secs→t",
-        "secs",
-        "bytes sent",
-        "held-out",
-        "time/BSP",
-        "epochs/BSP"
-    );
-    for r in runs {
-        println!(
-            "{:<12} {:>3} {:>10} {:>9} {:>9} {:>8.2} {:>12} {:>9.4} {:>10} {:>11}",
-            r.config,
-            r.staleness,
-            r.bandwidth,
-            r.epochs_to_target
-                .map_or_else(|| "-".to_string(), |e| e.to_string()),
-            fmt_opt(r.seconds_to_target, 2),
-            r.seconds,
-            r.bytes_sent,
-            r.heldout_rmse,
-            fmt_opt(r.seconds_to_target_vs_bsp, 3),
-            fmt_opt(r.epochs_to_target_vs_bsp, 3),
-        );
-    }
-    println!(
-        "target: held-out RMSE ≤ {} (\"-\": not reached in {} epochs); ratios are run / BSP, below 1 is faster",
-        a.target, a.epochs
-    );
 }

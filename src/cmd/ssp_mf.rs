@@ -6,11 +6,11 @@
 //! server shards, on threads). Also the MF settings, data and report the
 //! other subcommands share (`ssp_bench`, `ssp_processes`).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::ExitCode;
 
-use datasets::movielens::{default_path, load};
-use ssp::mf::{split, train, MfConfig, Rating, Ratings};
+use ssp::mf::summary::MfSummary;
+use ssp::mf::{load_split, train, MfConfig, Rating, Ratings};
 use ssp::placement::Policy;
 
 use super::lib_err;
@@ -34,38 +34,13 @@ pub struct MfArgs {
     pub shards: usize,
 }
 
-/// The cached MovieLens-100K file ([`datasets::movielens::default_path`]).
-///
-/// # Errors
-/// It is missing (names the fetch script and `--data`).
-fn default_movielens() -> miette::Result<PathBuf> {
-    let file = default_path();
-    if file.is_file() {
-        Ok(file)
-    } else {
-        Err(miette::miette!(
-            "{} is missing: run scripts/fetch-movielens.sh (or pass --data FILE)",
-            file.display()
-        ))
-    }
-}
-
-/// MovieLens-100K (or `data`), split 90/10 with `seed`: the ratings and
-/// the train and held-out sets.
-///
-/// # Errors
-/// The file is missing (names the fetch script) or malformed.
+/// MovieLens-100K (or `data`), split 90/10 with `seed`
+/// ([`ssp::mf::load_split`]).
 pub(crate) fn load_movielens(
     data: Option<&Path>,
     seed: u64,
 ) -> miette::Result<(Ratings, Vec<Rating>, Vec<Rating>)> {
-    let file = match data {
-        Some(f) => f.to_path_buf(),
-        None => default_movielens()?,
-    };
-    let ratings = load(&file).map_err(|e| miette::miette!("--data: {e}"))?;
-    let (tr, te) = split(&ratings, 0.9, seed);
-    Ok((ratings, tr, te))
+    load_split(data, seed).map_err(lib_err)
 }
 
 /// The MF run settings of the communication flags, rank (latent factors),
@@ -107,24 +82,12 @@ pub(crate) fn placement_policy(arg: PlacementArg) -> Option<Policy> {
     }
 }
 
-/// Prints an MF report: one JSON object on stdout with `extra`'s fields
-/// added, or a line of text.
-pub(crate) fn print_report(
-    report: &ssp::mf::MfReport,
-    json: bool,
-    extra: serde_json::Value,
-) -> miette::Result<()> {
+/// Prints an MF run's summary: one JSON object on stdout, or a line.
+pub(crate) fn print_summary(summary: &MfSummary, json: bool) -> miette::Result<()> {
     if json {
-        let mut v = serde_json::to_value(report).map_err(lib_err)?;
-        if let (Some(v), serde_json::Value::Object(extra)) = (v.as_object_mut(), extra) {
-            v.extend(extra);
-        }
-        println!("{v}");
+        println!("{}", serde_json::to_value(summary).map_err(lib_err)?);
     } else {
-        println!(
-            "held-out RMSE {:.4} after {} epochs, {:.2} s, {} bytes of updates sent",
-            report.heldout_rmse, report.epochs, report.seconds, report.bytes_sent
-        );
+        print!("{summary}");
     }
     Ok(())
 }
@@ -162,17 +125,17 @@ pub fn mf(a: MfArgs) -> miette::Result<ExitCode> {
         eprintln!("epoch {e}: train RMSE {trm:.4}, held-out RMSE {tem:.4}");
     })
     .map_err(lib_err)?;
-    print_report(
-        &report,
-        c.json,
-        serde_json::json!({
-            "staleness": c.staleness,
-            "workers": c.workers,
-            "clients": a.clients,
-            "shards": a.shards,
-            "bandwidth": c.bandwidth,
-            "adarevision": a.model.adarevision,
-        }),
-    )?;
+    let summary = MfSummary {
+        report: &report,
+        adarevision: a.model.adarevision,
+        bandwidth: c.bandwidth,
+        client: None,
+        clients: a.clients,
+        resumed_at: None,
+        shards: a.shards,
+        staleness: c.staleness,
+        workers: c.workers,
+    };
+    print_summary(&summary, c.json)?;
     Ok(ExitCode::SUCCESS)
 }

@@ -9,11 +9,12 @@
 //!
 //! The trainer is `train::ssp_mlp` (gradients from the runner's CPU
 //! backend, pushed as increments, `--top-k` residuals); this file parses
-//! the flags and prints.
+//! the flags and prints ([`train::report::ssp_mlp`]).
 
 use std::process::ExitCode;
 
-use train::ssp_mlp::{EpochEnd, SspMlp, SspMlpOptions, SspMlpRun};
+use train::report::ssp_mlp::{self, SspMlpSummary};
+use train::ssp_mlp::{EpochEnd, SspMlp, SspMlpOptions};
 
 use super::lib_err;
 use super::ssp::{comm_config, CommArgs};
@@ -47,22 +48,6 @@ pub struct MlpArgs {
     pub target_accuracy: f64,
 }
 
-/// What an MLP run measured.
-#[derive(serde::Serialize)]
-struct Report {
-    loss_per_epoch: Vec<f64>,
-    accuracy_per_epoch: Vec<f64>,
-    test_accuracy: f64,
-    epochs: u32,
-    target_accuracy: f64,
-    epochs_to_target: Option<u32>,
-    seconds: f64,
-    bytes_sent: u64,
-    workers: usize,
-    staleness: u32,
-    top_k: Option<f32>,
-}
-
 /// Run `tofu ssp mlp`.
 pub fn mlp(a: MlpArgs) -> miette::Result<ExitCode> {
     let c = &a.comm;
@@ -80,60 +65,23 @@ pub fn mlp(a: MlpArgs) -> miette::Result<ExitCode> {
     };
     opts.check().map_err(lib_err)?;
     let data = train::data::load(&a.data).map_err(lib_err)?;
-    let run = SspMlp::new(&data, opts).map_err(lib_err)?;
+    let run = SspMlp::new(&data, opts.clone()).map_err(lib_err)?;
     if !c.json {
-        eprintln!(
-            "ssp mlp: {} train / {} test images, {} workers × {} clocks of batch {} per epoch, s = {}{}",
-            run.train_len(),
-            run.test_len(),
-            c.workers,
-            run.clocks_per_epoch(),
-            a.batch,
-            c.staleness,
-            a.top_k.map(|f| format!(", top-k {f}")).unwrap_or_default()
-        );
+        eprintln!("{}", ssp_mlp::header(&run, &opts));
     }
     let quiet = c.json;
     let result = run
         .run(&|e: EpochEnd| {
             if !quiet {
-                eprintln!(
-                    "epoch {}: worker 0 loss {:.4}, test accuracy {:.4} ({:.1} s)",
-                    e.epoch, e.loss, e.accuracy, e.seconds
-                );
+                eprintln!("{e}");
             }
         })
         .map_err(lib_err)?;
-    print(&a, result)
-}
-
-/// The run's report: one JSON object, or a line.
-fn print(a: &MlpArgs, result: SspMlpRun) -> miette::Result<ExitCode> {
-    let c = &a.comm;
-    let accuracy_per_epoch = result.accuracy_per_epoch;
-    let report = Report {
-        loss_per_epoch: result.loss_per_epoch,
-        test_accuracy: accuracy_per_epoch.last().copied().unwrap_or(0.0),
-        epochs_to_target: accuracy_per_epoch
-            .iter()
-            .position(|&x| x >= a.target_accuracy)
-            .map(|e| e as u32 + 1),
-        accuracy_per_epoch,
-        epochs: c.epochs,
-        target_accuracy: a.target_accuracy,
-        seconds: result.seconds,
-        bytes_sent: result.bytes_sent,
-        workers: c.workers,
-        staleness: c.staleness,
-        top_k: a.top_k,
-    };
+    let summary = SspMlpSummary::new(result, &opts, a.target_accuracy);
     if c.json {
-        println!("{}", serde_json::to_string(&report).map_err(lib_err)?);
+        println!("{}", serde_json::to_string(&summary).map_err(lib_err)?);
     } else {
-        println!(
-            "test accuracy {:.4} after {} epochs, {:.2} s, {} bytes of updates sent",
-            report.test_accuracy, report.epochs, report.seconds, report.bytes_sent
-        );
+        print!("{summary}");
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -16,13 +16,15 @@
 use std::process::ExitCode;
 use std::time::Duration;
 
+use ssp::mf::summary::MfSummary;
 use ssp::mf::MfReport;
-use ssp::process_run::{serve, work, MfInput, RunShape, Served, ServerSetup, WorkerSetup};
+use ssp::process_run::{serve, work, MfInput, RunShape, ServerSetup, WorkerSetup};
 use ssp::processes::{ClientRun, MfApp};
+use ssp::served_summary::ServedSummary;
 use ssp::CommConfig;
 
 use super::lib_err;
-use super::ssp_mf::{load_movielens, placement_policy, print_report};
+use super::ssp_mf::{load_movielens, placement_policy, print_summary};
 use super::ssp_processes_args::App;
 pub use super::ssp_processes_args::{ServerArgs, WorkerArgs};
 
@@ -47,7 +49,8 @@ pub fn server(a: ServerArgs) -> miette::Result<ExitCode> {
     })
     .map_err(lib_err)?;
     if a.json {
-        println!("{}", server_json(&served, a.shape.app == App::Counter));
+        let summary = ServedSummary::new(&served, a.shape.app == App::Counter);
+        println!("{}", serde_json::to_value(summary).map_err(lib_err)?);
     } else {
         eprintln!(
             "ssp server {}: done, {} increments applied",
@@ -55,31 +58,6 @@ pub fn server(a: ServerArgs) -> miette::Result<ExitCode> {
         );
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// The server's `--json` object: increments applied, the restored clock,
-/// rows held per shard and table, and for the counter the final rows.
-fn server_json(served: &Served, counter: bool) -> serde_json::Value {
-    let summary = &served.summary;
-    let held: Vec<_> = summary
-        .rows_per_table
-        .iter()
-        .map(|(id, per_table)| serde_json::json!({ "shard": id.0, "rows_per_table": per_table }))
-        .collect();
-    let mut v = serde_json::json!({
-        "applied": summary.applied,
-        "restored_from": served.restored_from,
-        "shards": held,
-    });
-    if counter {
-        let rows: serde_json::Map<String, serde_json::Value> = summary
-            .rows
-            .iter()
-            .map(|(r, values)| (r.to_string(), serde_json::json!(values)))
-            .collect();
-        v["rows"] = rows.into();
-    }
-    v
 }
 
 /// Runs a worker process: its client and worker threads, until they are
@@ -135,18 +113,16 @@ fn print_mf(a: &WorkerArgs, app: &MfApp, run: ClientRun, start: u32) -> miette::
     }
     let cfg = app.config();
     let report = MfReport::new(cfg, &sums, ended, run.seconds, run.bytes_sent);
-    print_report(
-        &report,
-        a.json,
-        serde_json::json!({
-            "staleness": a.shape.staleness,
-            "workers": cfg.workers,
-            "clients": a.shape.clients,
-            "shards": a.shape.num_servers * a.shape.shards_per_server,
-            "client": a.client,
-            "bandwidth": a.bandwidth,
-            "adarevision": a.model.adarevision,
-            "resumed_at": start,
-        }),
-    )
+    let summary = MfSummary {
+        report: &report,
+        adarevision: a.model.adarevision,
+        bandwidth: a.bandwidth,
+        client: Some(a.client),
+        clients: a.shape.clients,
+        resumed_at: Some(start),
+        shards: a.shape.num_servers * a.shape.shards_per_server,
+        staleness: a.shape.staleness,
+        workers: cfg.workers,
+    };
+    print_summary(&summary, a.json)
 }

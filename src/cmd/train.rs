@@ -24,13 +24,14 @@ use planner::graph::Optimizer;
 use planner::plan::SearchKind;
 use runner::choose::ExecChoice;
 use train::data::Data;
+use train::report::header::Header;
+use train::report::summary::TrainSummary;
 use train::samples::Samples;
-use train::{
-    checkpoint, data, prepare, trainer, weights, Prepared, StepLog, TrainError, TrainOptions,
-};
+use train::{checkpoint, data, prepare, trainer, weights, Prepared, StepLog, TrainOptions};
 
+use super::lib_err;
 pub use super::train_args::Args;
-use super::train_print::{human_step, json_step, print_summary, progress_bar};
+use super::train_print::{human_step, json_step, progress_bar};
 
 /// The zoo model's optimizer with `--lr`.
 fn optimizer(args: &Args) -> miette::Result<Optimizer> {
@@ -49,10 +50,6 @@ fn optimizer(args: &Args) -> miette::Result<Optimizer> {
     }
 }
 
-fn err(e: TrainError) -> miette::Report {
-    miette::miette!("{e}")
-}
-
 /// The plan file, or the zoo model sized to the data and planned.
 fn prepared(args: &Args, train_set: &Data) -> miette::Result<Prepared> {
     if let Some(path) = &args.plan {
@@ -65,7 +62,7 @@ fn prepared(args: &Args, train_set: &Data) -> miette::Result<Prepared> {
         if let Some(v) = args.lr.filter(|v| !(v.is_finite() && *v > 0.0)) {
             return Err(miette::miette!("--lr {v}: must be a positive number"));
         }
-        return prepare::from_plan_file(path, train_set.samples(), args.lr).map_err(err);
+        return prepare::from_plan_file(path, train_set.samples(), args.lr).map_err(lib_err);
     }
     let name = args
         .model
@@ -76,13 +73,13 @@ fn prepared(args: &Args, train_set: &Data) -> miette::Result<Prepared> {
         .parse()
         .map_err(|e: String| miette::miette!("{e}"))?;
     let data = (train_set, args.batch);
-    prepare::from_zoo(name, data, &optimizer(args)?, args.workers, search).map_err(err)
+    prepare::from_zoo(name, data, &optimizer(args)?, args.workers, search).map_err(lib_err)
 }
 
 /// The run's options: steps, checkpoints, evaluation, and the state it
 /// starts from (`--weights`, or the latest checkpoint with `--resume`).
 fn options(args: &Args, prep: &Prepared, train_set: &dyn Samples) -> miette::Result<TrainOptions> {
-    let per_epoch = trainer::steps_for_epochs(prep, train_set, 1).map_err(err)?;
+    let per_epoch = trainer::steps_for_epochs(prep, train_set, 1).map_err(lib_err)?;
     let mut opts = TrainOptions {
         steps: args.steps.unwrap_or(per_epoch * args.epochs.unwrap_or(1)),
         seed: args.seed,
@@ -96,11 +93,11 @@ fn options(args: &Args, prep: &Prepared, train_set: &dyn Samples) -> miette::Res
         ..TrainOptions::default()
     };
     if let Some(w) = &args.weights {
-        opts.given = weights::load(w, &prep.graph).map_err(err)?;
+        opts.given = weights::load(w, &prep.graph).map_err(lib_err)?;
     }
     if let Some(dir) = args.checkpoint_dir.as_deref().filter(|_| args.resume) {
         let (latest, start, state) =
-            checkpoint::resume(dir, &prep.graph, &prep.programs, args.seed).map_err(err)?;
+            checkpoint::resume(dir, &prep.graph, &prep.programs, args.seed).map_err(lib_err)?;
         opts.start = start;
         opts.given = state;
         if !args.json {
@@ -119,7 +116,7 @@ fn save_initial(args: &Args, prep: &Prepared, opts: TrainOptions) -> miette::Res
     };
     let mut w = weights::initial(&prep.graph, args.seed);
     w.extend(opts.given);
-    weights::save(out, &prep.graph, &w).map_err(err)?;
+    weights::save(out, &prep.graph, &w).map_err(lib_err)?;
     eprintln!("wrote the initial weights to {}", out.display());
     Ok(ExitCode::SUCCESS)
 }
@@ -151,22 +148,29 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
         ));
     }
     let (train_set, test_set) =
-        data::load_splits(&args.data, &data_options(&args)?).map_err(err)?;
+        data::load_splits(&args.data, &data_options(&args)?).map_err(lib_err)?;
     let prep = prepared(&args, &train_set)?;
     let opts = options(&args, &prep, train_set.samples())?;
     let steps = opts.steps;
     if let Some(out) = &args.export_batches {
-        let order = trainer::batches(&prep, train_set.samples(), args.seed).map_err(err)?;
-        weights::export_batches(out, train_set.samples(), &order, steps).map_err(err)?;
+        let order = trainer::batches(&prep, train_set.samples(), args.seed).map_err(lib_err)?;
+        weights::export_batches(out, train_set.samples(), &order, steps).map_err(lib_err)?;
     }
     if steps == 0 {
         return save_initial(&args, &prep, opts);
     }
-    if let Some(env) = rendezvous::Env::from_env().map_err(|e| miette::miette!("{e}"))? {
+    if let Some(env) = rendezvous::Env::from_env().map_err(lib_err)? {
         return super::train_launched::run(&args, env, &prep, (&train_set, &test_set), &opts);
     }
     if !args.json {
-        print_header(&prep, (&train_set, &test_set), &opts);
+        let header = Header {
+            prep: &prep,
+            train_samples: train_set.samples().len(),
+            test_samples: test_set.samples().len(),
+            start: opts.start,
+            steps,
+        };
+        eprint!("{header}");
     }
     let bar = (!args.json).then(|| progress_bar(opts.start, steps));
     let epoch_losses = Mutex::new(Vec::<f32>::new());
@@ -184,27 +188,11 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
         opts.clone(),
         &on_step,
     )
-    .map_err(err)?;
+    .map_err(lib_err)?;
     if let Some(b) = &bar {
         b.finish_and_clear();
     }
     finish(&args, &prep, &opts, &report, &train_set)
-}
-
-/// The run's first line: model, workers, plan bytes, samples, steps.
-fn print_header(prep: &Prepared, (train_set, test_set): (&Data, &Data), opts: &TrainOptions) {
-    eprintln!(
-        "{} on {} worker(s) (factors {:?}), batch {}, {} plan bytes per step; {} training / {} held-out samples, steps {}..{}",
-        prep.graph.name(),
-        prep.world(),
-        prep.factors,
-        prep.batch,
-        prep.comm_bytes,
-        train_set.samples().len(),
-        test_set.samples().len(),
-        opts.start,
-        opts.steps
-    );
 }
 
 /// After training: `--save-weights`, `--plot` and the summary.
@@ -216,7 +204,7 @@ fn finish(
     train_set: &Data,
 ) -> miette::Result<ExitCode> {
     if let Some(out) = &args.save_weights {
-        weights::save(out, &prep.graph, &report.weights).map_err(err)?;
+        weights::save(out, &prep.graph, &report.weights).map_err(lib_err)?;
     }
     if let Some(svg) = &args.plot {
         let test: Vec<(usize, f64)> = report
@@ -230,12 +218,23 @@ fn finish(
             prep.world(),
             args.data
         );
-        super::train_plot::loss_svg(svg, &title, opts.start, &report.losses, &test)?;
+        train::plot::loss_svg(svg, &title, opts.start, &report.losses, &test).map_err(lib_err)?;
     }
     let unigram = match train_set {
         Data::Text(t) => Some(t.unigram_entropy()),
         _ => None,
     };
-    print_summary(args, prep, opts, report, unigram);
+    let summary = TrainSummary {
+        workers: prep.world(),
+        start: opts.start,
+        steps: opts.steps,
+        report,
+        unigram,
+    };
+    if args.json {
+        println!("{}", summary.json());
+    } else {
+        print!("{summary}");
+    }
     Ok(ExitCode::SUCCESS)
 }

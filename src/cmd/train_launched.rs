@@ -11,9 +11,11 @@ use std::time::Duration;
 
 use rendezvous::Env;
 use train::data::Data;
-use train::rank_trainer::RankTrainReport;
+use train::report::step;
+use train::report::summary::RankSummary;
 use train::{launched, weights, Prepared, StepLog, TrainOptions};
 
+use super::lib_err;
 use super::train::Args;
 
 /// How long ranks wait for each other to join and, later, for a message.
@@ -27,7 +29,6 @@ pub fn run(
     (train_set, test_set): (&Data, &Data),
     opts: &TrainOptions,
 ) -> miette::Result<ExitCode> {
-    let e = |e: train::TrainError| miette::miette!("{e}");
     if args.plot.is_some() {
         return Err(miette::miette!(
             "--plot is not supported under a launcher yet: train in one process"
@@ -38,59 +39,34 @@ pub fn run(
     let on_step = |s: &StepLog| log_step(args, (rank, world), steps, s);
     let test = Some(test_set.samples()).filter(|_| rank == 0);
     let data = (train_set.samples(), test);
-    let report = launched::train_launched(prep, data, &env, opts, TIMEOUT, &on_step).map_err(e)?;
+    let report =
+        launched::train_launched(prep, data, &env, opts, TIMEOUT, &on_step).map_err(lib_err)?;
     if let (Some(out), Some(w)) = (&args.save_weights, &report.weights) {
-        weights::save(out, &prep.graph, w).map_err(e)?;
+        weights::save(out, &prep.graph, w).map_err(lib_err)?;
     }
-    print_done(args, (rank, world), steps, &report);
+    let summary = RankSummary {
+        rank,
+        world,
+        steps,
+        report: &report,
+    };
+    if args.json {
+        println!("{}", summary.json());
+    } else {
+        print!("{summary}");
+    }
     Ok(ExitCode::SUCCESS)
 }
 
 /// One step's line (every `--log-every` steps and the last): JSON with
 /// `rank` and `world_size`, or the loss on stderr where this rank keeps it.
-fn log_step(args: &Args, (rank, world): (usize, usize), steps: usize, s: &StepLog) {
-    let logged = s.step.is_multiple_of(args.log_every) || s.step + 1 == steps;
-    if !logged {
+fn log_step(args: &Args, ranks: (usize, usize), steps: usize, s: &StepLog) {
+    if !step::logged(s, args.log_every, steps) {
         return;
     }
-    let loss = (!s.loss.is_nan()).then_some(s.loss);
     if args.json {
-        let v = serde_json::json!({
-            "rank": rank,
-            "world_size": world,
-            "step": s.step,
-            "epoch": s.epoch,
-            "loss": loss,
-            "samples_per_second": s.samples_per_second,
-        });
-        println!("{v}");
-    } else if let Some(l) = loss {
-        eprintln!(
-            "step {:>6}  loss {l:.4}  {:.0} samples/s",
-            s.step, s.samples_per_second
-        );
-    }
-}
-
-/// The final JSON object, or (on rank 0) the held-out line.
-fn print_done(args: &Args, (rank, world): (usize, usize), steps: usize, report: &RankTrainReport) {
-    let t = report.test;
-    if args.json {
-        let v = serde_json::json!({
-            "rank": rank,
-            "world_size": world,
-            "done": true,
-            "steps": steps,
-            "seconds": report.seconds,
-            "final_loss": report.losses.last().copied().flatten(),
-            "test_loss": t.map(|t| t.loss),
-            "test_accuracy": t.map(|t| t.accuracy),
-        });
-        println!("{v}");
-    } else if let Some(t) = t {
-        println!(
-            "trained {steps} steps in {:.2} s on {world} processes; held-out loss {:.4}, accuracy {:.4}",
-            report.seconds, t.loss, t.accuracy
-        );
+        println!("{}", step::rank_json(s, ranks));
+    } else if let Some(l) = step::rank_loss(s) {
+        eprintln!("{}", step::rank_line(s, l));
     }
 }

@@ -15,7 +15,8 @@
 //! * [`link`]: how messages leave (channels in one process, [`tcp`] across
 //!   processes);
 //! * [`cluster`]: a whole run in one process; [`processes`]: a run as
-//!   server and worker processes over TCP;
+//!   server and worker processes over TCP ([`served_summary`]: what a
+//!   server process reports at the end);
 //! * [`mf`]: the matrix-factorisation application (SGD on MovieLens);
 //! * [`adarevision`]: AdaRevision rows (§3.2.3); [`topk`]: top-k
 //!   sparsification with residuals; [`placement`]: tables over servers
@@ -37,6 +38,7 @@ pub mod mf;
 pub mod placement;
 pub mod process_run;
 pub mod processes;
+pub mod served_summary;
 pub mod server;
 pub mod tcp;
 pub mod topk;

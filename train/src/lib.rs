@@ -8,7 +8,8 @@
 //! per-rank programs) → [`trainer`] (the runner's ranks stepped with a
 //! [`feed`] over the [`batches`]) → [`evaluate`] (held-out loss and
 //! accuracy of the trained weights), with [`checkpoint`]s to resume from
-//! and [`weights`] in and out as safetensors. Beside that pipeline,
+//! and [`weights`] in and out as safetensors; [`report`] is what
+//! `tofu train` prints of it and [`plot`] its loss curve. Beside that pipeline,
 //! [`ssp_mlp`] trains the zoo's MLP data-parallel through the SSP parameter
 //! server (`tofu ssp mlp`). The binary's `tofu train` parses
 //! arguments and prints; everything else is here.
@@ -20,8 +21,10 @@ pub mod data;
 pub mod evaluate;
 pub mod feed;
 pub mod launched;
+pub mod plot;
 pub mod prepare;
 pub mod rank_trainer;
+pub mod report;
 pub mod samples;
 pub mod ssp_mlp;
 pub mod tensors;

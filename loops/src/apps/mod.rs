@@ -7,3 +7,5 @@ pub mod bench;
 pub mod lr;
 /// SGD matrix factorisation (unordered 2D).
 pub mod mf;
+/// What `tofu loops` prints of the applications' runs, as text and JSON.
+pub mod report;

@@ -49,8 +49,9 @@
 //!      calls the driver.
 //!
 //! A finished plan's outputs sit beside the layers that make it: [`file`](mod@file)
-//! (the versioned plan file, `tofu-plan` JSON) and [`dot`] (a Graphviz
-//! picture of the coarsened graph).
+//! (the versioned plan file, `tofu-plan` JSON), [`dot`] (a Graphviz
+//! picture of the coarsened graph), [`summary`] (the `tofu plan --json`
+//! values) and [`report`] (the `tofu plan` text).
 //!
 //! Types that moved keep their old paths through re-exports
 //! (`driver::Planned`, `level::Decisions`, `cost::OpChoice`,
@@ -77,6 +78,7 @@ pub mod op_groups;
 pub mod options;
 pub mod pareto;
 pub mod planned;
+pub mod report;
 pub mod request;
 pub mod searches;
 pub mod summary;

@@ -22,11 +22,13 @@
 //! * one worker's loop: [`run_worker`] (the same in one process and over
 //!   TCP);
 //! * a whole run in one process: [`train`];
-//! * BSP vs SSP vs managed communication: [`bench`].
+//! * BSP vs SSP vs managed communication: [`bench`];
+//! * what the commands print of a run or the benchmark: [`summary`].
 
 pub mod bench;
 mod data;
 mod local;
+pub mod summary;
 mod worker;
 
 use crate::comm::CommConfig;
@@ -34,7 +36,7 @@ use crate::error::SspError;
 use crate::placement::TableSize;
 use crate::types::{TableConfig, TableId};
 
-pub use data::{split, Rating, Ratings};
+pub use data::{load_split, split, LoadError, Rating, Ratings};
 pub use local::train;
 pub use worker::{read_metrics, run_worker};
 

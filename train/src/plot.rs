@@ -1,22 +1,40 @@
-//! `tofu train --plot loss.svg`: the training loss per step and the
-//! held-out loss at each evaluation, drawn as an SVG chart with plotters.
+//! The loss curve of a training run as an SVG chart (`tofu train --plot
+//! loss.svg`), drawn with plotters.
+//!
+//! Takes the training loss per step (from a first step) and the held-out
+//! loss at each evaluation; gives an 800×480 SVG file with both lines and a
+//! legend. Units: loss in nats, steps.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use plotters::prelude::*;
 
+/// The chart could not be drawn or written.
+#[derive(Debug, thiserror::Error)]
+#[error("{}: {message}", path.display())]
+pub struct PlotError {
+    /// The SVG file.
+    pub path: PathBuf,
+    /// The drawing backend's (I/O) error.
+    pub message: String,
+}
+
 /// Draw `train` (loss per step, from step `first`) and `test` ((step,
-/// held-out loss) pairs) into an SVG file at `path`.
+/// held-out loss) pairs) into an SVG file at `path`, titled `title`.
 ///
-/// Errors: the drawing backend's (I/O) error, naming the file.
+/// Errors: [`PlotError`], the drawing backend's (I/O) error, naming the
+/// file.
 pub fn loss_svg(
     path: &Path,
     title: &str,
     first: usize,
     train: &[f32],
     test: &[(usize, f64)],
-) -> miette::Result<()> {
-    let fail = |e: &dyn std::fmt::Display| miette::miette!("{}: {e}", path.display());
+) -> Result<(), PlotError> {
+    let fail = |e: &dyn std::fmt::Display| PlotError {
+        path: path.to_path_buf(),
+        message: e.to_string(),
+    };
     let finite = |v: f64| v.is_finite().then_some(v);
     let ys = train
         .iter()
