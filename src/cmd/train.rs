@@ -173,7 +173,7 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
         eprint!("{header}");
     }
     let bar = (!args.json).then(|| progress_bar(opts.start, steps));
-    let epoch_losses = Mutex::new(Vec::<f32>::new());
+    let epoch_losses = Mutex::new(train::report::step::Interval::default());
     let on_step = |s: &StepLog| {
         if args.json {
             json_step(&args, s, steps);

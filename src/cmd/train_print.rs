@@ -30,17 +30,16 @@ pub fn json_step(args: &Args, s: &StepLog, steps: usize) {
 }
 
 /// The progress bar's step, and a line per evaluation (mean training loss
-/// since the last line, held-out loss and accuracy).
-pub fn human_step(bar: &ProgressBar, s: &StepLog, losses: &Mutex<Vec<f32>>, steps: usize) {
+/// and samples per second since the last line, held-out loss and accuracy).
+pub fn human_step(bar: &ProgressBar, s: &StepLog, since: &Mutex<step::Interval>, steps: usize) {
     bar.set_position(s.step as u64 + 1);
     bar.set_message(format!("{:.4}", s.loss));
-    let mut l = losses.lock().expect("no poisoned loss log");
-    l.push(s.loss);
+    let mut interval = since.lock().expect("no poisoned interval");
+    interval.add(s);
     if s.test.is_none() && s.step + 1 != steps {
         return;
     }
-    let line = step::epoch_line(s, l.iter().sum::<f32>() / l.len() as f32);
-    l.clear();
+    let line = interval.line(s);
     if bar.is_hidden() {
         // No terminal: indicatif prints nothing, so the line goes to stderr.
         eprintln!("{line}");

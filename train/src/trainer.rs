@@ -72,6 +72,8 @@ pub struct StepLog {
     /// Seconds of training steps since training started: [`Self::elapsed`]
     /// less the checkpoints and held-out evaluations.
     pub train_seconds: f64,
+    /// Seconds of this step (checkpoints and evaluations not counted).
+    pub step_seconds: f64,
     /// The held-out evaluation after this step, when one was due.
     pub test: Option<Evaluation>,
 }
@@ -124,6 +126,7 @@ impl StepClock {
             samples_per_second: batch as f64 / dt.max(1e-9),
             elapsed: now.duration_since(self.start).as_secs_f64(),
             train_seconds,
+            step_seconds: dt,
             test: None,
         }
     }
