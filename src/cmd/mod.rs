@@ -24,6 +24,7 @@ pub mod strategies;
 pub mod train;
 pub mod train_args;
 pub mod train_launched;
+pub mod train_onnx;
 pub mod train_print;
 
 /// An error of a library crate as a report with its message (the one

@@ -206,6 +206,7 @@ fn finish(
     if let Some(out) = &args.save_weights {
         weights::save(out, &prep.graph, &report.weights).map_err(lib_err)?;
     }
+    super::train_onnx::save_onnx(args, &prep.graph, &report.weights)?;
     if let Some(svg) = &args.plot {
         let test: Vec<(usize, f64)> = report
             .evaluations

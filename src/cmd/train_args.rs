@@ -70,6 +70,15 @@ pub struct Args {
     /// safetensors; with `--steps 0`, the initial weights.
     #[arg(long, value_name = "FILE.safetensors")]
     pub save_weights: Option<PathBuf>,
+    /// Write the ONNX model the plan was made from (`--onnx-model`) with
+    /// its initializers replaced by the trained weights, the graph
+    /// unchanged, written whole or not at all: a model onnxruntime runs.
+    #[arg(long, value_name = "OUT.onnx", requires = "onnx_model")]
+    pub save_onnx: Option<PathBuf>,
+    /// The ONNX model the plan file was made from (`tofu plan MODEL.onnx`),
+    /// for `--save-onnx`.
+    #[arg(long, value_name = "MODEL.onnx")]
+    pub onnx_model: Option<PathBuf>,
     /// Write the features and labels of every step's batch (`x[steps,
     /// batch, features]`, `y[steps, batch]`) as safetensors, for a
     /// reference implementation (`scripts/compare-torch.py`).

@@ -44,6 +44,9 @@ pub fn run(
     if let (Some(out), Some(w)) = (&args.save_weights, &report.weights) {
         weights::save(out, &prep.graph, w).map_err(lib_err)?;
     }
+    if let Some(w) = &report.weights {
+        super::train_onnx::save_onnx(args, &prep.graph, w)?;
+    }
     let summary = RankSummary {
         rank,
         world,

@@ -13,6 +13,9 @@
 //! its one data input, `labels` to its loss target). `--lr` sets the
 //! plan's learning rate: the planned value changes nothing, another changes
 //! every step after the first.
+//! `--save-onnx` writes the model with the trained weights as its
+//! initializers, and tofu running that model gives the forward pass
+//! computed in the test from the `--save-weights` values.
 //!
 //! Needs `digits.csv` (`scripts/fetch-digits.sh`); without it the test
 //! prints `SKIPPED`, and fails under `CI`.
@@ -21,7 +24,7 @@ mod run_outputs_common;
 
 use std::path::Path;
 
-use run_outputs_common::{model, node, random};
+use run_outputs_common::{model, node, plan_with, random, read_f32, save_outputs, write_f32};
 use safetensors::tensor::TensorView;
 use safetensors::Dtype;
 use tofu_tests::{data_cache, free_port, have_digits, launch_args, temp_dir, text, tofu};
@@ -194,6 +197,66 @@ fn an_onnx_plan_trains_on_integer_labels_and_is_evaluated_held_out() {
         (launched_acc - acc).abs() < 1e-9,
         "launched {launched_acc} vs one process {acc}"
     );
+}
+
+/// `--save-onnx`: the trained model's initializers are the `--save-weights`
+/// values, and tofu running the saved model (an inference plan of it,
+/// `--weights OUT.onnx`) gives the forward pass computed here in f64 from
+/// those weights.
+#[test]
+fn save_onnx_writes_the_trained_weights_into_the_model() {
+    if !have_digits() {
+        return;
+    }
+    let dir = temp_dir("train-onnx-save");
+    let onnx = dir.join("mlp.onnx");
+    std::fs::write(&onnx, mlp_onnx()).unwrap();
+    let plan = dir.join("plan.json");
+    let (p, o) = (plan.to_str().unwrap(), onnx.to_str().unwrap());
+    assert!(tofu(&["plan", o, "--workers", "2", "-o", p])
+        .status
+        .success());
+    let (w, out) = (dir.join("w.safetensors"), dir.join("trained.onnx"));
+    let (ws, os) = (w.to_str().unwrap(), out.to_str().unwrap());
+    let args = ["train", p, "--data", "digits", "--steps", "60", "--json"];
+    let saves = ["--save-weights", ws, "--save-onnx", os, "--onnx-model", o];
+    json_lines(&[&args[..], &saves].concat());
+    let weights = read_f32(&w);
+    let names = ["w1", "b1", "w2", "b2"];
+    // The saved model's initializers, read back by tofu's own reader.
+    for (name, _, values) in onnx::values::initializers(&out).unwrap() {
+        assert_eq!(values, weights[&name].1, "{name}");
+    }
+    // Untrained and trained differ (the check above is not vacuous).
+    let init: Vec<_> = onnx::values::initializers(&onnx).unwrap();
+    assert!(init.iter().all(|(n, _, v)| *v != weights[n].1));
+
+    // Run the saved model with tofu: its logits are the forward pass.
+    let infer = plan_with(&dir, &out, 1, &["--inference"]);
+    let x = random(16 * 64, 7);
+    let inputs = dir.join("x.safetensors");
+    write_f32(&inputs, &[("x", vec![16, 64], x.clone())]);
+    let saved = dir.join("out.safetensors");
+    let ran = save_outputs(&infer, &out, Some(&inputs), &saved);
+    assert!(ran.status.success(), "{}", text(&ran).1);
+    let logits = &read_f32(&saved)["logits"].1;
+    let [w1, b1, w2, b2] = names.map(|n| &weights[n].1);
+    for r in 0..16 {
+        let h: Vec<f64> = (0..32)
+            .map(|j| {
+                let z = (0..64).map(|i| (x[r * 64 + i] * w1[i * 32 + j]) as f64);
+                (z.sum::<f64>() + b1[j] as f64).max(0.0)
+            })
+            .collect();
+        for c in 0..10 {
+            let want = (0..32).map(|j| h[j] * w2[j * 10 + c] as f64).sum::<f64>() + b2[c] as f64;
+            let got = logits[r * 10 + c] as f64;
+            assert!(
+                (got - want).abs() <= 1e-4 * (1.0 + want.abs()),
+                "[{r}, {c}]: {got} vs {want}"
+            );
+        }
+    }
 }
 
 /// The `&str`s of `v`.
