@@ -207,11 +207,20 @@ fn read_onnx(
     plan_file: &std::path::Path,
     model: &std::path::Path,
 ) -> miette::Result<Given> {
-    let import = plan
-        .import
-        .as_ref()
-        .map(ImportOptions::from_record)
-        .transpose();
+    let graph = (&plan.graph, plan.import.as_ref());
+    onnx_values(graph, lib, plan_file, model)
+}
+
+/// The values the ONNX model `model` gives `graph`, planned in
+/// `plan_file` and imported as its `import` record says
+/// ([`onnx::values`]; `tofu run` and `tofu train` `--weights MODEL.onnx`).
+pub(super) fn onnx_values(
+    (graph, import): (&planner::graph::Graph, Option<&serde_json::Value>),
+    lib: &Library,
+    plan_file: &std::path::Path,
+    model: &std::path::Path,
+) -> miette::Result<Given> {
+    let import = import.map(ImportOptions::from_record).transpose();
     let import = import.map(Option::flatten).map_err(|e| {
         miette::miette!(
             help = "plan the model again with this tofu (`tofu plan MODEL.onnx …`)",
@@ -219,11 +228,11 @@ fn read_onnx(
             plan_file.display()
         )
     })?;
-    match onnx::values(&plan.graph, model, lib, import.as_ref()) {
+    match onnx::values(graph, model, lib, import.as_ref()) {
         Ok(ModelValues::ByTensor(v)) => Ok(v.into_iter().collect()),
         Ok(ModelValues::Initializers(named)) => {
             let name = model.display().to_string();
-            from_named(&plan.graph, &name, named, Kind::Weights, true).map_err(lib_err)
+            from_named(graph, &name, named, Kind::Weights, true).map_err(lib_err)
         }
         Err(e @ ValuesError::Import(_)) => Err(miette::miette!(
             help = "pass the model the plan was made from (`tofu plan MODEL.onnx …`)",

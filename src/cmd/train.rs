@@ -17,6 +17,7 @@
 //! and `test_loss`/`test_accuracy` after an evaluation; every `--log-every`
 //! steps and the last) and a final one with `test_loss`, `test_accuracy`.
 
+use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Mutex;
 
@@ -93,7 +94,7 @@ fn options(args: &Args, prep: &Prepared, train_set: &dyn Samples) -> miette::Res
         ..TrainOptions::default()
     };
     if let Some(w) = &args.weights {
-        opts.given = weights::load(w, &prep.graph).map_err(lib_err)?;
+        opts.given = initial_weights(args, prep, w)?;
     }
     if let Some(dir) = args.checkpoint_dir.as_deref().filter(|_| args.resume) {
         let (latest, start, state) =
@@ -105,6 +106,23 @@ fn options(args: &Args, prep: &Prepared, train_set: &dyn Samples) -> miette::Res
         }
     }
     Ok(opts)
+}
+
+/// `--weights FILE`: safetensors by graph names, or the ONNX model a plan
+/// file was made from (every value its import took from it).
+fn initial_weights(args: &Args, prep: &Prepared, w: &Path) -> miette::Result<runner::Given> {
+    if w.extension().is_none_or(|e| e != "onnx") {
+        return weights::load(w, &prep.graph).map_err(lib_err);
+    }
+    let Some(plan) = args.plan.as_deref().filter(|_| prep.import.is_some()) else {
+        return Err(miette::miette!(
+            "--weights {}: an ONNX model's weights start a plan made from it (`tofu plan MODEL.onnx -o plan.json`, then `tofu train plan.json --weights MODEL.onnx`)",
+            w.display()
+        ));
+    };
+    let lib = tdl::Library::shipped().map_err(lib_err)?;
+    let graph = (&prep.graph, prep.import.as_ref());
+    super::run::onnx_values(graph, &lib, plan, w)
 }
 
 /// `--steps 0 --save-weights F`: write the initial weights.

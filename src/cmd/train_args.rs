@@ -62,9 +62,10 @@ pub struct Args {
     /// Log every N-th step (and the last).
     #[arg(long, default_value_t = 1)]
     pub log_every: usize,
-    /// Start from these weights (safetensors named by graph names, e.g. a
-    /// `--save-weights` file) instead of the synthetic initial fill.
-    #[arg(long, value_name = "FILE.safetensors")]
+    /// Start from these weights instead of the synthetic initial fill:
+    /// safetensors named by graph names (e.g. a `--save-weights` file), or
+    /// the ONNX model a plan file was made from (its own values).
+    #[arg(long, value_name = "FILE.safetensors|MODEL.onnx")]
     pub weights: Option<PathBuf>,
     /// Write the trained weights (whole tensors, by graph names) as
     /// safetensors; with `--steps 0`, the initial weights.

@@ -15,7 +15,8 @@
 //! every step after the first.
 //! `--save-onnx` writes the model with the trained weights as its
 //! initializers, and tofu running that model gives the forward pass
-//! computed in the test from the `--save-weights` values.
+//! computed in the test from the `--save-weights` values; `--weights
+//! MODEL.onnx` starts from the model's initializers.
 //!
 //! Needs `digits.csv` (`scripts/fetch-digits.sh`); without it the test
 //! prints `SKIPPED`, and fails under `CI`.
@@ -230,6 +231,25 @@ fn save_onnx_writes_the_trained_weights_into_the_model() {
     // Untrained and trained differ (the check above is not vacuous).
     let init: Vec<_> = onnx::values::initializers(&onnx).unwrap();
     assert!(init.iter().all(|(n, _, v)| *v != weights[n].1));
+
+    // `--weights MODEL.onnx` starts from the model's initializers.
+    let w0 = dir.join("w0.safetensors");
+    let start = [
+        "train",
+        p,
+        "--data",
+        "digits",
+        "--steps",
+        "0",
+        "--weights",
+        o,
+    ];
+    let started = tofu(&[&start[..], &["--save-weights", w0.to_str().unwrap()]].concat());
+    assert!(started.status.success(), "{}", text(&started).1);
+    let w0 = read_f32(&w0);
+    for (name, _, values) in &init {
+        assert_eq!(values, &w0[name].1, "--weights MODEL.onnx: {name}");
+    }
 
     // Run the saved model with tofu: its logits are the forward pass.
     let infer = plan_with(&dir, &out, 1, &["--inference"]);

@@ -42,6 +42,10 @@ pub struct Prepared {
     pub batch: usize,
     /// The plan's bytes sent by all ranks per step.
     pub comm_bytes: u64,
+    /// How the graph was imported from a model file (the plan file's
+    /// `import` record, e.g. `{"onnx": {…}}`): what reading the model's
+    /// values again needs. `None` for a zoo model or a graph file.
+    pub import: Option<serde_json::Value>,
 }
 
 impl Prepared {
@@ -220,6 +224,7 @@ fn finish(
         p.keep_tiles(&[logits]);
     }
     Ok(Prepared {
+        import: plan.import,
         graph: plan.graph,
         factors: plan.factors,
         programs,
