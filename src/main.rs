@@ -32,8 +32,8 @@ enum Command {
     Plan(cmd::plan::Args),
     /// Run a plan's training steps on k CPU threads; `--verify` compares with the unpartitioned graph.
     Run(cmd::run::Args),
-    /// Train a model (zoo name or plan file) with its partition plan on a real data set; loss per step, held-out accuracy.
-    Train(cmd::train::Args),
+    /// Train a model (zoo name, ONNX model or plan file) with its partition plan on a real data set; loss per step, held-out accuracy.
+    Train(Box<cmd::train::Args>),
     /// Dependence-aware parallel loops (Orion): SGD MF, sparse logistic regression, benchmark.
     Loops(cmd::loops::Args),
     /// Data-parallel training through the Stale Synchronous Parallel parameter server (Bösen).
@@ -70,7 +70,7 @@ fn main() -> ExitCode {
         Command::Strategies(a) => cmd::strategies::run(a),
         Command::Plan(a) => cmd::plan::run(a),
         Command::Run(a) => cmd::run::run(a),
-        Command::Train(a) => cmd::train::run(a),
+        Command::Train(a) => cmd::train::run(*a),
         Command::Loops(a) => cmd::loops::run(a),
         Command::Ssp(a) => cmd::ssp::run(a),
         Command::Launch(a) => cmd::launch::run(a),

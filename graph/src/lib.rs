@@ -42,7 +42,7 @@ pub use error::GraphError;
 pub use ids::{GroupId, OpId, TensorId};
 pub use ir::{DType, Fill, Graph, Group, Op, OpRole, Tensor, TensorRole};
 pub use memory::{MemoryClass, MemoryReport};
-pub use optimizer::Optimizer;
+pub use optimizer::{checked_lr, Optimizer};
 pub use outputs::GraphOutput;
 pub use region::{part_range, Region};
 pub use training::training_graph;

@@ -36,6 +36,18 @@ pub enum Optimizer {
     },
 }
 
+/// `--lr LR` checked: a positive, finite number (or none).
+///
+/// Errors: any other value, in words naming the flag.
+pub fn checked_lr(lr: Option<f64>) -> Result<Option<f64>, String> {
+    match lr {
+        Some(v) if !(v.is_finite() && v > 0.0) => {
+            Err(format!("--lr {v}: must be a positive number"))
+        }
+        other => Ok(other),
+    }
+}
+
 impl Default for Optimizer {
     /// Momentum SGD (lr 0.1, momentum 0.9): MXNet's default for the paper's
     /// benchmarks, and what Table 1's sizes count (one state tensor per weight).
@@ -60,6 +72,20 @@ impl Optimizer {
                 eps: 1e-8,
             }),
             _ => None,
+        }
+    }
+
+    /// `--optimizer NAME [--lr LR]`: [`Optimizer::from_name`], its learning
+    /// rate set to `lr` when given.
+    ///
+    /// Errors: an unknown name, or a learning rate that is not a positive
+    /// number, in words naming the flag.
+    pub fn from_flags(name: &str, lr: Option<f64>) -> Result<Optimizer, String> {
+        let o = Optimizer::from_name(name)
+            .ok_or_else(|| format!("--optimizer {name}: expected sgd, momentum or adam"))?;
+        match checked_lr(lr)? {
+            Some(v) => Ok(o.with_lr(v)),
+            None => Ok(o),
         }
     }
 

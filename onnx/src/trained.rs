@@ -32,6 +32,23 @@ pub struct TrainedModel {
     pub not_initializers: Vec<String>,
 }
 
+/// What was replaced: `N initializer(s) trained, K kept as they were`, and
+/// the trained weights that are no initializer of the model, if any.
+impl std::fmt::Display for TrainedModel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (n, k) = (self.replaced.len(), self.kept.len());
+        write!(f, "{n} initializer(s) trained, {k} kept as they were")?;
+        if !self.not_initializers.is_empty() {
+            let names = self.not_initializers.join(", ");
+            write!(
+                f,
+                "; trained weights that are no initializer of the model (not written): {names}"
+            )?;
+        }
+        Ok(())
+    }
+}
+
 /// `model` (an `.onnx` file) with every float initializer named in
 /// `trained` (name → row-major values) set to those values.
 ///
@@ -151,6 +168,10 @@ mod tests {
         assert_eq!(out.replaced, ["w"]);
         assert_eq!(out.kept, ["b"]);
         assert_eq!(out.not_initializers, ["fold/w.t"]);
+        assert_eq!(
+            out.to_string(),
+            "1 initializer(s) trained, 1 kept as they were; trained weights that are no initializer of the model (not written): fold/w.t"
+        );
         let got = decoded(&out.bytes);
         assert_eq!(got["w"], [-1.0, -2.0, -3.0, -4.5]);
         assert_eq!(got["b"], [0.5, 0.5], "untouched");

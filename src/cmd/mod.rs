@@ -3,6 +3,7 @@
 pub mod check;
 pub mod graph;
 pub mod graph_onnx;
+pub mod import_args;
 pub mod launch;
 pub mod loops;
 pub mod plan;

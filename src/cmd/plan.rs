@@ -33,6 +33,7 @@ use planner::plan::request::PlanRequest;
 use planner::plan::{dot, PlanFile, PlanOptions, SearchKind};
 use tdl::Library;
 
+use super::import_args::ImportArgs;
 use super::lib_err;
 use super::plan_memory;
 
@@ -96,23 +97,8 @@ pub struct Args {
     /// Print one JSON object instead of the summary.
     #[arg(long)]
     json: bool,
-    /// ONNX: value of a dynamic dim, `name=value` (repeatable).
-    #[arg(long = "dim", value_name = "NAME=VALUE")]
-    dim: Vec<String>,
-    /// ONNX: the whole shape of a graph input, e.g. `--input-shape images=1,3,320,320`
-    /// (repeatable; gives every dynamic dim of that input, named or `?`).
-    #[arg(long = "input-shape", value_name = "NAME=D0,D1,...")]
-    input_shape: Vec<String>,
-    /// ONNX: fix a graph input to a value at import, e.g. `--input-value sample_rate=16000`
-    /// (repeatable; folded like a constant, so `If` conditions and `Range` limits resolve).
-    #[arg(long = "input-value", value_name = "NAME=V[,V...]")]
-    input_value: Vec<String>,
-    /// ONNX: the output the loss is taken on (default: the first output).
-    #[arg(long)]
-    loss: Option<String>,
-    /// ONNX: turn unsupported nodes into opaque operators instead of failing.
-    #[arg(long)]
-    opaque_unsupported: bool,
+    #[command(flatten)]
+    import: ImportArgs,
     /// ONNX: plan the forward (inference) graph only: no loss, no backward,
     /// no optimizer; batch normalization on the model's running statistics.
     /// `tofu run --weights MODEL.onnx --save-outputs OUT` then runs the model
@@ -127,16 +113,7 @@ type Loaded = (String, Graph, Library, Option<serde_json::Value>);
 impl Args {
     /// The ONNX import options of the flags.
     fn import_options(&self) -> onnx::ImportOptions {
-        onnx::ImportOptions {
-            batch: self.batch,
-            dims: self.dim.clone(),
-            input_shapes: self.input_shape.clone(),
-            input_values: self.input_value.clone(),
-            training: !self.inference,
-            loss: self.loss.clone(),
-            optimizer: self.optimizer.clone(),
-            opaque_unsupported: self.opaque_unsupported,
-        }
+        (self.import).options(self.batch, &self.optimizer, !self.inference)
     }
 }
 

@@ -21,7 +21,7 @@ use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Mutex;
 
-use planner::graph::Optimizer;
+use planner::graph::{checked_lr, Optimizer};
 use planner::plan::SearchKind;
 use runner::choose::ExecChoice;
 use train::data::Data;
@@ -36,23 +36,18 @@ use super::train_print::{human_step, json_step, progress_bar};
 
 /// The zoo model's optimizer with `--lr`.
 fn optimizer(args: &Args) -> miette::Result<Optimizer> {
-    let o = Optimizer::from_name(&args.optimizer).ok_or_else(|| {
-        miette::miette!(
-            "--optimizer {}: expected sgd, momentum or adam",
-            args.optimizer
-        )
-    })?;
-    match args.lr {
-        Some(v) if !(v.is_finite() && v > 0.0) => {
-            Err(miette::miette!("--lr {v}: must be a positive number"))
-        }
-        Some(v) => Ok(o.with_lr(v)),
-        None => Ok(o),
-    }
+    Optimizer::from_flags(&args.optimizer, args.lr).map_err(|e| miette::miette!("{e}"))
 }
 
 /// The plan file, or the zoo model sized to the data and planned.
 fn prepared(args: &Args, train_set: &Data) -> miette::Result<Prepared> {
+    let search: SearchKind = args
+        .search
+        .parse()
+        .map_err(|e: String| miette::miette!("{e}"))?;
+    if let Some(path) = args.plan.as_deref().filter(|p| is_onnx(p)) {
+        return from_onnx(args, path, search, train_set);
+    }
     if let Some(path) = &args.plan {
         if args.optimizer != "sgd" {
             return Err(miette::miette!(
@@ -60,19 +55,13 @@ fn prepared(args: &Args, train_set: &Data) -> miette::Result<Prepared> {
                 path.display()
             ));
         }
-        if let Some(v) = args.lr.filter(|v| !(v.is_finite() && *v > 0.0)) {
-            return Err(miette::miette!("--lr {v}: must be a positive number"));
-        }
-        return prepare::from_plan_file(path, train_set.samples(), args.lr).map_err(lib_err);
+        let lr = checked_lr(args.lr).map_err(|e| miette::miette!("{e}"))?;
+        return prepare::from_plan_file(path, train_set.samples(), lr).map_err(lib_err);
     }
     let name = args
         .model
         .as_deref()
         .expect("clap requires a plan or --model");
-    let search: SearchKind = args
-        .search
-        .parse()
-        .map_err(|e: String| miette::miette!("{e}"))?;
     let data = (train_set, args.batch);
     prepare::from_zoo(name, data, &optimizer(args)?, args.workers, search).map_err(lib_err)
 }
@@ -108,10 +97,37 @@ fn options(args: &Args, prep: &Prepared, train_set: &dyn Samples) -> miette::Res
     Ok(opts)
 }
 
+/// Whether `path` names an ONNX model (`.onnx`).
+pub(super) fn is_onnx(path: &Path) -> bool {
+    path.extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("onnx"))
+}
+
+/// `tofu train MODEL.onnx`: import the model's training graph with the
+/// import flags and `--optimizer` (its learning rate `--lr`), plan it for
+/// `--workers` with `--search`, as `tofu plan MODEL.onnx` would.
+fn from_onnx(
+    args: &Args,
+    path: &Path,
+    search: SearchKind,
+    train_set: &Data,
+) -> miette::Result<Prepared> {
+    let opts = args.import.options(None, &args.optimizer, true);
+    let lib = tdl::Library::shipped().map_err(lib_err)?;
+    let imported =
+        onnx::load_graph_with(path, &lib, &opts.options().map_err(lib_err)?).map_err(lib_err)?;
+    let mut graph = imported.graph;
+    if let Some(lr) = checked_lr(args.lr).map_err(|e| miette::miette!("{e}"))? {
+        graph.set_learning_rate(lr);
+    }
+    let graph = (graph, &imported.library, Some(opts.record()));
+    prepare::from_graph(graph, args.workers, search, train_set.samples()).map_err(lib_err)
+}
+
 /// `--weights FILE`: safetensors by graph names, or the ONNX model a plan
 /// file was made from (every value its import took from it).
 fn initial_weights(args: &Args, prep: &Prepared, w: &Path) -> miette::Result<runner::Given> {
-    if w.extension().is_none_or(|e| e != "onnx") {
+    if !is_onnx(w) {
         return weights::load(w, &prep.graph).map_err(lib_err);
     }
     let Some(plan) = args.plan.as_deref().filter(|_| prep.import.is_some()) else {
@@ -141,20 +157,11 @@ fn save_initial(args: &Args, prep: &Prepared, opts: TrainOptions) -> miette::Res
 
 /// `--held-out`, `--seed`, `--seq` and the `--input NAME=TENSOR` mapping.
 fn data_options(args: &Args) -> miette::Result<data::DataOptions> {
-    let mut inputs = std::collections::BTreeMap::new();
-    for m in &args.input {
-        let (k, v) = m.split_once('=').ok_or_else(|| {
-            miette::miette!(
-                "--input {m}: expected NAME=TENSOR (a graph input and a tensor of the file)"
-            )
-        })?;
-        inputs.insert(k.to_string(), v.to_string());
-    }
     Ok(data::DataOptions {
         held_out: args.held_out,
         seed: args.seed,
         seq: args.seq,
-        inputs,
+        inputs: data::DataOptions::parse_inputs(&args.input).map_err(lib_err)?,
     })
 }
 

@@ -5,9 +5,10 @@ use std::path::PathBuf;
 /// Arguments of `tofu train`.
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// A plan file (`tofu plan ... -o plan.json`) to train.
+    /// A plan file (`tofu plan ... -o plan.json`) to train, or an ONNX
+    /// model to plan for `--workers` (with its import flags) and train.
     #[arg(
-        value_name = "PLAN.json",
+        value_name = "PLAN.json|MODEL.onnx",
         required_unless_present = "model",
         conflicts_with = "model"
     )]
@@ -15,7 +16,7 @@ pub struct Args {
     /// A zoo model to plan and train, sized to the data set (e.g. mlp-3-256).
     #[arg(long)]
     pub model: Option<String>,
-    /// Workers (ranks) to plan a zoo model for.
+    /// Workers (ranks) to plan a zoo model or an ONNX model for.
     #[arg(long, default_value_t = 1)]
     pub workers: usize,
     /// Data set: digits (scikit-learn's 8×8 digits; `bash scripts/fetch-digits.sh`;
@@ -71,12 +72,13 @@ pub struct Args {
     /// safetensors; with `--steps 0`, the initial weights.
     #[arg(long, value_name = "FILE.safetensors")]
     pub save_weights: Option<PathBuf>,
-    /// Write the ONNX model the plan was made from (`--onnx-model`) with
-    /// its initializers replaced by the trained weights, the graph
-    /// unchanged, written whole or not at all: a model onnxruntime runs.
-    #[arg(long, value_name = "OUT.onnx", requires = "onnx_model")]
+    /// Write the ONNX model trained (MODEL.onnx, or a plan file's
+    /// `--onnx-model`) with its initializers replaced by the trained
+    /// weights, the graph unchanged, written whole or not at all: a model
+    /// onnxruntime runs.
+    #[arg(long, value_name = "OUT.onnx")]
     pub save_onnx: Option<PathBuf>,
-    /// The ONNX model the plan file was made from (`tofu plan MODEL.onnx`),
+    /// The ONNX model a plan file was made from (`tofu plan MODEL.onnx`),
     /// for `--save-onnx`.
     #[arg(long, value_name = "MODEL.onnx")]
     pub onnx_model: Option<PathBuf>,
@@ -121,4 +123,7 @@ pub struct Args {
     /// evaluation into an SVG file.
     #[arg(long, value_name = "FILE.svg")]
     pub plot: Option<PathBuf>,
+    /// ONNX import flags, for MODEL.onnx.
+    #[command(flatten)]
+    pub import: super::import_args::ImportArgs,
 }

@@ -13,8 +13,15 @@ use super::train::Args;
 /// Write `--save-onnx` from `weights` (whole tensors by `graph`'s ids),
 /// when asked; says on stderr what was and was not replaced.
 pub fn save_onnx(args: &Args, graph: &Graph, weights: &Given) -> miette::Result<()> {
-    let (Some(out), Some(model)) = (&args.save_onnx, &args.onnx_model) else {
+    let Some(out) = &args.save_onnx else {
         return Ok(());
+    };
+    let trained_onnx = args.plan.as_ref().filter(|p| super::train::is_onnx(p));
+    let Some(model) = args.onnx_model.as_ref().or(trained_onnx) else {
+        return Err(miette::miette!(
+            "--save-onnx {}: name the ONNX model the plan was made from with --onnx-model MODEL.onnx",
+            out.display()
+        ));
     };
     let named: HashMap<String, Vec<f32>> = weights
         .iter()
@@ -29,19 +36,6 @@ pub fn save_onnx(args: &Args, graph: &Graph, weights: &Given) -> miette::Result<
     }
     durable::write_atomic(out, &trained.bytes)
         .map_err(|e| miette::miette!("--save-onnx {}: {e}", out.display()))?;
-    eprintln!(
-        "wrote {}: {} initializer(s) trained, {} kept as they were{}",
-        out.display(),
-        trained.replaced.len(),
-        trained.kept.len(),
-        if trained.not_initializers.is_empty() {
-            String::new()
-        } else {
-            format!(
-                "; trained weights that are no initializer of the model (not written): {}",
-                trained.not_initializers.join(", ")
-            )
-        }
-    );
+    eprintln!("wrote {}: {trained}", out.display());
     Ok(())
 }

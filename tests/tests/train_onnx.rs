@@ -10,7 +10,9 @@
 //! ONNX plan, since only a graph input named `labels` was scored), in one
 //! process and under `tofu launch --nproc-per-node 2`. The built-in
 //! `--data digits` feeds the same plan without `--input` mappings (`x` to
-//! its one data input, `labels` to its loss target). `--lr` sets the
+//! its one data input, `labels` to its loss target). `tofu train
+//! MODEL.onnx` plans and trains in one command, with the plan file's
+//! losses. `--lr` sets the
 //! plan's learning rate: the planned value changes nothing, another changes
 //! every step after the first.
 //! `--save-onnx` writes the model with the trained weights as its
@@ -149,6 +151,23 @@ fn an_onnx_plan_trains_on_integer_labels_and_is_evaluated_held_out() {
     assert!(acc >= 0.8, "held-out accuracy {acc}");
     assert!(loss > 0.0 && loss < 1.0, "held-out loss {loss}");
     assert_eq!(last["test_accuracy"], dense_last["test_accuracy"]);
+
+    // `tofu train MODEL.onnx` plans as `tofu plan` did (momentum) and
+    // trains the same steps.
+    let ids_s = ids.to_str().unwrap();
+    let direct = [
+        "train",
+        o,
+        "--workers",
+        "2",
+        "--optimizer",
+        "momentum",
+        "--data",
+        ids_s,
+    ];
+    let maps = ["--input", "x=x", "--input", "loss.labels=labels"];
+    let direct = json_lines(&[&direct[..], &maps, &["--steps", "150", "--json"]].concat());
+    assert_eq!(losses(&direct), losses(&with_ids), "tofu train MODEL.onnx");
 
     // The built-in data set, unmapped: `x` feeds the model's one data
     // input and `labels` its loss target.

@@ -50,6 +50,25 @@ pub struct DataOptions {
     pub inputs: BTreeMap<String, String>,
 }
 
+impl DataOptions {
+    /// The `--input NAME=TENSOR` mapping of `pairs`.
+    ///
+    /// Errors: [`TrainError::Data`] naming a pair without `=`.
+    pub fn parse_inputs(pairs: &[String]) -> Result<BTreeMap<String, String>, TrainError> {
+        pairs
+            .iter()
+            .map(|m| {
+                let (k, v) = m.split_once('=').ok_or_else(|| {
+                    TrainError::Data(format!(
+                        "--input {m}: expected NAME=TENSOR (a graph input and a tensor of the file)"
+                    ))
+                })?;
+                Ok((k.to_string(), v.to_string()))
+            })
+            .collect()
+    }
+}
+
 impl Data {
     /// As the feed and the evaluation see it.
     pub fn samples(&self) -> &dyn Samples {

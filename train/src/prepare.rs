@@ -172,14 +172,31 @@ pub fn from_zoo(
 ) -> Result<Prepared, TrainError> {
     let model = sized_zoo(name, data, batch)?;
     let lib = Library::shipped().map_err(err)?;
-    let cache = StrategyCache::new();
     let graph = model.training(&lib, optimizer).map_err(err)?;
-    let ops = Model::new(&graph, &lib, &cache).map_err(err)?;
+    from_graph((graph, &lib, None), workers, search, data.samples())
+}
+
+/// The training graph `graph` (with the operator library it was built
+/// with, and how it was imported: an ONNX import's record, kept for
+/// reading the model's values again) planned for `workers` workers with
+/// `search` (as `tofu plan` does) and prepared for `data`.
+///
+/// Errors: [`TrainError::Model`] (plan or program generation) and
+/// [`task_tensors`]'s.
+pub fn from_graph(
+    (graph, lib, import): (Graph, &Library, Option<serde_json::Value>),
+    workers: usize,
+    search: SearchKind,
+    data: &dyn Samples,
+) -> Result<Prepared, TrainError> {
+    let cache = StrategyCache::new();
+    let ops = Model::new(&graph, lib, &cache).map_err(err)?;
     let opts = PlanOptions::default();
     let (planned, ops) = plan_with_model(&graph, ops, workers, search, opts).map_err(err)?;
-    let plan = BoundPlan::from_planned(graph, ops, &planned);
-    let programs = codegen::compile(&plan, &lib).map_err(err)?;
-    finish(plan, &lib, programs, planned.comm_bytes, data.samples())
+    let mut plan = BoundPlan::from_planned(graph, ops, &planned);
+    plan.import = import;
+    let programs = codegen::compile(&plan, lib).map_err(err)?;
+    finish(plan, lib, programs, planned.comm_bytes, data)
 }
 
 /// Load a plan file (`tofu plan -o`), check its recorded costs and prepare

@@ -1,0 +1,45 @@
+//! The ONNX import flags `tofu plan` and `tofu train MODEL.onnx` share.
+
+/// How to import an ONNX model (clap; flattened into the commands' args).
+#[derive(clap::Args, Clone, Debug, Default)]
+pub struct ImportArgs {
+    /// ONNX: value of a dynamic dim, `name=value` (repeatable).
+    #[arg(long = "dim", value_name = "NAME=VALUE")]
+    pub dim: Vec<String>,
+    /// ONNX: the whole shape of a graph input, e.g. `--input-shape images=1,3,320,320`
+    /// (repeatable; gives every dynamic dim of that input, named or `?`).
+    #[arg(long = "input-shape", value_name = "NAME=D0,D1,...")]
+    pub input_shape: Vec<String>,
+    /// ONNX: fix a graph input to a value at import, e.g. `--input-value sample_rate=16000`
+    /// (repeatable; folded like a constant, so `If` conditions and `Range` limits resolve).
+    #[arg(long = "input-value", value_name = "NAME=V[,V...]")]
+    pub input_value: Vec<String>,
+    /// ONNX: the output the loss is taken on (default: the first output).
+    #[arg(long)]
+    pub loss: Option<String>,
+    /// ONNX: turn unsupported nodes into opaque operators instead of failing.
+    #[arg(long)]
+    pub opaque_unsupported: bool,
+}
+
+impl ImportArgs {
+    /// The import options of the flags, with `batch`, `optimizer` and
+    /// whether to build the training graph.
+    pub fn options(
+        &self,
+        batch: Option<usize>,
+        optimizer: &str,
+        training: bool,
+    ) -> onnx::ImportOptions {
+        onnx::ImportOptions {
+            batch,
+            dims: self.dim.clone(),
+            input_shapes: self.input_shape.clone(),
+            input_values: self.input_value.clone(),
+            training,
+            loss: self.loss.clone(),
+            optimizer: optimizer.to_string(),
+            opaque_unsupported: self.opaque_unsupported,
+        }
+    }
+}
