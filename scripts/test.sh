@@ -29,6 +29,8 @@ bash scripts/fetch-digits.sh
 # own `bible` reader) for the language model of tests/tests/train_cli.rs
 # (issue 27), into ${TOFU_DATA_CACHE:-~/.cache/tofu}/kjv; same convention.
 bash scripts/fetch-kjv.sh
+# iproute2 (`ip netns`, `tc`) for the network-namespace fault tests (issue 42).
+bash scripts/install-iproute2.sh
 # NVRTC and ptxas of CUDA 13.0 for runner/tests/cuda_compile.rs (issue 25),
 # which compiles every generated CUDA kernel without a GPU: PyPI's
 # nvidia-cuda-nvrtc and nvidia-cuda-nvcc==13.0.88 wheels into

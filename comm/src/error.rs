@@ -143,6 +143,20 @@ pub enum CommError {
         /// What failed.
         message: String,
     },
+    /// A peer in another process at `host` hung up or stayed silent past the
+    /// timeout ([`crate::TcpCommunicator`]): `cause` is the
+    /// [`CommError::PeerGone`] or [`CommError::Timeout`]. This rank closed
+    /// every connection of the communicator, so none of its threads stays
+    /// blocked on the lost link.
+    #[error("{cause} (rank {peer} is at {host}; this rank closed its connections to every rank)")]
+    Remote {
+        /// The rank that was lost.
+        peer: Rank,
+        /// Its address (`ip:port`).
+        host: String,
+        /// What this rank saw.
+        cause: Box<CommError>,
+    },
     /// The device or its library failed (a copy to or from the device, an
     /// NCCL call): the driver's or library's words.
     #[error("rank {rank}: {op}: {message}")]
@@ -165,9 +179,19 @@ impl CommError {
             | CommError::CallMismatch { peer, .. }
             | CommError::PeerGone { peer, .. }
             | CommError::Timeout { peer, .. }
-            | CommError::Connect { peer, .. } => Some(*peer),
+            | CommError::Connect { peer, .. }
+            | CommError::Remote { peer, .. } => Some(*peer),
             CommError::Aborted { origin, .. } => Some(*origin),
             _ => None,
+        }
+    }
+
+    /// The error itself, or for [`CommError::Remote`] what the rank saw
+    /// (its `cause`).
+    pub fn root(&self) -> &CommError {
+        match self {
+            CommError::Remote { cause, .. } => cause.root(),
+            e => e,
         }
     }
 }

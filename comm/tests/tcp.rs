@@ -3,7 +3,10 @@
 //! sockets, exactly as in separate processes): every collective and a
 //! grouped exchange against naive oracles and the in-process communicator's
 //! byte counts; a rank whose connections close (its process killed) is named
-//! by the others at once; a rank that never comes is named after the timeout.
+//! by the others at once; a rank that never comes is named after the timeout;
+//! a peer that goes silent without closing anything (a stopped process, a
+//! cut link) is named with its address after the timeout, and dropping the
+//! communicator never waits longer than the timeout for it.
 
 use std::net::{SocketAddr, TcpListener};
 use std::time::{Duration, Instant};
@@ -123,7 +126,8 @@ fn a_rank_whose_connections_close_is_named_at_once() {
     let errs: Vec<CommError> = out.into_iter().flatten().collect();
     assert_eq!(errs.len(), 2);
     assert!(
-        errs.iter().all(|e| matches!(e, CommError::PeerGone { .. })),
+        errs.iter()
+            .all(|e| matches!(e.root(), CommError::PeerGone { .. })),
         "{errs:?}"
     );
     assert!(
@@ -143,4 +147,73 @@ fn a_rank_that_never_connects_is_named_after_the_timeout() {
     drop(ls); // rank 1 never listens or connects
     let e = TcpCommunicator::connect(0, l0, &addrs, Duration::from_millis(300)).unwrap_err();
     assert!(matches!(e, CommError::Connect { peer: Rank(1), .. }), "{e}");
+}
+
+/// A peer that completes the handshake and then neither reads nor writes
+/// nor closes (a stopped process, a host behind a cut link): rank 1 of 2,
+/// held open until the returned guard drops. Gives rank 0's listener and
+/// both addresses.
+fn silent_rank_1() -> (TcpListener, Vec<SocketAddr>, std::thread::JoinHandle<()>) {
+    let (mut ls, addrs) = listeners(2);
+    let l1 = ls.pop().unwrap();
+    let held = std::thread::spawn(move || {
+        let (s, _) = l1.accept().unwrap();
+        std::thread::sleep(Duration::from_secs(8));
+        drop(s);
+    });
+    (ls.pop().unwrap(), addrs, held)
+}
+
+#[test]
+fn a_silent_peer_is_named_with_its_address_after_the_timeout() {
+    let (l0, addrs, _held) = silent_rank_1();
+    let timeout = Duration::from_millis(400);
+    let mut c = TcpCommunicator::connect(0, l0, &addrs, timeout).unwrap();
+    let t0 = Instant::now();
+    let e = c
+        .all_reduce(&mut vec![1.0f32; 8], ReduceOp::Sum)
+        .unwrap_err();
+    assert!(t0.elapsed() >= timeout, "{e}");
+    assert!(
+        matches!(e.root(), CommError::Timeout { peer: Rank(1), .. }),
+        "{e}"
+    );
+    assert_eq!(e.culprit(), Some(Rank(1)));
+    let text = e.to_string();
+    assert!(
+        text.contains(&addrs[1].to_string()) && text.contains("all_reduce"),
+        "{text}"
+    );
+}
+
+/// Two mechanisms free the blocked writer: the drop's deadline (then the
+/// sockets are shut down) and `TCP_USER_TIMEOUT`. Negative control, checked
+/// by hand: with both removed (the drop joining its writers without a
+/// deadline, as before issue 42) this test fails after 5 s, the writer
+/// blocked until the silent peer's guard closes its socket.
+#[test]
+fn dropping_a_communicator_whose_peer_reads_nothing_ends_within_the_timeout() {
+    let (l0, addrs, _held) = silent_rank_1();
+    let timeout = Duration::from_millis(500);
+    let mut c = TcpCommunicator::connect(0, l0, &addrs, timeout).unwrap();
+    // 64 MiB: far more than the socket buffers hold, so the writer thread
+    // blocks in write() with the peer reading nothing.
+    let big = vec![0.5f32; 16 << 20];
+    let mut ops = [P2p::Send {
+        peer: Rank(1),
+        buf: &big[..],
+    }];
+    c.group(&mut ops).unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let t0 = Instant::now();
+    std::thread::spawn(move || {
+        drop(c);
+        let _ = tx.send(());
+    });
+    rx.recv_timeout(Duration::from_secs(5))
+        .expect("drop returned within the timeout (plus a margin), not when the peer closed");
+    assert!(
+        t0.elapsed() >= timeout,
+        "the writer was given the timeout to drain"
+    );
 }

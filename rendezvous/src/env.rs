@@ -7,6 +7,7 @@
 //! value.
 
 use crate::RendezvousError;
+use std::time::Duration;
 
 /// The variables [`Env::from_env`] reads, in the order it checks them.
 pub const VARS: [&str; 5] = [
@@ -159,6 +160,19 @@ fn missing(var: &'static str, reason: &str) -> RendezvousError {
     }
 }
 
+/// A positive, finite number of seconds (`"600"`, `"2.5"`) as a
+/// [`Duration`]: the parser of `--comm-timeout` and `--heartbeat-timeout`.
+///
+/// Errors: the text, and what a timeout must be.
+pub fn seconds(text: &str) -> Result<Duration, String> {
+    match text.trim().parse::<f64>() {
+        Ok(s) if s.is_finite() && s > 0.0 && s < 1e9 => Ok(Duration::from_secs_f64(s)),
+        _ => Err(format!(
+            "`{text}` is not a timeout: give a positive number of seconds, e.g. 600"
+        )),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -241,6 +255,19 @@ mod tests {
             let e = read_with(var, *value).expect_err(&format!("{var}={value:?} accepted"));
             let msg = e.to_string();
             assert!(msg.contains(needle), "{var}={value:?}: {msg}");
+        }
+    }
+
+    #[test]
+    fn timeouts_are_positive_finite_seconds() {
+        assert_eq!(super::seconds("2.5"), Ok(Duration::from_millis(2500)));
+        assert_eq!(super::seconds("600"), Ok(Duration::from_secs(600)));
+        for bad in ["0", "-1", "inf", "NaN", "ten", ""] {
+            let e = super::seconds(bad).unwrap_err();
+            assert!(
+                e.contains(&format!("`{bad}`")) && e.contains("positive"),
+                "{e}"
+            );
         }
     }
 }

@@ -16,6 +16,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
+use crate::heartbeat::{Heartbeat, Lost};
 use crate::Env;
 
 /// Where this node's ranks sit in the run.
@@ -43,13 +44,17 @@ pub struct LaunchOutcome {
     pub ends: Vec<End>,
     /// The local rank that most likely failed first.
     pub failed: Option<usize>,
+    /// The node declared lost by the heartbeats, if one was (then this
+    /// node's ranks were stopped because of it).
+    pub lost: Option<Lost>,
+    /// How many times the group was restarted before this outcome.
+    pub restarts: usize,
 }
 
 impl LaunchOutcome {
     /// `rank r failed first (…); every rank: rank 0: …` when a rank failed
     /// (`grace_s`: the grace period, for killed ranks).
     pub fn failure(&self, grace_s: f64) -> Option<String> {
-        let i = self.failed?;
         let what = |e: &End| match e {
             End::Exited(s) => describe(*s),
             End::Killed => format!("killed by tofu launch after the {grace_s} s grace period"),
@@ -61,6 +66,10 @@ impl LaunchOutcome {
             .map(|(k, e)| format!("rank {}: {}", self.first_rank + k, what(e)))
             .collect::<Vec<_>>()
             .join("; ");
+        if let Some(lost) = &self.lost {
+            return Some(format!("{lost}; this node's ranks were stopped: {all}"));
+        }
+        let i = self.failed?;
         Some(format!(
             "rank {} failed first ({}); every rank: {all}",
             self.first_rank + i,
@@ -69,17 +78,65 @@ impl LaunchOutcome {
     }
 }
 
-/// Start this node's ranks (`exe` with `args`, torchrun's variables, and
-/// `RAYON_NUM_THREADS` = cores / ranks unless set), forward their output,
-/// and supervise them with `grace` (see the module doc).
+/// The variables that tell a rank how many times its group was restarted
+/// (`tofu launch --max-restarts`): tofu's own and torchrun's.
+pub const RESTART_VARS: [&str; 2] = ["TOFU_RESTART_COUNT", "TORCHELASTIC_RESTART_COUNT"];
+
+/// How often this process's group was restarted ([`RESTART_VARS`]; 0 when
+/// neither is set or readable).
+pub fn restart_count() -> usize {
+    RESTART_VARS
+        .iter()
+        .find_map(|v| std::env::var(v).ok()?.parse().ok())
+        .unwrap_or(0)
+}
+
+/// [`launch_once`], and after a failure of this node's ranks (not a lost
+/// node: the world size is fixed) up to `max_restarts` more times, the
+/// whole group restarted with [`RESTART_VARS`] = the restart's number, as
+/// torchrun's non-elastic `--max-restarts` (a run with checkpoints resumes
+/// from its latest, e.g. `tofu train --checkpoint-dir`). Gives the last
+/// attempt's outcome, with `restarts` set.
 ///
-/// Errors: a message naming the rank that could not be started (the ranks
-/// already started are killed).
+/// Errors: [`launch_once`]'s.
 pub fn launch(
     exe: &Path,
     args: &[OsString],
     layout: &Layout,
+    (grace, max_restarts): (Duration, usize),
+    heartbeat: &Heartbeat,
+) -> Result<LaunchOutcome, String> {
+    let mut attempt = 0;
+    loop {
+        let mut outcome = launch_once(exe, args, layout, grace, heartbeat, attempt)?;
+        outcome.restarts = attempt;
+        let failed = outcome.failed.is_some() && outcome.lost.is_none();
+        if !failed || attempt >= max_restarts {
+            return Ok(outcome);
+        }
+        attempt += 1;
+        eprintln!(
+            "tofu launch: {}; restarting this node's ranks (restart {attempt} of {max_restarts})",
+            outcome.failure(grace.as_secs_f64()).unwrap_or_default()
+        );
+    }
+}
+
+/// Start this node's ranks (`exe` with `args`, torchrun's variables,
+/// [`RESTART_VARS`] = `attempt`, and `RAYON_NUM_THREADS` = cores / ranks
+/// unless set), forward their output, and supervise them with `grace` (see
+/// the module doc); once `heartbeat` declares a node lost, this node's
+/// ranks get `grace` to exit and are then killed.
+///
+/// Errors: a message naming the rank that could not be started (the ranks
+/// already started are killed).
+pub fn launch_once(
+    exe: &Path,
+    args: &[OsString],
+    layout: &Layout,
     grace: Duration,
+    heartbeat: &Heartbeat,
+    attempt: usize,
 ) -> Result<LaunchOutcome, String> {
     let n = layout.nproc_per_node;
     let world_size = n * layout.nnodes;
@@ -98,7 +155,8 @@ pub fn launch(
         let mut cmd = Command::new(exe);
         cmd.args(args)
             .envs(env.vars())
-            .env("LOCAL_WORLD_SIZE", n.to_string());
+            .env("LOCAL_WORLD_SIZE", n.to_string())
+            .envs(RESTART_VARS.map(|v| (v, attempt.to_string())));
         // The node's cores shared among its ranks (torchrun sets
         // OMP_NUM_THREADS for the same reason), unless the user chose.
         if std::env::var_os("RAYON_NUM_THREADS").is_none() {
@@ -132,14 +190,19 @@ pub fn launch(
         }
         children.push(child);
     }
-    let (ends, failed) = supervise(&mut children, first, grace, &closed);
+    let (ends, failed, lost) = supervise(&mut children, first, grace, &closed, heartbeat);
     for f in forwarders {
         let _ = f.join();
+    }
+    if failed.is_none() && lost.is_none() {
+        heartbeat.finish();
     }
     Ok(LaunchOutcome {
         first_rank: first,
         ends,
         failed,
+        lost,
+        restarts: 0,
     })
 }
 
@@ -227,17 +290,29 @@ fn sweep(children: &mut [Child], ends: &mut [Option<End>]) -> Vec<(usize, ExitSt
     failed
 }
 
-/// Wait for every child; once one fails, kill the rest after `grace`.
-/// Returns each rank's end and the index of the first failure.
+/// Wait for every child; once one fails or `heartbeat` declares a node
+/// lost, kill the rest after `grace`. Returns each rank's end, the index of
+/// the first failure, and the node lost while ranks were running.
 fn supervise(
     children: &mut [Child],
     first: usize,
     grace: Duration,
     closed: &Closed,
-) -> (Vec<End>, Option<usize>) {
+    heartbeat: &Heartbeat,
+) -> (Vec<End>, Option<usize>, Option<Lost>) {
     let mut ends: Vec<Option<End>> = vec![None; children.len()];
     let mut failed: Option<(usize, Instant)> = None;
+    let mut lost_at: Option<(Lost, Instant)> = None;
     loop {
+        if lost_at.is_none() {
+            if let Some(lost) = heartbeat.lost() {
+                lost_at = Some((lost.clone(), Instant::now()));
+                eprintln!(
+                    "tofu launch: {lost}; this node's ranks have {:.1} s to exit before they are killed",
+                    grace.as_secs_f64()
+                );
+            }
+        }
         let mut failed_now = sweep(children, &mut ends);
         if failed.is_none() && !failed_now.is_empty() {
             // Ranks failing because of this one follow within milliseconds:
@@ -264,7 +339,12 @@ fn supervise(
         if ends.iter().all(Option::is_some) {
             break;
         }
-        if let Some((_, at)) = failed {
+        let since = failed
+            .map(|(_, at)| at)
+            .into_iter()
+            .chain(lost_at.as_ref().map(|(_, at)| *at))
+            .min();
+        if let Some(at) = since {
             if at.elapsed() >= grace {
                 for (i, c) in children.iter_mut().enumerate() {
                     if ends[i].is_none() {
@@ -283,6 +363,7 @@ fn supervise(
             .map(|e| e.expect("every rank ended"))
             .collect(),
         failed.map(|(i, _)| i),
+        lost_at.map(|(l, _)| l),
     )
 }
 

@@ -13,7 +13,9 @@
 //! * [`check`]: the launcher's self-check, one rank's join, barriers and
 //!   payload comparison (`tofu rendezvous-check`).
 //! * [`launcher`]: what `tofu launch` runs, one process per local rank
-//!   supervised; [`layout_check`]: a node layout checked before any starts.
+//!   supervised; [`layout_check`]: a node layout checked before any starts;
+//!   [`heartbeat`]: the launchers of a multi-node run watch each other, so a
+//!   node that vanishes without closing a socket stops the run.
 //! * [`RendezvousError`] and [`Failure`]: typed errors; a failure of the
 //!   session is decided once by the host and sent to every rank, so every
 //!   rank names the same rank(s) ([`RendezvousError::blamed_ranks`]).
@@ -41,12 +43,13 @@
 pub mod check;
 mod env;
 mod error;
+pub mod heartbeat;
 pub mod launcher;
 pub mod layout_check;
 mod server;
 mod session;
 mod wire;
 
-pub use env::{Env, VARS};
+pub use env::{seconds, Env, VARS};
 pub use error::{Failure, RendezvousError};
 pub use session::{join, Session};

@@ -29,6 +29,7 @@ use std::time::Duration;
 
 use miette::miette;
 use rendezvous::check::{check, Faults};
+use rendezvous::heartbeat::Heartbeat;
 use rendezvous::launcher::{launch, Layout};
 use rendezvous::Env;
 
@@ -55,6 +56,15 @@ pub struct Args {
     /// killed.
     #[arg(long, default_value_t = 5.0)]
     pub grace_s: f64,
+    /// With several nodes: seconds of silence after which a node's launcher
+    /// counts as lost (a cut link, a host gone); every other node then stops
+    /// its ranks. Node 0 listens for heartbeats on --master-port + 1.
+    #[arg(long, value_name = "SECONDS", default_value = "30", value_parser = rendezvous::seconds)]
+    pub heartbeat_timeout: Duration,
+    /// Restart this node's ranks up to N times after one fails (torchrun's
+    /// non-elastic restart); `train --checkpoint-dir` resumes from its latest.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub max_restarts: usize,
     /// The tofu subcommand each rank runs, and its arguments (after `--`).
     #[arg(last = true, required = true, value_name = "SUBCOMMAND")]
     pub command: Vec<OsString>,
@@ -83,7 +93,11 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
     let exe = std::env::current_exe()
         .map_err(|e| miette!("cannot find the tofu executable to start the ranks: {e}"))?;
     let grace = Duration::from_secs_f64(args.grace_s);
-    let outcome = launch(&exe, &args.command, &layout, grace).map_err(|e| miette!("{e}"))?;
+    let heartbeat =
+        Heartbeat::start(&layout, args.heartbeat_timeout).map_err(|e| miette!("{e}"))?;
+    let timing = (grace, args.max_restarts);
+    let outcome =
+        launch(&exe, &args.command, &layout, timing, &heartbeat).map_err(|e| miette!("{e}"))?;
     match outcome.failure(args.grace_s) {
         Some(message) => Err(miette!("{message}")),
         None => Ok(ExitCode::SUCCESS),

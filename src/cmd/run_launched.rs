@@ -6,7 +6,6 @@
 //! one JSON object with `rank` and `world_size` under `--json`.
 
 use std::process::ExitCode;
-use std::time::Duration;
 
 use codegen::Programs;
 use rendezvous::Env;
@@ -15,9 +14,6 @@ use runner::{run_rank_fed, CpuBackend, Given, NoFeed, RunOptions};
 
 use super::lib_err;
 use super::run::Args;
-
-/// How long ranks wait for each other to join and, later, for a message.
-const TIMEOUT: Duration = Duration::from_secs(120);
 
 /// Run this process's rank (see the module doc).
 pub fn run(
@@ -39,7 +35,7 @@ pub fn run(
             "--verify compares with the unpartitioned run in one process: run it without a launcher"
         ));
     }
-    let (comm, session) = train::launched::join_tcp(&env, TIMEOUT).map_err(lib_err)?;
+    let (comm, session) = train::launched::join_tcp(&env, args.comm_timeout).map_err(lib_err)?;
     let rank = env.rank;
     let program = &progs.programs[rank];
     let run = run_rank_fed(program, CpuBackend::new(), comm, opts, None, given, &NoFeed);

@@ -85,7 +85,8 @@ fn options(args: &Args, prep: &Prepared, train_set: &dyn Samples) -> miette::Res
     if let Some(w) = &args.weights {
         opts.given = initial_weights(args, prep, w)?;
     }
-    if let Some(dir) = args.checkpoint_dir.as_deref().filter(|_| args.resume) {
+    let resumes = |d: &&std::path::Path| checkpoint::resumes(d, args.resume);
+    if let Some(dir) = args.checkpoint_dir.as_deref().filter(resumes) {
         let (latest, start, state) =
             checkpoint::resume(dir, &prep.graph, &prep.programs, args.seed).map_err(lib_err)?;
         opts.start = start;

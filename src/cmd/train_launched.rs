@@ -7,7 +7,6 @@
 //! written shard by shard (each process its own) and `--resume` reads them.
 
 use std::process::ExitCode;
-use std::time::Duration;
 
 use rendezvous::Env;
 use train::data::Data;
@@ -17,9 +16,6 @@ use train::{launched, weights, Prepared, StepLog, TrainOptions};
 
 use super::lib_err;
 use super::train::Args;
-
-/// How long ranks wait for each other to join and, later, for a message.
-const TIMEOUT: Duration = Duration::from_secs(120);
 
 /// Run this process's rank (see the module doc).
 pub fn run(
@@ -39,8 +35,8 @@ pub fn run(
     let on_step = |s: &StepLog| log_step(args, (rank, world), steps, s);
     let test = Some(test_set.samples()).filter(|_| rank == 0);
     let data = (train_set.samples(), test);
-    let report =
-        launched::train_launched(prep, data, &env, opts, TIMEOUT, &on_step).map_err(lib_err)?;
+    let report = launched::train_launched(prep, data, &env, opts, args.comm_timeout, &on_step)
+        .map_err(lib_err)?;
     if let (Some(out), Some(w)) = (&args.save_weights, &report.weights) {
         weights::save(out, &prep.graph, w).map_err(lib_err)?;
     }

@@ -9,6 +9,8 @@
 //! with `-p tofu`'s feature set, and is never stale; the CUDA backend loads
 //! CUDA at run time, so this builds anywhere). `TOFU_BIN` overrides the path.
 
+pub mod netns;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
@@ -159,6 +161,34 @@ pub fn launch_args<'a>(nproc: &'a str, port: &'a str, args: &[&'a str]) -> Vec<&
     v.extend(["--master-port", port, "--"]);
     v.extend(args);
     v
+}
+
+/// The pid of rank `rank`'s process under the `tofu launch` process
+/// `launcher` (a child of it with `RANK=rank` in its environment), waiting
+/// up to 60 s for it to start.
+pub fn rank_pid(launcher: u32, rank: usize) -> String {
+    let launcher = launcher.to_string();
+    let want = format!("RANK={rank}");
+    let t0 = std::time::Instant::now();
+    loop {
+        assert!(t0.elapsed().as_secs() < 60, "rank {rank} never started");
+        let found = std::fs::read_dir("/proc").unwrap().flatten().find_map(|e| {
+            let dir = e.path();
+            let status = std::fs::read_to_string(dir.join("status")).ok()?;
+            let ppid = status
+                .lines()
+                .find_map(|l| l.strip_prefix("PPid:"))?
+                .trim()
+                .to_string();
+            let environ = std::fs::read(dir.join("environ")).ok()?;
+            let mine = environ.split(|&b| b == 0).any(|v| v == want.as_bytes());
+            (ppid == launcher && mine).then(|| e.file_name().to_string_lossy().into_owned())
+        });
+        if let Some(pid) = found {
+            return pid;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
 }
 
 /// SIGKILL process `victim`, rank `rank` of the `tofu launch` run `child`

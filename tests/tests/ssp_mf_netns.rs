@@ -8,74 +8,24 @@
 //! per-epoch RMSE within 0.003 (held-out) and 0.006 (training) at s = 0.
 //!
 //! Needs root and iproute2; without them the test prints `SKIPPED:` with
-//! the reason and passes. The namespaces (and with them the veth pair) are
-//! deleted when the test ends, failed or not (a guard's `Drop`).
+//! the reason and passes, except under `CI`, where it fails. The namespaces
+//! (and with them the veth pair) are deleted when the test ends, failed or
+//! not (`tofu_tests::netns`).
 
 mod ssp_common;
 
-use std::process::Command;
-
 use ssp_common::{assert_close, floats, Host, MfRun};
 use tofu_tests::movielens_file;
+use tofu_tests::netns::{pair_or_skip, Netns};
 
-/// Network namespaces made for this test; deleted on drop.
-struct Netns(Vec<String>);
-
-impl Netns {
-    /// Two namespaces joined by a veth pair, A at 10.213.0.1 and B at
-    /// 10.213.0.2, loopback and link up.
-    fn pair() -> Result<Netns, String> {
-        let pid = std::process::id();
-        let names = [format!("tofu-ssp-{pid}-a"), format!("tofu-ssp-{pid}-b")];
-        let mut made = Netns(Vec::new());
-        let ip = |args: &[&str]| -> Result<(), String> {
-            let out = Command::new("ip")
-                .args(args)
-                .output()
-                .map_err(|e| format!("cannot run `ip` (iproute2): {e}"))?;
-            if out.status.success() {
-                Ok(())
-            } else {
-                Err(format!(
-                    "`ip {}` failed: {}",
-                    args.join(" "),
-                    String::from_utf8_lossy(&out.stderr).trim()
-                ))
-            }
-        };
-        for n in &names {
-            ip(&["netns", "add", n])?;
-            made.0.push(n.clone());
-        }
-        let (a, b) = (names[0].as_str(), names[1].as_str());
-        ip(&[
-            "link", "add", "veth0", "netns", a, "type", "veth", "peer", "name", "veth1", "netns", b,
-        ])?;
-        ip(&["-n", a, "addr", "add", "10.213.0.1/24", "dev", "veth0"])?;
-        ip(&["-n", b, "addr", "add", "10.213.0.2/24", "dev", "veth1"])?;
-        for (n, dev) in [(a, "veth0"), (b, "veth1")] {
-            ip(&["-n", n, "link", "set", dev, "up"])?;
-            ip(&["-n", n, "link", "set", "lo", "up"])?;
-        }
-        Ok(made)
-    }
-
-    fn host(&self, i: usize) -> Host {
-        Host {
-            prefix: ["ip", "netns", "exec", &self.0[i]]
-                .iter()
-                .map(|s| s.to_string())
-                .collect(),
-            ip: format!("10.213.0.{}", i + 1),
-        }
-    }
-}
-
-impl Drop for Netns {
-    fn drop(&mut self) {
-        for n in &self.0 {
-            let _ = Command::new("ip").args(["netns", "del", n]).output();
-        }
+/// Host `i` of `netns`, for `ssp_common`'s process runner.
+fn host(netns: &Netns, i: usize) -> Host {
+    Host {
+        prefix: ["ip", "netns", "exec", netns.name(i)]
+            .iter()
+            .map(|s| s.to_string())
+            .collect(),
+        ip: netns.ip(i),
     }
 }
 
@@ -84,15 +34,11 @@ fn mf_across_network_namespaces_matches_loopback() {
     let Some(file) = movielens_file() else {
         return;
     };
-    let netns = match Netns::pair() {
-        Ok(n) => n,
-        Err(why) => {
-            eprintln!("SKIPPED: cannot make network namespaces: {why}");
-            return;
-        }
+    let Some(netns) = pair_or_skip("ssp", "10.213.0") else {
+        return;
     };
     let run = MfRun::small(file, 0);
-    let hosts = [netns.host(0), netns.host(1)];
+    let hosts = [host(&netns, 0), host(&netns, 1)];
     let (servers, workers) = run.processes(&hosts, &hosts, &[7070, 7071]);
     let (_, looped) = run.on_loopback();
     assert_eq!(servers.len(), 2);

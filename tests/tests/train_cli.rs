@@ -422,28 +422,7 @@ fn a_killed_rank_process_fails_the_launch_naming_it() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    // Rank 2's process: a child of the launcher with RANK=2.
-    let launcher = child.id().to_string();
-    let t0 = std::time::Instant::now();
-    let victim = loop {
-        assert!(t0.elapsed().as_secs() < 60, "rank 2 never started");
-        let found = std::fs::read_dir("/proc").unwrap().flatten().find_map(|e| {
-            let dir = e.path();
-            let status = std::fs::read_to_string(dir.join("status")).ok()?;
-            let ppid = status
-                .lines()
-                .find_map(|l| l.strip_prefix("PPid:"))?
-                .trim()
-                .to_string();
-            let environ = std::fs::read(dir.join("environ")).ok()?;
-            let rank2 = environ.split(|&b| b == 0).any(|v| v == b"RANK=2");
-            (ppid == launcher && rank2).then(|| e.file_name().to_string_lossy().into_owned())
-        });
-        if let Some(pid) = found {
-            break pid;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    };
+    let victim = tofu_tests::rank_pid(child.id(), 2);
     std::thread::sleep(std::time::Duration::from_millis(1500)); // training by now
     tofu_tests::kill_rank_and_wait(child, &victim, 2);
 }

@@ -326,6 +326,15 @@ pub fn latest(dir: &Path) -> Result<Option<PathBuf>, TrainError> {
     Ok(best.map(|(_, p)| p))
 }
 
+/// Whether a run with checkpoints in `dir` starts from the latest of them:
+/// when asked (`--resume`), or when the launcher restarted the group
+/// (`tofu launch --max-restarts`, torchrun's restarts:
+/// [`rendezvous::launcher::restart_count`] > 0) and `dir` holds one — a
+/// group that failed before its first checkpoint starts again from step 0.
+pub fn resumes(dir: &Path, asked: bool) -> bool {
+    asked || (rendezvous::launcher::restart_count() > 0 && matches!(latest(dir), Ok(Some(_))))
+}
+
 /// The latest checkpoint in `dir` ([`latest`]) read for a run of `graph` on
 /// `programs` with `seed` ([`load`]): its directory, the steps it completed
 /// and the carried tensors' values.

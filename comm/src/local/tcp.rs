@@ -19,7 +19,19 @@
 //! little-endian. A peer whose process exits or is killed closes its
 //! sockets: the reader's channel disconnects and this rank's next receive
 //! from it fails at once with [`CommError::PeerGone`] naming it, never a
-//! hang; a silent peer fails with [`CommError::Timeout`].
+//! hang; a silent peer (a stopped process, a cut link that closes nothing)
+//! fails with [`CommError::Timeout`] after the timeout. Both come wrapped in
+//! [`CommError::Remote`], naming the peer's address, and tear the
+//! communicator down: every socket is shut down, so no reader or writer
+//! thread stays blocked on the lost link.
+//!
+//! Every socket has TCP keep-alive (probes after `min(timeout / 4, 60 s)`
+//! idle, then every `min(timeout / 16, 10 s)`, 4 unanswered probes close it)
+//! and `TCP_USER_TIMEOUT` = the timeout (data unacknowledged that long
+//! fails the write), so the kernel too notices a link that went silent.
+//! Dropping the communicator waits at most the timeout for the writers to
+//! drain, then shuts the sockets down (issue 42: a writer blocked on a full
+//! send buffer toward a lost host would otherwise hold the process).
 
 use std::io::{BufReader, BufWriter, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
@@ -27,6 +39,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{unbounded, Receiver, Sender};
+use socket2::{SockRef, TcpKeepalive};
 
 use super::{Kind, LocalCommunicator, Msg};
 use crate::{ByteCounters, Collectives, CommError, Communicator, HostMemory, P2p, Rank, ReduceOp};
@@ -56,6 +69,27 @@ pub struct TcpCommunicator {
     /// `None` only inside `drop`.
     inner: Option<LocalCommunicator>,
     writers: Vec<JoinHandle<()>>,
+    /// A handle of every peer's socket (for tearing down), by peer rank.
+    sockets: Vec<(usize, TcpStream)>,
+    /// Every rank's address, by rank.
+    addrs: Vec<SocketAddr>,
+    /// The longest wait for one message, and for the writers at drop.
+    timeout: Duration,
+}
+
+/// Keep-alive and `TCP_USER_TIMEOUT` on `s` for a communicator whose
+/// timeout is `timeout` (see the module doc).
+fn watch_link(s: &TcpStream, timeout: Duration) -> std::io::Result<()> {
+    let sock = SockRef::from(s);
+    let idle = (timeout / 4).clamp(Duration::from_secs(1), Duration::from_secs(60));
+    let every = (timeout / 16).clamp(Duration::from_secs(1), Duration::from_secs(10));
+    sock.set_tcp_keepalive(
+        &TcpKeepalive::new()
+            .with_time(idle)
+            .with_interval(every)
+            .with_retries(4),
+    )?;
+    sock.set_tcp_user_timeout(Some(timeout))
 }
 
 fn write_frame(w: &mut impl Write, m: &Msg) -> std::io::Result<()> {
@@ -221,6 +255,7 @@ impl TcpCommunicator {
         }
         let (mut to, mut from) = (Vec::with_capacity(world), Vec::with_capacity(world));
         let mut writers = Vec::with_capacity(world);
+        let mut sockets = Vec::with_capacity(world);
         for (peer, s) in streams.into_iter().enumerate() {
             let (out_tx, out_rx) = unbounded();
             if peer == rank {
@@ -231,6 +266,8 @@ impl TcpCommunicator {
             let (in_tx, in_rx) = unbounded();
             let s = s.expect("every other rank connected");
             s.set_nodelay(true).map_err(|e| fail(peer, e.to_string()))?;
+            watch_link(&s, timeout).map_err(|e| fail(peer, e.to_string()))?;
+            sockets.push((peer, s.try_clone().map_err(|e| fail(peer, e.to_string()))?));
             writers.push(bridge(s, out_rx, in_tx).map_err(|e| fail(peer, e.to_string()))?);
             to.push(out_tx);
             from.push(in_rx);
@@ -238,6 +275,35 @@ impl TcpCommunicator {
         Ok(TcpCommunicator {
             inner: Some(LocalCommunicator::from_channels(rank, to, from, timeout)),
             writers,
+            sockets,
+            addrs: addrs.to_vec(),
+            timeout,
+        })
+    }
+
+    /// Shut every socket down: the readers see end-of-stream, the writers
+    /// fail their next (or blocked) write, and the peers see this rank hang
+    /// up.
+    fn tear_down(&self) {
+        for (_, s) in &self.sockets {
+            let _ = s.shutdown(Shutdown::Both);
+        }
+    }
+
+    /// `r`, with a lost peer's error ([`CommError::PeerGone`],
+    /// [`CommError::Timeout`]) wrapped in [`CommError::Remote`] naming its
+    /// address, after tearing the communicator down.
+    fn located<T>(&self, r: Result<T, CommError>) -> Result<T, CommError> {
+        r.map_err(|e| match e {
+            CommError::PeerGone { peer, .. } | CommError::Timeout { peer, .. } => {
+                self.tear_down();
+                CommError::Remote {
+                    peer,
+                    host: self.addrs[peer.0].to_string(),
+                    cause: Box::new(e),
+                }
+            }
+            e => e,
         })
     }
 
@@ -251,9 +317,18 @@ impl TcpCommunicator {
 }
 
 impl Drop for TcpCommunicator {
-    /// Close the pair channels, then wait for the writers to drain them.
+    /// Close the pair channels, then wait (at most the timeout) for the
+    /// writers to drain them; a writer still blocked then (its peer's host
+    /// unreachable) is freed by shutting the sockets down.
     fn drop(&mut self) {
         drop(self.inner.take());
+        let deadline = Instant::now() + self.timeout;
+        while self.writers.iter().any(|w| !w.is_finished()) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        if self.writers.iter().any(|w| !w.is_finished()) {
+            self.tear_down();
+        }
         for w in self.writers.drain(..) {
             let _ = w.join();
         }
@@ -281,7 +356,8 @@ impl Communicator for TcpCommunicator {
 /// Every host buffer type, as [`LocalCommunicator`].
 impl<B: HostMemory + ?Sized> Collectives<B> for TcpCommunicator {
     fn all_reduce(&mut self, buf: &mut B, op: ReduceOp) -> Result<(), CommError> {
-        self.inner_mut().all_reduce(buf, op)
+        let r = self.inner_mut().all_reduce(buf, op);
+        self.located(r)
     }
 
     fn reduce_scatter(
@@ -291,11 +367,13 @@ impl<B: HostMemory + ?Sized> Collectives<B> for TcpCommunicator {
         counts: &[usize],
         op: ReduceOp,
     ) -> Result<(), CommError> {
-        self.inner_mut().reduce_scatter(send, recv, counts, op)
+        let r = self.inner_mut().reduce_scatter(send, recv, counts, op);
+        self.located(r)
     }
 
     fn all_gather(&mut self, send: &B, recv: &mut B, counts: &[usize]) -> Result<(), CommError> {
-        self.inner_mut().all_gather(send, recv, counts)
+        let r = self.inner_mut().all_gather(send, recv, counts);
+        self.located(r)
     }
 
     fn all_to_all(
@@ -305,15 +383,19 @@ impl<B: HostMemory + ?Sized> Collectives<B> for TcpCommunicator {
         recv: &mut B,
         recv_counts: &[usize],
     ) -> Result<(), CommError> {
-        self.inner_mut()
-            .all_to_all(send, send_counts, recv, recv_counts)
+        let r = self
+            .inner_mut()
+            .all_to_all(send, send_counts, recv, recv_counts);
+        self.located(r)
     }
 
     fn broadcast(&mut self, buf: &mut B, root: Rank) -> Result<(), CommError> {
-        self.inner_mut().broadcast(buf, root)
+        let r = self.inner_mut().broadcast(buf, root);
+        self.located(r)
     }
 
     fn group(&mut self, ops: &mut [P2p<'_, B>]) -> Result<(), CommError> {
-        self.inner_mut().group(ops)
+        let r = self.inner_mut().group(ops);
+        self.located(r)
     }
 }
