@@ -48,6 +48,10 @@ pub struct RunShape {
     /// Directory of consistent checkpoints.
     #[arg(long)]
     pub checkpoint_dir: Option<PathBuf>,
+    /// Seconds a peer may stay silent on an open connection (a cut link, a
+    /// host gone) before this process fails naming it.
+    #[arg(long, value_name = "SECONDS", default_value = "60", value_parser = rendezvous::seconds)]
+    pub peer_timeout: std::time::Duration,
 }
 
 impl RunShape {
@@ -68,6 +72,7 @@ impl RunShape {
             checkpoint_dir: self.checkpoint_dir.clone(),
             rank: model.rank,
             adarevision: model.adarevision.then_some(model.ada_alpha),
+            peer_timeout: self.peer_timeout,
         }
     }
 }

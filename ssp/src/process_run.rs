@@ -60,6 +60,9 @@ pub struct RunShape {
     pub rank: u32,
     /// MF AdaRevision's base rate α (`None`: plain SGD).
     pub adarevision: Option<f32>,
+    /// How long a peer may stay silent on an open connection before it
+    /// counts as gone (a cut link, a host gone; issue 42).
+    pub peer_timeout: Duration,
 }
 
 /// Why a process of a multi-process run could not run.
@@ -276,8 +279,9 @@ pub fn serve(
         .map(|(t, d)| (d, t));
     let states = shard_states(&ids, &tables, shape.clients, restore, s.checkpoint_every)
         .map_err(RunError::Restore)?;
-    let server = TcpServer::start(s.listen, states, shape.checkpoint_dir.clone())
-        .map_err(RunError::Listen)?;
+    let dir = shape.checkpoint_dir.clone();
+    let server =
+        TcpServer::start(s.listen, states, dir, shape.peer_timeout).map_err(RunError::Listen)?;
     started(&ids, server.local_addr(), restored);
     let states = server.wait()?;
     let row_len = (shape.app == App::Counter).then(|| shape.spec().table().row_len as usize);
@@ -377,6 +381,7 @@ pub fn work(shape: &RunShape, w: WorkerSetup<'_>, mf: Option<MfInput>) -> Result
         workers: shape.workers,
         comm,
         start,
+        peer_timeout: shape.peer_timeout,
     };
     let run = run_client(setup, app).map_err(|e| match e {
         ProcessError::Connect(e) => RunError::Connect(e),
@@ -410,6 +415,7 @@ mod tests {
             checkpoint_dir: None,
             rank: 4,
             adarevision: None,
+            peer_timeout: Duration::from_secs(60),
         }
     }
 

@@ -185,6 +185,9 @@ pub struct ClientSetup<'a> {
     pub comm: CommConfig,
     /// The clock every worker starts at (after a checkpoint: its clock + 1).
     pub start: Clock,
+    /// How long a server may stay silent on an open connection before it
+    /// counts as gone ([`TcpConnections::connect`]).
+    pub peer_timeout: Duration,
 }
 
 /// What [`run_client`] measured.
@@ -227,7 +230,7 @@ pub fn run_client(
         id,
         setup.servers,
         setup.shards_per_server,
-        Duration::from_secs(20),
+        (Duration::from_secs(20), setup.peer_timeout),
     )
     .map_err(ProcessError::Connect)?;
     let (client, workers) = Client::start_at(

@@ -7,6 +7,15 @@
 //! message: [`ClientFrame`] from a client, [`ToClient`] from a server.
 //! One connection per (client, server process); it carries the messages of
 //! every shard that process hosts, in order.
+//!
+//! A peer that goes silent without closing its connection (a cut link, a
+//! host gone: issue 42) is found by the kernel's heartbeats: every
+//! connection has TCP keep-alive (probes after a quarter of the peer
+//! timeout idle) and `TCP_USER_TIMEOUT` = the peer timeout, so a link with
+//! no answer for that long fails its reads and writes. The failure then
+//! takes the path of a closed connection: the client's reads fail naming
+//! the server and the error, and the server's shards fail naming the client
+//! (`ToClient::LinkClosed`, `ToServer::LinkLost`).
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -19,6 +28,7 @@ use bytes::Bytes;
 use crossbeam_channel::Receiver;
 use futures_util::{SinkExt, StreamExt};
 use serde::{Deserialize, Serialize};
+use socket2::{SockRef, TcpKeepalive};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::runtime::Runtime;
 use tokio::sync::mpsc;
@@ -50,6 +60,20 @@ fn runtime() -> Result<Runtime, SspError> {
             what: "starting the tokio runtime".into(),
             source: e,
         })
+}
+
+/// Keep-alive and `TCP_USER_TIMEOUT` on `s` for a peer timeout of
+/// `timeout` (see the module doc).
+fn watch_link(s: &TcpStream, timeout: Duration) -> std::io::Result<()> {
+    let sock = SockRef::from(s);
+    let idle = (timeout / 4).clamp(Duration::from_secs(1), Duration::from_secs(60));
+    let every = (timeout / 16).clamp(Duration::from_secs(1), Duration::from_secs(10));
+    let alive = TcpKeepalive::new()
+        .with_time(idle)
+        .with_interval(every)
+        .with_retries(4);
+    sock.set_tcp_keepalive(&alive)?;
+    sock.set_tcp_user_timeout(Some(timeout))
 }
 
 fn encode<T: Serialize>(msg: &T) -> Bytes {
@@ -90,7 +114,8 @@ impl TcpServer {
     /// Listens on `addr` (e.g. `127.0.0.1:0`) and serves the shards
     /// `states` (each usually [`ShardState::new`], or restored from a
     /// checkpoint) for their clients; writes their checkpoints into
-    /// `checkpoint_dir` when given.
+    /// `checkpoint_dir` when given. A client silent for `peer_timeout` on a
+    /// connection that stays open counts as gone (see the module doc).
     ///
     /// # Errors
     /// [`SspError::Io`] when the address cannot be bound.
@@ -98,6 +123,7 @@ impl TcpServer {
         addr: &str,
         states: Vec<ShardState>,
         checkpoint_dir: Option<PathBuf>,
+        peer_timeout: Duration,
     ) -> Result<TcpServer, SspError> {
         let rt = runtime()?;
         let std_listener = std::net::TcpListener::bind(addr).map_err(|e| SspError::Io {
@@ -143,6 +169,7 @@ impl TcpServer {
         rt.spawn(async move {
             while let Ok((stream, _)) = listener.accept().await {
                 let _ = stream.set_nodelay(true);
+                let _ = watch_link(&stream, peer_timeout);
                 let (reg, inboxes, ws) = (Arc::clone(&reg), inboxes.clone(), Arc::clone(&ws));
                 tokio::spawn(serve_connection(stream, reg, inboxes, ws));
             }
@@ -269,7 +296,9 @@ pub struct TcpConnections {
 impl TcpConnections {
     /// Connects client `client` to every server process. `servers[p]` hosts
     /// shards `p * shards_per_server .. (p + 1) * shards_per_server`.
-    /// Retries each address for up to `patience` (servers may start late).
+    /// Retries each address for up to `patience` (servers may start late);
+    /// a server silent for `peer_timeout` on a connection that stays open
+    /// counts as gone (see the module doc).
     /// Returns the links to every shard (index = shard id) and the inbox of
     /// every server's messages, ready for [`crate::Client::start`].
     ///
@@ -280,7 +309,7 @@ impl TcpConnections {
         client: ClientId,
         servers: &[String],
         shards_per_server: usize,
-        patience: Duration,
+        (patience, peer_timeout): (Duration, Duration),
     ) -> Result<
         (
             TcpConnections,
@@ -308,6 +337,7 @@ impl TcpConnections {
                 source: e,
             })?;
             let _ = stream.set_nodelay(true);
+            let _ = watch_link(&stream, peer_timeout);
             let (tx, mut rx) = mpsc::unbounded_channel::<ClientFrame>();
             tx.send(ClientFrame::Hello(client))
                 .map_err(|_| SspError::Disconnected {
@@ -326,7 +356,15 @@ impl TcpConnections {
                         }
                     }
                 });
-                while let Some(Ok(frame)) = frames.next().await {
+                let mut broken = None;
+                while let Some(frame) = frames.next().await {
+                    let frame = match frame {
+                        Ok(f) => f,
+                        Err(e) => {
+                            broken = Some(e);
+                            break;
+                        }
+                    };
                     match postcard::from_bytes::<ToClient>(&frame) {
                         Ok(msg) => {
                             if in_tx.send(msg).is_err() {
@@ -348,6 +386,13 @@ impl TcpConnections {
                 // The server closed: no more messages to send either, and
                 // reads still waiting on it must fail, not hang.
                 writer.abort();
+                let peer = match broken {
+                    Some(e) => format!(
+                        "{peer} ({e}: no answer within the peer timeout of {} s; a cut link or a host gone?)",
+                        peer_timeout.as_secs_f64()
+                    ),
+                    None => peer,
+                };
                 let _ = in_tx.send(ToClient::LinkClosed { peer });
             });
             for k in 0..shards_per_server {

@@ -35,7 +35,8 @@ fn counter_processes_apply_every_increment_once() {
         let tables = [spec.table()];
         let ids = [ShardId(0), ShardId(1)];
         let states = shard_states(&ids, &tables, clients, None, 0).expect("fresh shards");
-        let server = TcpServer::start("127.0.0.1:0", states, None).expect("listens");
+        let server = TcpServer::start("127.0.0.1:0", states, None, Duration::from_secs(60))
+            .expect("listens");
         let servers = vec![server.local_addr().to_string()];
         let waiting = std::thread::spawn(move || server.wait().expect("the shards finish"));
         let runs: Vec<_> = (0..clients)
@@ -54,6 +55,7 @@ fn counter_processes_apply_every_increment_once() {
                         workers,
                         comm: CommConfig::default(),
                         start: 0,
+                        peer_timeout: Duration::from_secs(60),
                     };
                     run_client(setup, &mut app).expect("the client runs")
                 })

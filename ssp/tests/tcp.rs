@@ -6,6 +6,9 @@
 use std::sync::mpsc;
 use std::time::Duration;
 
+/// The peer timeout of these tests' connections.
+const PEER: Duration = Duration::from_secs(60);
+
 use ssp::server::ShardState;
 use ssp::tcp::{TcpConnections, TcpServer};
 use ssp::{Client, ClientId, CommConfig, RowKey, ShardId, TableConfig};
@@ -36,7 +39,7 @@ fn run() {
                     )
                 })
                 .collect();
-            TcpServer::start("127.0.0.1:0", states, None).unwrap()
+            TcpServer::start("127.0.0.1:0", states, None, PEER).unwrap()
         })
         .collect();
     let addrs: Vec<String> = servers.iter().map(|s| s.local_addr().to_string()).collect();
@@ -46,7 +49,7 @@ fn run() {
             ClientId(c as u32),
             &addrs,
             shards_per_server,
-            Duration::from_secs(5),
+            (Duration::from_secs(5), PEER),
         )
         .unwrap();
         let (client, ws) = Client::start(
@@ -130,11 +133,13 @@ fn a_client_gone_without_bye_stops_the_server_with_an_error() {
             "127.0.0.1:0",
             vec![ShardState::new(ShardId(0), &tables, 1)],
             None,
+            PEER,
         )
         .unwrap();
         let addr = server.local_addr().to_string();
         let (conns, links, inbox) =
-            TcpConnections::connect(ClientId(0), &[addr], 1, Duration::from_secs(5)).unwrap();
+            TcpConnections::connect(ClientId(0), &[addr], 1, (Duration::from_secs(5), PEER))
+                .unwrap();
         let (client, mut ws) =
             Client::start(ClientId(0), &tables, links, inbox, 1, CommConfig::default()).unwrap();
         // A read answered: the connection is up and the server knows us.

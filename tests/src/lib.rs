@@ -10,6 +10,7 @@
 //! CUDA at run time, so this builds anywhere). `TOFU_BIN` overrides the path.
 
 pub mod netns;
+pub mod relay;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

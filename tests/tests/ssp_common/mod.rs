@@ -13,9 +13,11 @@ use std::time::{Duration, Instant};
 
 use tofu_tests::tofu_bin;
 
-/// Processes of one run; those still running are killed on drop.
+/// Processes of one run; those still running are killed on drop. With
+/// `pipe_stderr`, the processes' stderr is captured ([`Procs::wait_all`])
+/// instead of shown.
 #[derive(Default)]
-pub struct Procs(Vec<(String, Option<Child>)>);
+pub struct Procs(Vec<(String, Option<Child>)>, pub bool);
 
 impl Procs {
     /// Starts `prefix… tofu args…` (prefix: e.g. `ip netns exec NS`, or
@@ -32,7 +34,11 @@ impl Procs {
         let child = cmd
             .args(args)
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
+            .stderr(if self.1 {
+                Stdio::piped()
+            } else {
+                Stdio::inherit()
+            })
             .spawn()
             .unwrap_or_else(|e| panic!("cannot start {what}: {e}"));
         self.0.push((what.to_string(), Some(child)));
@@ -42,6 +48,12 @@ impl Procs {
     /// Waits for process `i` at most `secs` and returns whether it
     /// succeeded and its stdout; kills it and fails on a hang.
     pub fn wait(&mut self, i: usize, secs: u64) -> (bool, String) {
+        let (ok, out, _) = self.wait_all(i, secs);
+        (ok, out)
+    }
+
+    /// As [`Procs::wait`], also giving its stderr (empty unless piped).
+    pub fn wait_all(&mut self, i: usize, secs: u64) -> (bool, String, String) {
         let (what, slot) = &mut self.0[i];
         let mut child = slot.take().expect("waited for twice");
         let deadline = Instant::now() + Duration::from_secs(secs);
@@ -51,6 +63,7 @@ impl Procs {
                 return (
                     out.status.success(),
                     String::from_utf8_lossy(&out.stdout).into_owned(),
+                    String::from_utf8_lossy(&out.stderr).into_owned(),
                 );
             }
             if Instant::now() > deadline {
@@ -155,6 +168,9 @@ pub struct MfRun {
     pub worker_flags: Vec<String>,
     /// More flags for every server process.
     pub server_flags: Vec<String>,
+    /// The addresses the workers connect to instead of the servers' own
+    /// (e.g. `tofu_tests::relay`s in front of them).
+    pub via: Option<Vec<String>>,
 }
 
 fn strings(v: &[&str]) -> Vec<String> {
@@ -177,6 +193,7 @@ impl MfRun {
             clocks_per_epoch: 5,
             worker_flags: Vec::new(),
             server_flags: Vec::new(),
+            via: None,
         }
     }
 
@@ -266,7 +283,7 @@ impl MfRun {
                     "--client",
                     &c.to_string(),
                     "--servers",
-                    &addrs.join(","),
+                    &self.via.as_ref().unwrap_or(&addrs).join(","),
                 ]));
                 args.extend(extra_worker.iter().cloned());
                 procs.spawn(&format!("worker {c}"), &client_hosts[c].prefix, &args)
@@ -295,7 +312,7 @@ impl MfRun {
     ) -> (Vec<serde_json::Value>, Vec<serde_json::Value>) {
         let mut procs = Procs::default();
         let (s, w) = self.start(&mut procs, server_hosts, client_hosts, ports, &[], &[]);
-        let workers: Vec<_> = w.into_iter().map(|i| procs.json(i, 120)).collect();
+        let workers: Vec<_> = w.into_iter().map(|i| procs.json(i, 900)).collect();
         let servers: Vec<_> = s.into_iter().map(|i| procs.json(i, 30)).collect();
         (servers, workers)
     }
