@@ -76,6 +76,8 @@ pub struct Args {
     /// Print the summary as one JSON object.
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    specs: super::specs_args::SpecsArgs,
 }
 
 impl Args {
@@ -120,11 +122,11 @@ pub fn zoo_training(
 
 /// Run `tofu graph`.
 pub fn run(args: Args) -> miette::Result<ExitCode> {
+    let lib = args.specs.library()?;
     if let Some(file) = &args.file {
         let opts = args.import_options();
-        return super::graph_onnx::run(file, &opts, args.output.as_ref(), args.json);
+        return super::graph_onnx::run((file, &lib), &opts, args.output.as_ref(), args.json);
     }
-    let lib = Library::shipped().map_err(|e| miette::miette!("loading the operator specs: {e}"))?;
     let name = args.model.as_deref().unwrap_or_default();
     let (model, graph) = zoo_training(name, args.batch, &args.optimizer, &lib)?;
     if let Some(path) = &args.output {

@@ -30,6 +30,7 @@ use planner::graph::{format, Graph};
 use planner::plan::options::parse_bytes;
 use planner::plan::report::Report;
 use planner::plan::request::PlanRequest;
+use planner::plan::specs::SpecFile;
 use planner::plan::{dot, PlanFile, PlanOptions, SearchKind};
 use tdl::Library;
 
@@ -99,6 +100,8 @@ pub struct Args {
     json: bool,
     #[command(flatten)]
     import: ImportArgs,
+    #[command(flatten)]
+    specs: super::specs_args::SpecsArgs,
     /// ONNX: plan the forward (inference) graph only: no loss, no backward,
     /// no optimizer; batch normalization on the model's running statistics.
     /// `tofu run --weights MODEL.onnx --save-outputs OUT` then runs the model
@@ -203,8 +206,7 @@ fn options(args: &Args) -> miette::Result<PlanOptions> {
 /// Run `tofu plan`.
 pub fn run(args: Args) -> miette::Result<ExitCode> {
     let mut request = request(&args)?;
-    let lib = Library::shipped().map_err(|e| miette::miette!("loading the operator specs: {e}"))?;
-    let (name, graph, lib, import) = load_graph(&args, lib)?;
+    let (name, graph, lib, import) = load_graph(&args, args.specs.library()?)?;
     request.opts = options(&args)?;
     let results = request
         .run(&graph, &lib, &StrategyCache::new())
@@ -212,6 +214,7 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
     let (planned, front) = plan_memory::chosen(args.pareto_point, results.plans)?;
     let mut file = PlanFile::new(&graph, &results.model, &planned);
     file.import = import;
+    file.specs = SpecFile::of(&args.specs.sources()?);
     if let Some(path) = &args.output {
         file.save(path).into_diagnostic()?;
     }
