@@ -153,7 +153,8 @@ fn load_graph(args: &Args, lib: Library) -> miette::Result<Loaded> {
                     "--inference applies to an ONNX model, not to the zoo model `{name}`"
                 ));
             }
-            let (m, g) = super::graph::zoo_training(name, args.batch, &args.optimizer, &lib)?;
+            let (m, g) = planner::zoo::Model::named_training(name, args.batch, &args.optimizer, &lib)
+                .map_err(lib_err)?;
             Ok((m.name(), g, lib, None))
         }
         (None, None) => Err(miette::miette!(
