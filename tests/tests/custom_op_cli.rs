@@ -6,8 +6,11 @@
 //! `tdl/tests/gradients.rs`), copied into a temporary directory as a user
 //! would write it. The model, written here as ONNX without PyTorch, is
 //! `logits = MatMul(SwiGLU(MatMul(x, w1), MatMul(x, w2); alpha = 0.5), w3)`
-//! with the node `y` of the custom domain `com.example`, mapped by the
-//! spec's doc line `onnx: com.example::SwiGLU`.
+//! (x: [16, 64], logits: [16, 10], the shapes of the digits data set) with
+//! the node `y` of the custom domain `com.example`, mapped by the spec's
+//! doc line `onnx: com.example::SwiGLU`. It is committed as
+//! `onnx/tests/fixtures/swiglu-mlp.onnx` for the guide
+//! (`docs/guide/operator-spec.md`, which writes the spec verbatim).
 //!
 //! Oracles: `tofu run --verify` (the partitioned run equals the
 //! unpartitioned one, which runs the same specs on one worker), the bytes
@@ -44,12 +47,12 @@ fn swiglu_onnx(alpha: AttributeProto) -> Vec<u8> {
                 .collect(),
         )
     };
-    let (w1, w2, w3) = (w(16, 32, 1), w(16, 32, 2), w(32, 10, 3));
+    let (w1, w2, w3) = (w(64, 32, 1), w(64, 32, 2), w(32, 10, 3));
     let mut swiglu = node("SwiGLU", &["a", "b"], "y", &[]);
     swiglu.domain = "com.example".into();
     swiglu.attribute.push(alpha);
     let bytes = model(
-        ("x", &[8, 16]),
+        ("x", &[16, 64]),
         &[("w1", w1.0, w1.1), ("w2", w2.0, w2.1), ("w3", w3.0, w3.1)],
         vec![
             node("MatMul", &["x", "w1"], "a", &[]),
@@ -57,7 +60,7 @@ fn swiglu_onnx(alpha: AttributeProto) -> Vec<u8> {
             swiglu,
             node("MatMul", &["y", "w3"], "logits", &[]),
         ],
-        &[("logits", &[8, 10])],
+        &[("logits", &[16, 10])],
     );
     let mut m = ModelProto::parse_from_bytes(&bytes).unwrap();
     let mut op = OperatorSetIdProto::new();
@@ -251,4 +254,25 @@ fn custom_operator_errors_say_how_to_fix_them() {
     ]);
     assert!(ok, "{out}\n{err}");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn the_guide_uses_this_spec_and_this_model() {
+    let path = workspace_root().join("onnx/tests/fixtures/swiglu-mlp.onnx");
+    let bytes = swiglu_onnx(float_attr("alpha", 0.5));
+    if std::env::var_os("TOFU_UPDATE_FIXTURES").is_some() {
+        std::fs::write(&path, &bytes).unwrap();
+    }
+    let fixture = std::fs::read(&path).expect("the fixture (TOFU_UPDATE_FIXTURES=1 writes it)");
+    assert!(
+        fixture == bytes,
+        "{} is not the test's model: TOFU_UPDATE_FIXTURES=1 rewrites it",
+        path.display()
+    );
+    let guide =
+        std::fs::read_to_string(workspace_root().join("docs/guide/operator-spec.md")).unwrap();
+    assert!(
+        guide.contains(&swiglu_spec()),
+        "the guide must write tdl/tests/user_specs/swiglu.tdl verbatim"
+    );
 }
