@@ -28,7 +28,7 @@ use onnx_protobuf::attribute_proto::AttributeType;
 use onnx_protobuf::{AttributeProto, ModelProto, OperatorSetIdProto};
 use protobuf::Message;
 use run_outputs_common::{model, node, random};
-use tofu_tests::{temp_dir, text, tofu, workspace_root};
+use tofu_tests::{have_digits, temp_dir, text, tofu, workspace_root};
 
 /// The user spec, as the guide writes it.
 fn swiglu_spec() -> String {
@@ -275,4 +275,43 @@ fn the_guide_uses_this_spec_and_this_model() {
         guide.contains(&swiglu_spec()),
         "the guide must write tdl/tests/user_specs/swiglu.tdl verbatim"
     );
+}
+
+#[test]
+fn a_plan_of_the_custom_operator_trains_without_its_spec_files() {
+    if !have_digits() {
+        return;
+    }
+    let dir = setup("custom-op-train");
+    let (model, plan) = (dir.join("model.onnx"), dir.join("plan.json"));
+    let specs = dir.join("myops");
+    let (ok, out, err) = run(&[
+        "plan",
+        model.to_str().unwrap(),
+        "-k",
+        "2",
+        "--specs",
+        specs.to_str().unwrap(),
+        "-o",
+        plan.to_str().unwrap(),
+    ]);
+    assert!(ok, "{out}\n{err}");
+    std::fs::remove_dir_all(&specs).unwrap();
+    let (ok, out, err) = run(&[
+        "train",
+        plan.to_str().unwrap(),
+        "--data",
+        "digits",
+        "--steps",
+        "30",
+        "--json",
+    ]);
+    assert!(ok, "{out}\n{err}");
+    let last: serde_json::Value = serde_json::from_str(out.lines().last().unwrap()).unwrap();
+    let acc = last["test_accuracy"].as_f64().expect("a held-out accuracy");
+    assert!(
+        acc > 0.3,
+        "after 30 steps the held-out accuracy is {acc} (10 classes: chance is 0.1)"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -126,6 +126,13 @@ fn a_plan_made_with_specs_runs_without_them_and_refuses_an_edited_spec() {
     assert!(ok, "{out}\n{err}");
     assert!(out.contains("(ok)"), "{out}");
 
+    // A recorded text edited in the plan file: refused as an edited plan.
+    let mut tampered = plan.clone();
+    tampered["specs"][0]["text"] = MY_RELU.replace("0.0", "0.5").into();
+    std::fs::write(away.join("tampered.json"), tampered.to_string()).unwrap();
+    let (ok, _, err) = tofu_in(&away, &["run", "tampered.json"]);
+    assert!(!ok && err.contains("does not match its sha256"), "{err}");
+
     // The same spec given again: accepted.
     let (ok, out, err) = tofu_in(&dir, &["run", "plan.json", "--specs", "myops"]);
     assert!(ok, "{out}\n{err}");
