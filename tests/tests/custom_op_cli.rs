@@ -214,6 +214,29 @@ fn custom_operator_errors_say_how_to_fix_them() {
         "{err}"
     );
 
+    // Mapped to a spec with a required attribute the node lacks.
+    let req = dir.join("req.tdl");
+    let text = "/// SwiGLU with a required gamma. Source: the custom-op test.\n\
+                op swiglu_req<alpha: float = 1.0, gamma: float>(a[N, H], b[N, H]) -> y[N, H] {\n    \
+                y[n, h] = gamma * alpha * a[n, h] * b[n, h];\n}\n";
+    std::fs::write(&req, text).unwrap();
+    let (ok, _, err) = run(&[
+        "plan",
+        model.to_str().unwrap(),
+        "-k",
+        "2",
+        "--inference",
+        "--specs",
+        req.to_str().unwrap(),
+        "--op-map",
+        "com.example::SwiGLU=swiglu_req",
+    ]);
+    assert!(!ok);
+    assert!(
+        err.contains("no attribute `gamma`, which the spec `swiglu_req` requires"),
+        "{err}"
+    );
+
     // Mapped by --op-map to a spec without gradients: a training import
     // names the node and the spec; the inference import works.
     let nograd = dir.join("nograd.tdl");
