@@ -48,7 +48,6 @@ TORCH=${TOFU_TORCH_VERSION:-2.15.0}
 VISION=${TOFU_TORCHVISION_VERSION:-0.29.2}
 PY=$CACHE/venv/bin/python
 NPROC=$(nproc)
-export TOFU_SPECS=${TOFU_SPECS:-$PWD/specs}
 # config MODEL: its batch and what tofu plans (a zoo name or an ONNX file).
 config() {
     case $1 in

@@ -10,7 +10,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 TOFU=${1:-target/release/tofu}
 STEPS=${2:-6}
-export TOFU_SPECS=${TOFU_SPECS:-$PWD/specs}
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 median() { python3 -c 'import json,sys,statistics; t=json.load(sys.stdin)["step_seconds"]; print(statistics.median(t[1:] or t))'; }

@@ -6,7 +6,8 @@
 #   bash scripts/gpu-check.sh prepare [DIR]   # here, with cargo
 #       builds tofu and the CUDA test executable with `--features cuda`
 #       (release; GPU_CHECK_PROFILE=test for the test profile) and copies
-#       them, with this script, the benchmark scripts and the specs, into DIR
+#       them, with this script and the benchmark scripts, into DIR (the
+#       operator specs are built into both)
 #       (default target/gpu-check, which git ignores: name it in the device
 #       tool's `carry`).
 #
@@ -64,7 +65,6 @@ prepare() {
     strip --strip-debug "$dir/tofu" "$dir/cuda-tests" 2> /dev/null || true
     cp scripts/gpu-check.sh "$dir/gpu-check.sh"
     cp scripts/gpu-bench.sh scripts/torch_baseline.py "$dir/scripts/"
-    cp -r specs "$dir/specs"
     {
         echo "tofu $(git rev-parse --short HEAD 2>/dev/null || echo unknown) profile $profile"
         (cd "$dir" && sha256sum tofu cuda-tests)
@@ -85,13 +85,12 @@ run() {
             "\`bash DIR/gpu-check.sh run\` on the GPU machine" >&2
         exit 2
     fi
-    for f in tofu cuda-tests specs; do
+    for f in tofu cuda-tests; do
         if [[ ! -e "$dir/$f" ]]; then
             echo "gpu-check: $dir/$f is missing: run \`bash scripts/gpu-check.sh prepare $dir\` first" >&2
             exit 1
         fi
     done
-    export TOFU_SPECS="$dir/specs"
     local tmp summary failed=0
     tmp=$(mktemp -d)
     summary="$tmp/summary"

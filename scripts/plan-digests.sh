@@ -36,8 +36,9 @@ for m in "${models[@]}"; do
     sed -E 's/"plan_seconds": [-0-9.eE+]+/"plan_seconds": 0/' "$d/plan.json" > "$d/plan.norm"
     echo "$m k=$k plan $(sha256sum < "$d/plan.norm" | cut -c1-64)" >> "$out"
     for p in $(ls "$d/programs" | sort -V); do
-      # A program names the spec file each operator came from by the path of
-      # the specs/ folder the binary found: the checkout's, so made relative.
+      # A program names the spec file each operator came from: `specs/NAME.tdl`
+      # for the library built into the binary, a path under TOFU_SPECS when
+      # that is set (and, before issue 43, the checkout's path): made relative.
       sed -E 's#"file": "[^"]*/specs/#"file": "specs/#g' "$d/programs/$p" > "$d/prog.norm"
       echo "$m k=$k $p $(sha256sum < "$d/prog.norm" | cut -c1-64)" >> "$out"
     done

@@ -8,7 +8,8 @@
 //! (`TOFU_CUDA_FAULT=skip-sync`: a device-to-host copy on a second stream
 //! that does not wait for the buffer's stream) fails the k = 2
 //! host-staged run that verifies without it, under the same delays; a device memory smaller than the run needs is an error naming
-//! out-of-memory, not a crash.
+//! out-of-memory, not a crash; a user operator loaded with `--specs` (a
+//! custom ONNX node) runs through its generated kernels and verifies.
 //!
 //! A root-package test so that `CARGO_BIN_EXE_tofu` is the binary of this
 //! build, with the `cuda` feature. Needs bash and g++ (the stand-in
@@ -177,4 +178,37 @@ fn too_little_device_memory_is_an_out_of_memory_error() {
         "{err}"
     );
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A user operator (issue 43, item 3): the custom ONNX node
+/// `com.example::SwiGLU` of `onnx/tests/fixtures/swiglu-mlp.onnx`, planned
+/// with its spec from `--specs` (`tdl/tests/user_specs/swiglu.tdl`, no
+/// kernel of tofu knows it) for k = 2, runs on the CUDA backend through its
+/// generated kernels and verifies against the CPU reference.
+#[test]
+fn a_custom_operator_runs_through_its_generated_kernel() {
+    if !have_gxx() {
+        return;
+    }
+    let dir = temp_dir("custom-op");
+    let p = dir.join("plan.json");
+    let o = Command::new(env!("CARGO_BIN_EXE_tofu"))
+        .arg("plan")
+        .arg(root().join("onnx/tests/fixtures/swiglu-mlp.onnx"))
+        .args(["-k", "2", "--specs"])
+        .arg(root().join("tdl/tests/user_specs"))
+        .arg("-o")
+        .arg(&p)
+        .env_remove("TOFU_SPECS")
+        .output()
+        .expect("running tofu plan");
+    assert!(o.status.success(), "{}", text(&o).1);
+    let v = verified(
+        &run(&p, &["--ranks-per-device", "2"], 3, &[]),
+        "swiglu at k = 2 on the CUDA backend",
+    );
+    assert_eq!(
+        v["bytes_sent_per_rank"], v["predicted_bytes_per_rank"],
+        "{v}"
+    );
 }

@@ -10,7 +10,7 @@ use tdl::ShapeError;
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum GraphError {
     /// An operator names a spec the library does not define.
-    #[error("operator `{op}`: no spec named `{spec}` in the operator library")]
+    #[error("operator `{op}`: no spec named `{spec}` in the operator library (an operator of your own: load its .tdl file with --specs PATH)")]
     UnknownSpec {
         /// Operator instance name.
         op: String,

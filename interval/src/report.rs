@@ -359,3 +359,48 @@ impl Report {
         })
     }
 }
+
+/// `NAME=VALUE` split at the first `=`.
+fn pair(s: &str) -> Result<(&str, &str), String> {
+    s.split_once('=')
+        .ok_or_else(|| format!("expected NAME=VALUE, got `{s}`"))
+}
+
+/// Example input shapes from `NAME=DIMS` texts (`a=64x32`; dims separated by
+/// `x` or `,`), by input name (`tofu strategies --shape`).
+///
+/// Errors: a text without `=` or a dim that is not a number, in words.
+pub fn parse_shapes(texts: &[String]) -> Result<BTreeMap<String, Vec<usize>>, String> {
+    let mut shapes = BTreeMap::new();
+    for s in texts {
+        let (name, dims) = pair(s)?;
+        let dims: Vec<usize> = dims
+            .split(['x', ','])
+            .filter(|d| !d.is_empty())
+            .map(|d| {
+                d.trim()
+                    .parse()
+                    .map_err(|_| format!("bad dim `{d}` in `{s}`"))
+            })
+            .collect::<Result<_, _>>()?;
+        shapes.insert(name.to_string(), dims);
+    }
+    Ok(shapes)
+}
+
+/// Attribute values from `NAME=VALUE` texts: an integer, else a float
+/// (`tofu strategies --attr`).
+///
+/// Errors: a text without `=` or a value that is not a number, in words.
+pub fn parse_attrs(texts: &[String]) -> Result<Attrs, String> {
+    let mut attrs = Attrs::new();
+    for a in texts {
+        let (name, v) = pair(a)?;
+        let v = match v.parse::<i64>() {
+            Ok(i) => AttrValue::Int(i),
+            Err(_) => AttrValue::Float(v.parse().map_err(|_| format!("bad value in `{a}`"))?),
+        };
+        attrs.insert(name.to_string(), v);
+    }
+    Ok(attrs)
+}

@@ -56,11 +56,14 @@ pub fn explain(domain: &str, op_type: &str) -> (Trainable, String) {
         ),
         _ => (
             Trainable::Unknown,
-            "it is a custom domain: tofu does not know what its operators compute, so it cannot \
-             tell whether they are differentiable; the mapping table (onnx/src/table.rs) covers \
-             ai.onnx (and a few ai.onnx.ml and training operators): rewrite the node with ai.onnx \
-             operators"
-                .into(),
+            format!(
+                "it is a custom domain: tofu does not know what its operators compute, so it cannot \
+                 tell whether they are differentiable; describe it in TDL: write a spec (with `grad` \
+                 declarations to train through it) whose doc has the line `/// onnx: {domain}::{op_type}` \
+                 and load it with `--specs PATH`, or map the node to a spec with \
+                 `--op-map {domain}::{op_type}=SPEC` (docs/guide/operator-spec.md); or rewrite the node \
+                 with ai.onnx operators"
+            ),
         ),
     }
 }

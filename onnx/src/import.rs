@@ -57,6 +57,9 @@ pub struct Options {
     pub optimizer: Option<Optimizer>,
     /// Import unsupported nodes as opaque operators instead of failing.
     pub opaque_unsupported: bool,
+    /// `--op-map`: `"DOMAIN::OP"` → the name of the spec a node of no table
+    /// row lowers to ([`crate::custom`]).
+    pub op_map: BTreeMap<String, String>,
 }
 
 /// A graph output.
@@ -293,9 +296,17 @@ impl Pass<'_, '_> {
             Err(_) => {}
         }
         let domain = normalise_domain(&np.domain);
+        let no_row = table::lookup_in(domain, &np.op_type).is_none();
+        if let Some(spec) = no_row
+            .then(|| crate::custom::spec_for(library, &self.opts.op_map, domain, &np.op_type))
+            .flatten()
+            .filter(|_| node.attrs.subgraph().is_none())
+        {
+            return self.custom(&node, spec).map(|()| Next::Continue);
+        }
         let why = if let Some((attr, nodes)) = node.attrs.subgraph() {
             Some(opaque::Why::Subgraph(attr, nodes))
-        } else if table::lookup_in(domain, &np.op_type).is_none() {
+        } else if no_row {
             Some(opaque::Why::NoMapping)
         } else {
             None
@@ -307,6 +318,19 @@ impl Pass<'_, '_> {
             Some(_) => self.opaque(&node, opaque_specs, library),
             None => self.fold_or_lower(&node, library).map(|()| Next::Continue),
         }
+    }
+
+    /// A node of no table row mapped to a user spec ([`crate::custom`]).
+    fn custom(&mut self, node: &Node, spec: &tdl::OpSpec) -> Result<(), OnnxError> {
+        let outs = crate::custom::lower(&mut self.l, node, spec).map_err(|e| match e {
+            NodeError::Unsupported(r) => self.node_err(node, r),
+            NodeError::Graph(g) => graph_err(self.path, &node.name, g),
+        })?;
+        bind_outputs(&mut self.l, node.proto, outs);
+        let origin = crate::import_training::custom_origin(node);
+        self.origins.insert(node.name.clone(), origin);
+        *self.s.mapped.entry(node.proto.op_type.clone()).or_default() += 1;
+        Ok(())
     }
 
     /// `--opaque-unsupported`: the node as an operator of its generated spec.

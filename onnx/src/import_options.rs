@@ -45,6 +45,13 @@ pub struct ImportOptions {
     /// `--opaque-unsupported`.
     #[serde(default)]
     pub opaque_unsupported: bool,
+    /// `--op-map DOMAIN::OP=SPEC`, as written (absent from a record when empty).
+    #[serde(
+        default,
+        deserialize_with = "null_empty",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub op_map: Vec<String>,
 }
 
 fn yes() -> bool {
@@ -78,6 +85,9 @@ pub enum ImportOptionsError {
     /// An optimizer name other than sgd, momentum, adam.
     #[error("unknown optimizer `{0}`: expected sgd, momentum or adam")]
     Optimizer(String),
+    /// A malformed `--op-map`.
+    #[error("{0}")]
+    OpMap(String),
     /// The `import` record does not decode (the serde message).
     #[error("the `import` record is not what tofu writes: {0}")]
     Record(String),
@@ -117,6 +127,8 @@ impl ImportOptions {
             let (name, values) = parse_input_value(spec)?;
             opts.fixed_inputs.insert(name, values);
         }
+        opts.op_map =
+            crate::custom::parse_op_map(&self.op_map).map_err(ImportOptionsError::OpMap)?;
         opts.optimizer = Some(
             Optimizer::from_name(&self.optimizer)
                 .ok_or_else(|| ImportOptionsError::Optimizer(self.optimizer.clone()))?,
@@ -200,6 +212,7 @@ mod tests {
             loss: Some("y".into()),
             optimizer: "adam".into(),
             opaque_unsupported: true,
+            op_map: vec![],
         }
     }
 

@@ -27,6 +27,19 @@ pub(crate) struct Origin {
     why: Option<&'static str>,
 }
 
+/// The [`Origin`] of a node mapped to a user spec: its gradient is what the
+/// spec declares, and a missing one is the user's to write.
+pub(crate) fn custom_origin(node: &Node) -> Origin {
+    Origin {
+        op_type: node.op_type().to_string(),
+        opset: node.opset,
+        why: Some(
+            "it is mapped to a user spec that declares no gradient for it: add `grad INPUT = OP(...);` \
+             declarations to the spec (docs/tdl.md) to train through it",
+        ),
+    }
+}
+
 /// The [`Origin`] of `node` (`opaque`: imported as an opaque operator).
 pub(crate) fn no_gradient_reason(node: &Node, opaque: bool) -> Origin {
     let why = if opaque {

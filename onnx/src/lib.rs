@@ -24,6 +24,7 @@ pub mod attr;
 pub mod conformance;
 pub mod conformance_report;
 pub mod control;
+pub mod custom;
 pub mod dims;
 pub mod domain;
 pub mod error;

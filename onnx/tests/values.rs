@@ -37,6 +37,7 @@ fn inference() -> ImportOptions {
         loss: None,
         optimizer: "sgd".into(),
         opaque_unsupported: false,
+        op_map: vec![],
     }
 }
 

@@ -1,6 +1,7 @@
 //! `tofu check [PATH ...]`: validate TDL specs.
 //!
-//! Takes files or directories (default: the shipped `specs/`); prints one line
+//! Takes files or directories (default: the shipped library; with `--specs`,
+//! user files checked beside it); prints one line
 //! per file with its operator count and a total, or every diagnostic (file,
 //! line, column, caret, hint) and exits 1.
 
@@ -12,21 +13,30 @@ use tdl::{Library, LibraryError};
 /// Arguments of `tofu check`.
 #[derive(clap::Args)]
 pub struct Args {
-    /// `.tdl` files or directories to check (default: the shipped specs/).
+    /// `.tdl` files or directories to check on their own (default: the
+    /// shipped library; with --specs, beside it).
     paths: Vec<PathBuf>,
+    #[command(flatten)]
+    specs: super::specs_args::SpecsArgs,
 }
 
 /// Run `tofu check`.
 pub fn run(args: Args) -> miette::Result<ExitCode> {
-    let paths = if args.paths.is_empty() {
-        vec![Library::shipped_dir()]
-    } else {
-        args.paths
+    let beside = !args.specs.specs.is_empty();
+    let mut user = args.specs.sources()?;
+    let loaded = match (beside, args.paths.is_empty()) {
+        (false, true) => Library::shipped(),
+        (false, false) => Library::load(&args.paths),
+        (true, _) => tdl::read_sources(&args.paths).and_then(|p| {
+            user.extend(p);
+            Library::shipped_with(&user)
+        }),
     };
-    match Library::load(&paths) {
+    match loaded {
         Ok(lib) => {
             let mut missing_doc = Vec::new();
-            for (file, ops) in lib.files() {
+            let shown = |f: &str| !beside || user.iter().any(|(u, _)| u == f);
+            for (file, ops) in lib.files().filter(|(f, _)| shown(f)) {
                 println!("ok  {file}: {} operator(s)", ops.len());
                 for op in ops {
                     if lib.get(op).is_some_and(|s| s.doc.trim().is_empty()) {

@@ -21,11 +21,12 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use miette::IntoDiagnostic;
-use planner::graph::{format, Graph, MemoryReport, Optimizer};
+use planner::graph::{format, MemoryReport};
 use planner::zoo::Model;
-use tdl::Library;
 
 use planner::graph::summary::{GraphSummary, ZooSummary};
+
+use super::lib_err;
 
 /// Arguments of `tofu graph`.
 #[derive(clap::Args)]
@@ -64,6 +65,9 @@ pub struct Args {
     /// (replicated or split along their batch dim only) instead of failing.
     #[arg(long, requires = "file")]
     opaque_unsupported: bool,
+    /// ONNX: map custom nodes to a spec, `DOMAIN::OP=SPEC` (repeatable).
+    #[arg(long, value_name = "DOMAIN::OP=SPEC", requires = "file")]
+    op_map: Vec<String>,
     /// Batch size (default: the model family's).
     #[arg(long)]
     batch: Option<usize>,
@@ -76,6 +80,8 @@ pub struct Args {
     /// Print the summary as one JSON object.
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    specs: super::specs_args::SpecsArgs,
 }
 
 impl Args {
@@ -90,43 +96,21 @@ impl Args {
             loss: self.loss.clone(),
             optimizer: self.optimizer.clone(),
             opaque_unsupported: self.opaque_unsupported,
+            op_map: self.op_map.clone(),
         }
     }
-}
-
-/// The zoo model `name` (at `batch`, when given) and its training graph
-/// with `optimizer` (sgd, momentum or adam).
-///
-/// Errors: an unknown model or optimizer, batch 0, a graph the specs reject.
-pub fn zoo_training(
-    name: &str,
-    batch: Option<usize>,
-    optimizer: &str,
-    lib: &Library,
-) -> miette::Result<(Model, Graph)> {
-    let mut model = Model::parse(name).into_diagnostic()?;
-    if let Some(b) = batch {
-        if b == 0 {
-            return Err(miette::miette!("--batch must be at least 1"));
-        }
-        model = model.with_batch(b);
-    }
-    let optimizer = Optimizer::from_name(optimizer).ok_or_else(|| {
-        miette::miette!("unknown optimizer `{optimizer}`: expected sgd, momentum or adam")
-    })?;
-    let graph = model.training(lib, &optimizer).into_diagnostic()?;
-    Ok((model, graph))
 }
 
 /// Run `tofu graph`.
 pub fn run(args: Args) -> miette::Result<ExitCode> {
+    let lib = args.specs.library()?;
     if let Some(file) = &args.file {
         let opts = args.import_options();
-        return super::graph_onnx::run(file, &opts, args.output.as_ref(), args.json);
+        return super::graph_onnx::run((file, &lib), &opts, args.output.as_ref(), args.json);
     }
-    let lib = Library::shipped().map_err(|e| miette::miette!("loading the operator specs: {e}"))?;
     let name = args.model.as_deref().unwrap_or_default();
-    let (model, graph) = zoo_training(name, args.batch, &args.optimizer, &lib)?;
+    let (model, graph) =
+        Model::named_training(name, args.batch, &args.optimizer, &lib).map_err(lib_err)?;
     if let Some(path) = &args.output {
         format::save(&graph, path).into_diagnostic()?;
     }

@@ -22,13 +22,13 @@ use super::lib_err;
 
 /// Run `tofu graph FILE.onnx`.
 pub fn run(
-    file: &Path,
+    (file, lib): (&Path, &tdl::Library),
     args: &ImportOptions,
     output: Option<&PathBuf>,
     json: bool,
 ) -> miette::Result<ExitCode> {
     let opts = args.options().map_err(lib_err)?;
-    let imported = onnx::load_graph(file, &opts).map_err(lib_err)?;
+    let imported = onnx::load_graph_with(file, lib, &opts).map_err(lib_err)?;
     let graph = &imported.graph;
     if let Some(path) = output {
         format::save(graph, path).into_diagnostic()?;

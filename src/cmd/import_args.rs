@@ -20,6 +20,9 @@ pub struct ImportArgs {
     /// ONNX: turn unsupported nodes into opaque operators instead of failing.
     #[arg(long)]
     pub opaque_unsupported: bool,
+    /// ONNX: map custom nodes to a spec, `DOMAIN::OP=SPEC` (repeatable).
+    #[arg(long, value_name = "DOMAIN::OP=SPEC")]
+    pub op_map: Vec<String>,
 }
 
 impl ImportArgs {
@@ -40,6 +43,7 @@ impl ImportArgs {
             loss: self.loss.clone(),
             optimizer: optimizer.to_string(),
             opaque_unsupported: self.opaque_unsupported,
+            op_map: self.op_map.clone(),
         }
     }
 }

@@ -15,6 +15,7 @@ pub mod run_launched;
 pub mod run_outputs;
 pub mod run_print;
 pub mod run_verify;
+pub mod specs_args;
 pub mod ssp;
 pub mod ssp_bench;
 pub mod ssp_mf;

@@ -30,6 +30,7 @@ use planner::graph::{format, Graph};
 use planner::plan::options::parse_bytes;
 use planner::plan::report::Report;
 use planner::plan::request::PlanRequest;
+use planner::plan::specs::SpecFile;
 use planner::plan::{dot, PlanFile, PlanOptions, SearchKind};
 use tdl::Library;
 
@@ -99,6 +100,8 @@ pub struct Args {
     json: bool,
     #[command(flatten)]
     import: ImportArgs,
+    #[command(flatten)]
+    specs: super::specs_args::SpecsArgs,
     /// ONNX: plan the forward (inference) graph only: no loss, no backward,
     /// no optimizer; batch normalization on the model's running statistics.
     /// `tofu run --weights MODEL.onnx --save-outputs OUT` then runs the model
@@ -150,7 +153,8 @@ fn load_graph(args: &Args, lib: Library) -> miette::Result<Loaded> {
                     "--inference applies to an ONNX model, not to the zoo model `{name}`"
                 ));
             }
-            let (m, g) = super::graph::zoo_training(name, args.batch, &args.optimizer, &lib)?;
+            let (m, g) = planner::zoo::Model::named_training(name, args.batch, &args.optimizer, &lib)
+                .map_err(lib_err)?;
             Ok((m.name(), g, lib, None))
         }
         (None, None) => Err(miette::miette!(
@@ -203,8 +207,7 @@ fn options(args: &Args) -> miette::Result<PlanOptions> {
 /// Run `tofu plan`.
 pub fn run(args: Args) -> miette::Result<ExitCode> {
     let mut request = request(&args)?;
-    let lib = Library::shipped().map_err(|e| miette::miette!("loading the operator specs: {e}"))?;
-    let (name, graph, lib, import) = load_graph(&args, lib)?;
+    let (name, graph, lib, import) = load_graph(&args, args.specs.library()?)?;
     request.opts = options(&args)?;
     let results = request
         .run(&graph, &lib, &StrategyCache::new())
@@ -212,6 +215,7 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
     let (planned, front) = plan_memory::chosen(args.pareto_point, results.plans)?;
     let mut file = PlanFile::new(&graph, &results.model, &planned);
     file.import = import;
+    file.specs = SpecFile::of(&args.specs.sources()?);
     if let Some(path) = &args.output {
         file.save(path).into_diagnostic()?;
     }

@@ -100,6 +100,8 @@ pub struct Args {
     /// kernels, bytes, FLOPs and roofline time. Needs no GPU.
     #[arg(long, value_name = "GPU")]
     pub estimate: Option<String>,
+    #[command(flatten)]
+    pub specs: super::specs_args::SpecsArgs,
 }
 
 /// Run the subcommand.
@@ -107,8 +109,9 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
     if args.steps == 0 {
         return Err(miette::miette!("--steps must be at least 1"));
     }
-    let lib = Library::shipped().map_err(lib_err)?;
-    let plan = PlanFile::load(&args.plan, &lib, &StrategyCache::new()).map_err(lib_err)?;
+    let specs = args.specs.sources()?;
+    let (plan, lib) =
+        PlanFile::load_with_specs(&args.plan, &specs, &StrategyCache::new()).map_err(lib_err)?;
     // Recorded costs vs decisions (catches an edited tile or strategy that
     // still passes the loader's structural checks), generation, verifier.
     let progs = codegen::compile(&plan, &lib)

@@ -56,7 +56,8 @@ fn prepared(args: &Args, train_set: &Data) -> miette::Result<Prepared> {
             ));
         }
         let lr = checked_lr(args.lr).map_err(|e| miette::miette!("{e}"))?;
-        return prepare::from_plan_file(path, train_set.samples(), lr).map_err(lib_err);
+        let specs = args.specs.sources()?;
+        return prepare::from_plan_file(path, &specs, train_set.samples(), lr).map_err(lib_err);
     }
     let name = args
         .model
@@ -114,7 +115,7 @@ fn from_onnx(
     train_set: &Data,
 ) -> miette::Result<Prepared> {
     let opts = args.import.options(None, &args.optimizer, true);
-    let lib = tdl::Library::shipped().map_err(lib_err)?;
+    let lib = args.specs.library()?;
     let imported =
         onnx::load_graph_with(path, &lib, &opts.options().map_err(lib_err)?).map_err(lib_err)?;
     let mut graph = imported.graph;
@@ -137,9 +138,8 @@ fn initial_weights(args: &Args, prep: &Prepared, w: &Path) -> miette::Result<run
             w.display()
         ));
     };
-    let lib = tdl::Library::shipped().map_err(lib_err)?;
     let graph = (&prep.graph, prep.import.as_ref());
-    super::run::onnx_values(graph, &lib, plan, w)
+    super::run::onnx_values(graph, &prep.library, plan, w)
 }
 
 /// `--steps 0 --save-weights F`: write the initial weights.

@@ -130,4 +130,6 @@ pub struct Args {
     /// ONNX import flags, for MODEL.onnx.
     #[command(flatten)]
     pub import: super::import_args::ImportArgs,
+    #[command(flatten)]
+    pub specs: super::specs_args::SpecsArgs,
 }

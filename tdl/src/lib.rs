@@ -34,5 +34,5 @@ pub use builtin::Semantics;
 pub use diagnostic::{Diagnostic, Diagnostics};
 pub use fill::Fill;
 pub use interp::{evaluate, evaluate_traced, EvalError, Tensor};
-pub use library::{Library, LibraryError};
+pub use library::{read_sources, shipped_sources, Library, LibraryError};
 pub use lower::parse_file;

@@ -1,6 +1,8 @@
 //! The operator library: every op of a set of `.tdl` files, by name.
 //!
-//! Takes files or directories of `.tdl` files; gives a [`Library`] in which
+//! Takes files or directories of `.tdl` files, the shipped library built into
+//! the binary ([`shipped_sources`]: `specs/` at build time, or `TOFU_SPECS`
+//! at run time) or both ([`Library::shipped_with`]); gives a [`Library`] in which
 //! every op name is unique and every gradient declaration names an op that
 //! exists and fits (one argument per input of the gradient op, one result per
 //! declared input, known attribute names). Errors: every mistake of every file
@@ -45,41 +47,35 @@ pub struct Library {
 impl Library {
     /// Load every `.tdl` file under the given paths (files or directories, recursively, sorted).
     pub fn load(paths: &[PathBuf]) -> Result<Library, LibraryError> {
-        let mut files = Vec::new();
-        for p in paths {
-            collect(p, &mut files)?;
-        }
-        let mut texts = Vec::new();
-        for f in files {
-            let text = std::fs::read_to_string(&f).map_err(|source| LibraryError::Io {
-                path: f.clone(),
-                source,
-            })?;
-            texts.push((f.display().to_string(), text));
-        }
-        Ok(Library::from_sources(&texts)?)
+        Ok(Library::from_sources(&read_sources(paths)?)?)
     }
 
-    /// The library shipped in the repository's `specs/` directory.
+    /// The shipped library: the `specs/` files built into the binary, or the
+    /// `.tdl` files under `TOFU_SPECS` when it is set (for developing specs
+    /// without rebuilding). See [`shipped_sources`].
     pub fn shipped() -> Result<Library, LibraryError> {
-        Library::load(&[Self::shipped_dir()])
+        Ok(Library::from_sources(&shipped_sources()?)?)
     }
 
-    /// Path of the shipped `specs/` directory (from this crate's manifest, or `TOFU_SPECS`).
-    pub fn shipped_dir() -> PathBuf {
-        std::env::var_os("TOFU_SPECS")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| {
-                let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-                root.parent().unwrap_or(root).join("specs")
-            })
+    /// The shipped library with `user` files (`(file name, text)`, e.g. from
+    /// [`read_sources`] of `--specs` paths) loaded beside it: one library in
+    /// which every op name is unique.
+    ///
+    /// Errors: as [`Library::from_sources`]; an op of `user` named like a
+    /// shipped op (or one of another user file) is a duplicate naming both
+    /// files and lines.
+    pub fn shipped_with(user: &[(String, String)]) -> Result<Library, LibraryError> {
+        let mut files = shipped_sources()?;
+        files.extend(user.iter().cloned());
+        Ok(Library::from_sources(&files)?)
     }
 
     /// Build from in-memory `(file name, text)` pairs.
     pub fn from_sources(files: &[(String, String)]) -> Result<Library, Diagnostics> {
         let mut lib = Library::default();
         let mut errors = Vec::new();
-        let mut origin: BTreeMap<String, String> = BTreeMap::new();
+        // Where each op name was first defined: file and span of its name.
+        let mut origin: BTreeMap<String, (String, Span)> = BTreeMap::new();
         let mut broken: Vec<String> = Vec::new();
         for (name, text) in files {
             let src = Arc::new(text.clone());
@@ -88,21 +84,27 @@ impl Library {
                 Ok(ops) => {
                     let mut names = Vec::new();
                     for op in ops {
-                        if let Some(first) = origin.get(&op.name) {
+                        let span = op_name_span(&src, op.span, &op.name);
+                        if let Some((first, at)) = origin.get(&op.name) {
+                            let text = lib.sources.get(first).cloned().unwrap_or_default();
+                            let there = Diagnostic::new(first, &text, *at, "", "", None);
                             errors.push(Diagnostic::new(
                                 name,
                                 &src,
-                                op_name_span(&src, op.span, &op.name),
-                                format!("operator `{}` is already defined in `{first}`", op.name),
+                                span,
+                                format!(
+                                    "operator `{}` is already defined at {first}:{}:{}",
+                                    op.name, there.line, there.column
+                                ),
                                 "duplicate operator",
                                 Some(
-                                    "operator names are global across the library; rename one"
+                                    "operator names are global across the shipped library and every --specs file: rename one of the two"
                                         .into(),
                                 ),
                             ));
                             continue;
                         }
-                        origin.insert(op.name.clone(), name.clone());
+                        origin.insert(op.name.clone(), (name.clone(), span));
                         names.push(op.name.clone());
                         lib.ops.insert(op.name.clone(), op);
                     }
@@ -281,6 +283,45 @@ fn declared_op_names(text: &str) -> Vec<String> {
         })
         .filter(|n| !n.is_empty())
         .collect()
+}
+
+include!(concat!(env!("OUT_DIR"), "/shipped_specs.rs"));
+
+/// The shipped `.tdl` files as `(file name, text)`: the `specs/` directory
+/// of the source tree, built into the binary (`specs/NAME.tdl`, so
+/// diagnostics name `specs/NAME.tdl:LINE:COL`); or, when the environment
+/// variable `TOFU_SPECS` names a directory, its `.tdl` files read now (named
+/// by their paths).
+///
+/// Errors: [`LibraryError::Io`] for a `TOFU_SPECS` that cannot be read.
+pub fn shipped_sources() -> Result<Vec<(String, String)>, LibraryError> {
+    match std::env::var_os("TOFU_SPECS") {
+        Some(dir) => read_sources(&[PathBuf::from(dir)]),
+        None => Ok(SHIPPED
+            .iter()
+            .map(|(name, text)| (name.to_string(), text.to_string()))
+            .collect()),
+    }
+}
+
+/// Every `.tdl` file under `paths` (files, or directories read recursively
+/// in sorted order) as `(path, text)`.
+///
+/// Errors: [`LibraryError::Io`] naming the path that cannot be read.
+pub fn read_sources(paths: &[PathBuf]) -> Result<Vec<(String, String)>, LibraryError> {
+    let mut files = Vec::new();
+    for p in paths {
+        collect(p, &mut files)?;
+    }
+    let mut texts = Vec::new();
+    for f in files {
+        let text = std::fs::read_to_string(&f).map_err(|source| LibraryError::Io {
+            path: f.clone(),
+            source,
+        })?;
+        texts.push((f.display().to_string(), text));
+    }
+    Ok(texts)
 }
 
 fn collect(p: &Path, out: &mut Vec<PathBuf>) -> Result<(), LibraryError> {

@@ -10,11 +10,14 @@
 //! gradient op's result must match (L(x + h) - L(x - h)) / 2h element by
 //! element: |g - fd| ≤ 1e-6 · max(1, |fd|) in f64.
 //!
+//! The library is the shipped one plus `tests/user_specs/` (`swiglu`, the
+//! user operator of the guide and of `tests/tests/custom_op_cli.rs`).
 //! The test iterates over the library, so a new op with gradients is checked
 //! automatically with the default generators; it fails if an op with
 //! gradients is not exercised or if the table names an op that is gone.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::Path;
 
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
@@ -354,6 +357,10 @@ const TABLE: &[OpCfg] = &[
     OpCfg {
         attrs: &[("alpha", &[-0.5, 1.0, 1.702])],
         ..cfg("swish")
+    },
+    OpCfg {
+        attrs: &[("alpha", &[-1.5, 0.5, 2.0])],
+        ..cfg("swiglu")
     },
     OpCfg {
         inputs: &[("x", Gen::Distinct)],
@@ -1390,7 +1397,11 @@ fn check_op(lib: &Library, spec: &OpSpec) -> Result<u32, String> {
 
 #[test]
 fn every_gradient_matches_finite_differences() {
-    let lib = Library::shipped().unwrap_or_else(|e| match e {
+    // The shipped library and the user spec of the guide and the CLI tests
+    // (`tests/user_specs/`, an op a user writes and loads with --specs).
+    let user = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/user_specs");
+    let user = tdl::read_sources(&[user]).expect("the user specs");
+    let lib = Library::shipped_with(&user).unwrap_or_else(|e| match e {
         tdl::LibraryError::Invalid(d) => panic!("{}", d.render()),
         other => panic!("{other}"),
     });

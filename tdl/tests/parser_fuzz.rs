@@ -287,20 +287,12 @@ fn apply(text: &str, m: &Mutation) -> String {
     chars.into_iter().collect()
 }
 
-/// Every seed: the shipped spec files (read fresh) and the inline ones.
+/// Every seed: the shipped spec files and the inline ones.
 fn seeds() -> Vec<(String, String)> {
     let mut out = Vec::new();
-    let dir = tdl::Library::shipped_dir();
-    let mut files: Vec<_> = std::fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("cannot read {}: {e}", dir.display()))
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "tdl"))
-        .collect();
-    files.sort();
-    for f in files {
-        if let Ok(text) = std::fs::read_to_string(&f) {
-            out.push((f.file_name().unwrap().to_string_lossy().into_owned(), text));
-        }
+    for (file, text) in tdl::shipped_sources().expect("the shipped specs") {
+        let name = file.rsplit('/').next().unwrap_or(&file).to_string();
+        out.push((name, text));
     }
     for (i, s) in INLINE.iter().enumerate() {
         out.push((format!("inline{i}.tdl"), s.to_string()));

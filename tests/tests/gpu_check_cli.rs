@@ -1,7 +1,7 @@
 //! `scripts/gpu-check.sh` (issue 25, item 7) without a GPU: its CPU-side
 //! half prepares a folder a GPU machine without Rust can run (the tofu
 //! binary and the CUDA test executable built with `--features cuda`, the
-//! scripts, the specs, a manifest of checksums), and its GPU half refuses
+//! scripts, a manifest of checksums; the specs are built into both), and its GPU half refuses
 //! clearly on a machine without a GPU, running nothing.
 
 use std::path::Path;
@@ -36,7 +36,6 @@ fn prepare_builds_a_runnable_folder_and_run_refuses_without_a_gpu() {
         "tofu",
         "cuda-tests",
         "gpu-check.sh",
-        "specs",
         "scripts/gpu-bench.sh",
         "MANIFEST",
     ] {

@@ -46,6 +46,9 @@ pub struct Prepared {
     /// `import` record, e.g. `{"onnx": {…}}`): what reading the model's
     /// values again needs. `None` for a zoo model or a graph file.
     pub import: Option<serde_json::Value>,
+    /// The operator library the plan was bound with (the shipped one, plus
+    /// the user specs it was planned with).
+    pub library: Library,
 }
 
 impl Prepared {
@@ -199,21 +202,25 @@ pub fn from_graph(
     finish(plan, lib, programs, planned.comm_bytes, data)
 }
 
-/// Load a plan file (`tofu plan -o`), check its recorded costs and prepare
+/// Load a plan file (`tofu plan -o`) with the user specs it records
+/// (checked against `specs`, the `--specs` files given now:
+/// [`PlanFile::load_with_specs`]), check its recorded costs and prepare
 /// it for `data`, its optimizer's learning rate set to `lr` where given
 /// ([`Graph::set_learning_rate`]; the plan's partition does not depend on
 /// it).
 ///
 /// Errors: [`TrainError::Model`] naming the file, also for `lr` on a plan
-/// whose updates have no learning rate.
+/// whose updates have no learning rate or a recorded spec that differs
+/// from `specs`.
 pub fn from_plan_file(
     path: &Path,
+    specs: &[(String, String)],
     data: &dyn Samples,
     lr: Option<f64>,
 ) -> Result<Prepared, TrainError> {
     let named = |e: &dyn std::fmt::Display| TrainError::Model(format!("{}: {e}", path.display()));
-    let lib = Library::shipped().map_err(err)?;
-    let mut plan = PlanFile::load(path, &lib, &StrategyCache::new()).map_err(|e| named(&e))?;
+    let (mut plan, lib) =
+        PlanFile::load_with_specs(path, specs, &StrategyCache::new()).map_err(|e| named(&e))?;
     if let Some(lr) = lr {
         if plan.graph.set_learning_rate(lr) == 0 {
             return Err(named(&format!(
@@ -241,6 +248,7 @@ fn finish(
         p.keep_tiles(&[logits]);
     }
     Ok(Prepared {
+        library: lib.clone(),
         import: plan.import,
         graph: plan.graph,
         factors: plan.factors,

@@ -183,6 +183,32 @@ impl Model {
         })
     }
 
+    /// The model `name` (at `batch`, when given) and its training graph
+    /// with the optimizer named `optimizer` (sgd, momentum or adam): what
+    /// `tofu graph --model` and `tofu plan --model` build.
+    ///
+    /// Errors: an unknown model or optimizer, batch 0, a graph the specs
+    /// reject, in words.
+    pub fn named_training(
+        name: &str,
+        batch: Option<usize>,
+        optimizer: &str,
+        lib: &Library,
+    ) -> Result<(Model, Graph), String> {
+        let mut model = Model::parse(name).map_err(|e| e.to_string())?;
+        if let Some(b) = batch {
+            if b == 0 {
+                return Err("--batch must be at least 1".into());
+            }
+            model = model.with_batch(b);
+        }
+        let optimizer = Optimizer::from_name(optimizer).ok_or_else(|| {
+            format!("unknown optimizer `{optimizer}`: expected sgd, momentum or adam")
+        })?;
+        let graph = model.training(lib, &optimizer).map_err(|e| e.to_string())?;
+        Ok((model, graph))
+    }
+
     /// The training graph: forward + backward + `optimizer` update.
     ///
     /// Errors: [`ZooError::Graph`].

@@ -31,6 +31,7 @@ use super::model::{Model, ModelError};
 use super::options::PlanOptions;
 use super::planned::{PlanError, Planned};
 use super::searches::SearchKind;
+use super::specs::plan_library;
 use super::transfer::{transfers_in, Transfer};
 use crate::graph::{format, Graph};
 
@@ -214,6 +215,41 @@ impl PlanFile {
         lib: &Library,
         cache: &StrategyCache,
     ) -> Result<BoundPlan, PlanFileError> {
+        BoundPlan::from_file(
+            PlanFile::read(path)?,
+            &path.display().to_string(),
+            lib,
+            cache,
+        )
+    }
+
+    /// Read a plan file made with or without user specs and bind it with
+    /// the shipped library plus its recorded specs, checked against the
+    /// spec files `given` now (`--specs`; [`super::specs::plan_library`]).
+    /// Gives the bound plan and the library it was bound with.
+    ///
+    /// Errors: as [`PlanFile::load`], and [`PlanFileError::Specs`] for
+    /// recorded specs that were edited, differ from `given` or do not load.
+    pub fn load_with_specs(
+        path: &Path,
+        given: &[(String, String)],
+        cache: &StrategyCache,
+    ) -> Result<(BoundPlan, Library), PlanFileError> {
+        let p = path.display().to_string();
+        let file = PlanFile::read(path)?;
+        let lib = plan_library(&file.specs, given).map_err(|e| PlanFileError::Specs {
+            path: p.clone(),
+            message: e.to_string(),
+        })?;
+        Ok((BoundPlan::from_file(file, &p, &lib, cache)?, lib))
+    }
+
+    /// Read and parse a plan file (nothing checked beyond its JSON).
+    ///
+    /// Errors: [`PlanFileError::Io`] for a file that cannot be read,
+    /// [`PlanFileError::Parse`] for JSON that is not a plan (naming the
+    /// field, line and column).
+    pub fn read(path: &Path) -> Result<PlanFile, PlanFileError> {
         let p = path.display().to_string();
         let text = std::fs::read_to_string(path).map_err(|e| PlanFileError::Io {
             path: p.clone(),
@@ -225,6 +261,6 @@ impl PlanFile {
                 path: p.clone(),
                 message: format!("at `{}`: {}", e.path(), e.inner()),
             })?;
-        BoundPlan::from_file(file, &p, lib, cache)
+        Ok(file)
     }
 }

@@ -30,7 +30,10 @@
 //!   imported, e.g. `{"onnx": {"input_shape": […], "input_value": […], …}}`
 //!   (`tofu plan`'s importer flags), so `tofu run --weights MODEL.onnx` can
 //!   import the model again and read every value the import took from it;
-//!   opaque to the planner.
+//!   opaque to the planner;
+//! * `specs` (only for a plan made with `tofu plan --specs`): the user
+//!   operator specs, `[{"file", "sha256", "text"}]`, so `tofu run` needs no
+//!   spec files and a spec changed since is refused ([`super::specs`]).
 
 use std::path::Path;
 
@@ -45,6 +48,7 @@ use super::memory::{per_worker, WorkerMemory};
 use super::model::Model;
 use super::planned::Planned;
 use super::searches::SearchKind;
+use super::specs::SpecFile;
 use super::topology;
 use crate::graph::{format, Graph};
 use crate::search::StopReason;
@@ -128,6 +132,11 @@ pub struct PlanFile {
     /// absent otherwise and in plans written before it was recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub import: Option<serde_json::Value>,
+    /// The user operator specs the plan was made with (`tofu plan --specs`):
+    /// each file's name, SHA-256 and text ([`super::specs`]), so the plan
+    /// runs without the files; absent when there were none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub specs: Vec<SpecFile>,
 }
 
 /// Why a plan file cannot be used.
@@ -158,6 +167,14 @@ pub enum PlanFileError {
         format: String,
         /// Its version field.
         version: u32,
+    },
+    /// The recorded user specs cannot be used ([`super::specs::plan_library`]).
+    #[error("{path}: {message}")]
+    Specs {
+        /// The file.
+        path: String,
+        /// What is wrong.
+        message: String,
     },
     /// The plan does not match its graph (tampered, or made for another graph).
     #[error("{path}: the plan does not match its graph: {message}")]
@@ -246,6 +263,7 @@ impl PlanFile {
             graph_sha256: graph_sha256(graph),
             graph: serde_json::from_str(&doc).unwrap_or(serde_json::Value::Null),
             import: None,
+            specs: Vec::new(),
         }
     }
 

@@ -81,6 +81,7 @@ pub mod planned;
 pub mod report;
 pub mod request;
 pub mod searches;
+pub mod specs;
 pub mod summary;
 pub mod tile;
 pub mod topology;
