@@ -56,13 +56,11 @@ pub struct Args {
     /// killed.
     #[arg(long, default_value_t = 5.0)]
     pub grace_s: f64,
-    /// With several nodes: seconds of silence after which a node's launcher
-    /// counts as lost (a cut link, a host gone); every other node then stops
-    /// its ranks. Node 0 listens for heartbeats on --master-port + 1.
+    /// Seconds of silence before another node's launcher counts as lost and
+    /// this node stops its ranks (node 0 listens on --master-port + 1).
     #[arg(long, value_name = "SECONDS", default_value = "30", value_parser = rendezvous::seconds)]
     pub heartbeat_timeout: Duration,
-    /// Restart this node's ranks up to N times after one fails (torchrun's
-    /// non-elastic restart); `train --checkpoint-dir` resumes from its latest.
+    /// Restart this node's ranks up to N times after one fails (torchrun's).
     #[arg(long, value_name = "N", default_value_t = 0)]
     pub max_restarts: usize,
     /// The tofu subcommand each rank runs, and its arguments (after `--`).
@@ -108,8 +106,8 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
 #[derive(clap::Args, Debug)]
 pub struct CheckArgs {
     /// Seconds the join and each barrier may take.
-    #[arg(long, default_value_t = 30.0)]
-    pub timeout_s: f64,
+    #[arg(long, default_value = "30", value_parser = rendezvous::seconds)]
+    pub timeout_s: Duration,
     /// Barriers to pass (at least 2; the mean time of all but the first is
     /// reported).
     #[arg(long, default_value_t = 2)]
@@ -130,9 +128,6 @@ pub struct CheckArgs {
 /// "barriers", "join_ms", "barrier_us"}` (payload in hex; times: the join
 /// and the mean of barriers 2.., this rank's view).
 pub fn run_check(args: CheckArgs) -> miette::Result<ExitCode> {
-    if !(args.timeout_s.is_finite() && args.timeout_s > 0.0) {
-        return Err(miette!("--timeout-s must be a positive number of seconds"));
-    }
     let env = Env::from_env()
         .map_err(|e| miette!("{e}"))?
         .ok_or_else(|| {
@@ -142,8 +137,7 @@ pub fn run_check(args: CheckArgs) -> miette::Result<ExitCode> {
         kill_rank: args.kill_rank,
         hang_rank: args.hang_rank,
     };
-    let timeout = Duration::from_secs_f64(args.timeout_s);
-    let report = check(&env, timeout, args.barriers, faults).map_err(|e| miette!("{e}"))?;
+    let report = check(&env, args.timeout_s, args.barriers, faults).map_err(|e| miette!("{e}"))?;
     println!(
         "{}",
         serde_json::to_value(report).map_err(|e| miette!("{e}"))?

@@ -81,8 +81,7 @@ pub struct Args {
     /// Print one JSON object instead of a table.
     #[arg(long)]
     pub json: bool,
-    /// Under a launcher: seconds to wait for the other ranks to join and for
-    /// each message; a rank silent longer fails, naming the peer and its host.
+    /// Under a launcher: seconds to wait for a rank to join, and per message.
     #[arg(long, value_name = "SECONDS", default_value = "600", value_parser = rendezvous::seconds)]
     pub comm_timeout: std::time::Duration,
     /// Also write every rank's program (format `tofu-program`, version 5:

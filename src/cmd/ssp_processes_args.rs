@@ -48,8 +48,7 @@ pub struct RunShape {
     /// Directory of consistent checkpoints.
     #[arg(long)]
     pub checkpoint_dir: Option<PathBuf>,
-    /// Seconds a peer may stay silent on an open connection (a cut link, a
-    /// host gone) before this process fails naming it.
+    /// Seconds a silent peer (a cut link, a host gone) may take to answer.
     #[arg(long, value_name = "SECONDS", default_value = "60", value_parser = rendezvous::seconds)]
     pub peer_timeout: std::time::Duration,
 }

@@ -60,8 +60,7 @@ pub struct Args {
     /// One JSON object per logged step and a final one, on stdout.
     #[arg(long)]
     pub json: bool,
-    /// Under a launcher: seconds to wait for the other ranks to join and for
-    /// each message; a rank silent longer fails, naming the peer and its host.
+    /// Under a launcher: seconds to wait for a rank to join, and per message.
     #[arg(long, value_name = "SECONDS", default_value = "600", value_parser = rendezvous::seconds)]
     pub comm_timeout: std::time::Duration,
     /// Log every N-th step (and the last).
