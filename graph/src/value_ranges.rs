@@ -4,8 +4,9 @@
 //! Takes a [`Graph`] and the leaves' ranges (their values, fills, or the
 //! values a run was given); gives each tensor an interval that holds every
 //! value it can take ([`ranges`], `None` where an operator's values cannot be
-//! bounded from its inputs'), the row ids each index read (`embedding`,
-//! `gather`) needs, the fills of integer graph inputs that keep every id
+//! bounded from its inputs'), the row ids each index read needs (an input
+//! read as a whole index of another input's dim in its spec: `embedding`,
+//! `gather`, `take_last`, `gather_elements_last`, `gather_nd_*`), the fills of integer graph inputs that keep every id
 //! derived from them inside its table ([`integer_input_fills`], used by the
 //! ONNX importer), and the check a run makes before it synthesizes inputs
 //! ([`check_synthetic_ids`]): an input whose derived ids cannot be shown to
@@ -22,7 +23,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 
-use tdl::AttrValue;
+use tdl::{AttrValue, ExprKind, Index, Library, OpSpec, TensorRef};
 
 use crate::{Fill, Graph, Op, OpId, OpRole, TensorId, TensorRole};
 
@@ -97,27 +98,76 @@ pub struct IndexRead {
     pub op: OpId,
     /// The tensor of row ids.
     pub ids: TensorId,
-    /// The table's rows.
+    /// The table's rows (the length of the dim the ids index).
     pub rows: usize,
 }
 
-/// The forward index reads of `g`: `embedding` and `gather` read row
-/// `ids[...]` of their first input.
-pub fn index_reads(g: &Graph) -> Vec<IndexRead> {
-    g.op_ids()
-        .filter_map(|o| {
-            let op = g.op(o);
-            if op.role != OpRole::Forward || !matches!(op.spec.as_str(), "embedding" | "gather") {
-                return None;
+/// Per spec input, whether its values index another input directly (its
+/// read is the whole index expression of a dim, `table[ids[...], d]`).
+fn reads_as_ids(spec: &OpSpec) -> Vec<(u32, u32, usize)> {
+    let mut found = Vec::new();
+    for st in &spec.stmts {
+        st.body.visit(&mut |e| {
+            let ExprKind::Read {
+                tensor: TensorRef::Input(table),
+                indices,
+            } = &e.kind
+            else {
+                return;
+            };
+            for (d, ix) in indices.iter().enumerate() {
+                if let Index::Expr(ie) = ix {
+                    if let ExprKind::Read {
+                        tensor: TensorRef::Input(ids),
+                        ..
+                    } = &ie.kind
+                    {
+                        found.push((*ids, *table, d));
+                    }
+                }
             }
-            let rows = *g.tensor(*op.inputs.first()?).shape.first()?;
-            Some(IndexRead {
-                op: o,
-                ids: *op.inputs.get(1)?,
-                rows,
-            })
-        })
-        .collect()
+        });
+    }
+    found
+}
+
+/// The forward index reads of `g`, found from the specs in `lib`: an input
+/// read as the whole index of a dim of another input (`embedding`,
+/// `gather`, `take_last`, `gather_elements_last`, `gather_nd_*`) must hold
+/// values in `[0, n)` of that dim (the smallest such dim per op and input).
+pub fn index_reads(g: &Graph, lib: &Library) -> Vec<IndexRead> {
+    let mut direct: HashMap<&str, bool> = HashMap::new();
+    let mut out: Vec<IndexRead> = Vec::new();
+    for o in g.op_ids() {
+        let op = g.op(o);
+        if op.role != OpRole::Forward {
+            continue;
+        }
+        let Some(spec) = lib.get(&op.spec) else {
+            continue;
+        };
+        if !*direct
+            .entry(op.spec.as_str())
+            .or_insert_with(|| !reads_as_ids(spec).is_empty())
+        {
+            continue;
+        }
+        // The expanded spec: an ellipsis stands for as many dims as it binds.
+        let Ok((_, b)) = g.bind_op(lib, op) else {
+            continue;
+        };
+        for (ids, table, d) in reads_as_ids(&b.spec) {
+            let (ids, table) = (op.inputs[ids as usize], op.inputs[table as usize]);
+            let Some(&rows) = g.tensor(table).shape.get(d) else {
+                continue;
+            };
+            match out.iter_mut().find(|r| r.op == o && r.ids == ids) {
+                Some(r) => r.rows = r.rows.min(rows),
+                None => out.push(IndexRead { op: o, ids, rows }),
+            }
+        }
+    }
+    out
 }
 
 /// The interval of a leaf from its known values or its fill.
@@ -398,13 +448,13 @@ fn invert(op: &Op, i: usize, need: (f64, f64), iv: &[Interval]) -> Option<(f64, 
 /// at 0, else [`Fill::Range`]); 0/1 ([`Fill::Indices`] with bound 2, masks
 /// and flags) for an input that reaches no index read that way, or whose
 /// reads need an empty range ([`check_synthetic_ids`] then names it).
-pub fn integer_input_fills(g: &Graph, inputs: &[TensorId]) -> Vec<(TensorId, Fill)> {
+pub fn integer_input_fills(g: &Graph, lib: &Library, inputs: &[TensorId]) -> Vec<(TensorId, Fill)> {
     let deps = dependences(g, &|t| !inputs.contains(&t));
     // Intervals of what depends on no input: constants, weights' values.
     let fixed: HashMap<TensorId, Interval> = inputs.iter().map(|&t| (t, None)).collect();
     let iv = ranges(g, &fixed);
     let mut need: HashMap<TensorId, (f64, f64)> = HashMap::new();
-    for r in index_reads(g) {
+    for r in index_reads(g, lib) {
         let want = (0.0, r.rows as f64 - 1.0);
         let n = intersect(need.get(&r.ids).copied(), want);
         need.insert(r.ids, n);
@@ -480,11 +530,12 @@ pub struct UnboundedIds {
 /// cannot be bounded.
 pub fn check_synthetic_ids(
     g: &Graph,
+    lib: &Library,
     given: &HashMap<TensorId, Interval>,
 ) -> Result<(), UnboundedIds> {
     let deps = dependences(g, &|t| given.contains_key(&t));
     let iv = ranges(g, given);
-    for r in index_reads(g) {
+    for r in index_reads(g, lib) {
         let ok =
             iv[r.ids.0 as usize].is_some_and(|(lo, hi)| lo >= 0.0 && hi <= r.rows as f64 - 1.0);
         let Some(&input) = deps[r.ids.0 as usize].iter().next() else {
@@ -503,7 +554,7 @@ pub fn check_synthetic_ids(
                 });
                 match hider {
                     Some(op) => format!(
-                        "through `{}` ({}), whose values tofu cannot bound from its inputs'",
+                        "through `{}` ({}), an operator whose values tofu does not bound",
                         op.name, op.spec
                     ),
                     None => "as values tofu cannot bound".into(),

@@ -64,11 +64,11 @@ fn run(g: &Graph, seed: u64) -> graph::execute::Values {
 
 #[test]
 fn computed_ids_land_in_their_table_for_every_seed() {
-    let (g, inputs, reads) = text_model(false, integer_input_fills);
+    let (g, inputs, reads) = text_model(false, |g, i| integer_input_fills(g, lib(), i));
     // ids · 2 − 4 ∈ [0, 12) ⟺ ids ∈ [2, 8); the mask reaches no table.
     assert_eq!(g.tensor(inputs[0]).fill, Some(Fill::Range { lo: 2, hi: 8 }));
     assert_eq!(g.tensor(inputs[1]).fill, Some(Fill::Indices { bound: 2 }));
-    check_synthetic_ids(&g, &HashMap::new()).unwrap();
+    check_synthetic_ids(&g, lib(), &HashMap::new()).unwrap();
     let iv = ranges(&g, &HashMap::new());
     let mut seen = std::collections::BTreeSet::new();
     for seed in 0..50 {
@@ -109,15 +109,15 @@ fn the_table_bound_alone_puts_rows_outside_and_the_check_says_so() {
     let e = graph::execute::execute(&g, lib(), &mut v, |_, _| true).unwrap_err();
     assert!(format!("{e:?}").contains("OutOfBounds"), "{e:?}");
     assert!(v.get(reads[0]).unwrap().data.iter().any(|&e| e < 0.0));
-    let e = check_synthetic_ids(&g, &HashMap::new()).unwrap_err();
+    let e = check_synthetic_ids(&g, lib(), &HashMap::new()).unwrap_err();
     assert_eq!(e.input, "ids");
     assert!(e.to_string().contains("[-4, 18]"), "{e}");
 }
 
 #[test]
 fn an_input_with_no_derivable_range_is_named_with_the_fix() {
-    let (g, inputs, _) = text_model(true, integer_input_fills);
-    let e = check_synthetic_ids(&g, &HashMap::new()).unwrap_err();
+    let (g, inputs, _) = text_model(true, |g, i| integer_input_fills(g, lib(), i));
+    let e = check_synthetic_ids(&g, lib(), &HashMap::new()).unwrap_err();
     assert_eq!(e.input, "other");
     assert_eq!(e.rows, 12);
     let msg = e.to_string();
@@ -126,5 +126,26 @@ fn an_input_with_no_derivable_range_is_named_with_the_fix() {
     }
     // Given values are the user's: the run takes them (`--inputs`).
     let given = HashMap::from([(inputs[2], Some((0.0, 3.0)))]);
-    check_synthetic_ids(&g, &given).unwrap();
+    check_synthetic_ids(&g, lib(), &given).unwrap();
+}
+
+/// Index reads come from the specs: `take_last` reads `x[..., ids[k]]`, so
+/// its ids are drawn from the last dim (7) and the check accepts them.
+#[test]
+fn index_reads_are_found_in_the_specs() {
+    let mut b = GraphBuilder::new(lib(), "take");
+    let x = b.weight("x", &[3, 7], 1.0).unwrap();
+    let ids = b
+        .input("ids", &[4], DType::I64, Fill::Normal { std: 1.0 })
+        .unwrap();
+    b.op1("take_last", "take", &[x, ids], &[]).unwrap();
+    for (t, f) in integer_input_fills(b.graph(), lib(), &[ids]) {
+        b.set_fill(t, f).unwrap();
+    }
+    let g = b.into_graph();
+    let reads = graph::value_ranges::index_reads(&g, lib());
+    assert_eq!(reads.len(), 1);
+    assert_eq!((reads[0].ids, reads[0].rows), (ids, 7));
+    assert_eq!(g.tensor(ids).fill, Some(Fill::Indices { bound: 7 }));
+    check_synthetic_ids(&g, lib(), &HashMap::new()).unwrap();
 }

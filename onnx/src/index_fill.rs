@@ -4,7 +4,8 @@
 //! known value; gives each integer input a fill a run can use: ids uniform in
 //! the range that keeps every id derived from them (directly, through data
 //! movement and casts, or through integer arithmetic with known operands) a
-//! row of the table an `embedding` or `gather` reads
+//! row of the table an `embedding`, `gather` or any spec that reads it as an
+//! index reads
 //! ([`graph::value_ranges::integer_input_fills`]); any other integer input
 //! (an attention mask, a flag) gets 0/1 values. A float input keeps its
 //! normal fill. An input whose ids cannot be kept in range keeps 0/1 values,
@@ -27,7 +28,8 @@ pub fn set_index_fills(
         .filter(|&t| b.graph().tensor(t).dtype.is_integer())
         .collect();
     ids.sort();
-    for (t, fill) in graph::value_ranges::integer_input_fills(b.graph(), &ids) {
+    let lib = b.library();
+    for (t, fill) in graph::value_ranges::integer_input_fills(b.graph(), lib, &ids) {
         b.set_fill(t, fill)?;
     }
     Ok(())

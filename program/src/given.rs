@@ -32,6 +32,7 @@ pub type Given = HashMap<TensorId, Vec<f32>>;
 /// `--inputs` and why.
 pub fn check_synthetic_ids(
     graph: &Graph,
+    lib: &tdl::Library,
     given: &Given,
 ) -> Result<(), graph::value_ranges::UnboundedIds> {
     let ranges = given
@@ -41,7 +42,7 @@ pub fn check_synthetic_ids(
             (t, graph::value_ranges::hull_of(&v))
         })
         .collect();
-    graph::value_ranges::check_synthetic_ids(graph, &ranges)
+    graph::value_ranges::check_synthetic_ids(graph, lib, &ranges)
 }
 
 /// Which leaves a file supplies.
