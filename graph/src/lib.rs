@@ -17,7 +17,8 @@
 //! `optimizer.rs` optimizer kinds,
 //! `memory.rs` accounting, `format.rs` JSON, `attrs.rs` attribute encoding,
 //! `execute.rs` reference execution, `outputs.rs` the model's named outputs,
-//! `region.rs` boxes of elements, `zoo/` the benchmark models.
+//! `region.rs` boxes of elements, `value_ranges.rs` value intervals and the
+//! synthetic ids of integer inputs, `zoo/` the benchmark models.
 
 #![warn(missing_docs)]
 
@@ -35,6 +36,7 @@ mod parts;
 pub mod region;
 pub mod summary;
 mod training;
+pub mod value_ranges;
 pub mod zoo;
 
 pub use build::{float, int, Attr, GraphBuilder};

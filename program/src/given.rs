@@ -23,6 +23,28 @@ use safetensors::{Dtype, SafeTensors};
 /// Leaf values by tensor (row-major f32, the tensor's shape).
 pub type Given = HashMap<TensorId, Vec<f32>>;
 
+/// Check, before a run synthesizes the graph inputs that `given` lacks, that
+/// their synthetic values keep every table's row ids in range
+/// ([`graph::value_ranges::check_synthetic_ids`]; given inputs count with
+/// the range of their values).
+///
+/// Errors: [`graph::value_ranges::UnboundedIds`] naming the input that needs
+/// `--inputs` and why.
+pub fn check_synthetic_ids(
+    graph: &Graph,
+    lib: &tdl::Library,
+    given: &Given,
+) -> Result<(), graph::value_ranges::UnboundedIds> {
+    let ranges = given
+        .iter()
+        .map(|(&t, v)| {
+            let v: Vec<f64> = v.iter().map(|&x| f64::from(x)).collect();
+            (t, graph::value_ranges::hull_of(&v))
+        })
+        .collect();
+    graph::value_ranges::check_synthetic_ids(graph, lib, &ranges)
+}
+
 /// Which leaves a file supplies.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {

@@ -133,6 +133,8 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
             given.extend(read_given((&plan, &lib), &args.plan, p, kind)?);
         }
     }
+    runner::given::check_synthetic_ids(&plan.graph, &lib, &given)
+        .map_err(|e| miette::miette!(help = "pass its values with --inputs FILE", "{e}"))?;
     if let Some(path) = &args.save_outputs {
         return super::run_outputs::run(&args, &plan, &progs, &given, path);
     }

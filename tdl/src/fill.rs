@@ -13,8 +13,8 @@
 //! The generator is SplitMix64 (Steele, Lea, Flood, "Fast splittable
 //! pseudorandom number generators", OOPSLA 2014): its state after `j` draws is
 //! `seed + j·γ`, so any draw is reachable in O(1). Normal samples take two
-//! draws each (Box–Muller), integer indices and probabilities one each,
-//! constants and positions none. Not for cryptography.
+//! draws each (Box–Muller), integers (`Indices`, `Range`) and probabilities
+//! one each, constants and positions none. Not for cryptography.
 
 use serde::{Deserialize, Serialize};
 
@@ -41,6 +41,15 @@ pub enum Fill {
         /// Exclusive upper bound (vocabulary size).
         bound: usize,
     },
+    /// Integers uniform in `[lo, hi)` (ids that an integer computation
+    /// shifts before they index a table: an ONNX import picks the range so
+    /// that every id the computation derives is a row of the table).
+    Range {
+        /// Smallest value.
+        lo: i64,
+        /// Exclusive upper bound (`hi > lo`).
+        hi: i64,
+    },
     /// Rows along the last axis that are probability distributions (labels).
     Probabilities,
     /// Each element's coordinate along the last axis (position ids 0..S).
@@ -55,7 +64,7 @@ impl Fill {
     pub fn draws(&self, elems: u64) -> u64 {
         match self {
             Fill::Normal { .. } => 2 * elems,
-            Fill::Indices { .. } | Fill::Probabilities => elems,
+            Fill::Indices { .. } | Fill::Range { .. } | Fill::Probabilities => elems,
             Fill::Constant { .. } | Fill::Positions => 0,
         }
     }
@@ -130,6 +139,10 @@ fn element(fill: Fill, last: u64, seed: u64, offset: u64, i: u64) -> f64 {
         }
         Fill::Constant { value } => value,
         Fill::Indices { bound } => (draw(seed, offset + i) % bound.max(1) as u64) as f64,
+        Fill::Range { lo, hi } => {
+            let width = hi.saturating_sub(lo).max(1) as u64;
+            lo as f64 + (draw(seed, offset + i) % width) as f64
+        }
         Fill::Positions => (i % last) as f64,
         Fill::Probabilities => {
             let row = i / last * last;
@@ -202,6 +215,9 @@ mod tests {
                     Fill::Indices { bound } => (0..n)
                         .map(|_| (rng.next() % bound.max(1) as u64) as f64)
                         .collect(),
+                    Fill::Range { lo, hi } => (0..n)
+                        .map(|_| lo as f64 + (rng.next() % (hi - lo) as u64) as f64)
+                        .collect(),
                     Fill::Positions => (0..n).map(|i| (i % last) as f64).collect(),
                     Fill::Probabilities => {
                         let mut d: Vec<f64> = (0..n).map(|_| 0.05 + rng.uniform()).collect();
@@ -223,6 +239,7 @@ mod tests {
             (Fill::Constant { value: 2.0 }, vec![7]),
             (Fill::Indices { bound: 11 }, vec![2, 2, 3]),
             (Fill::Positions, vec![2, 3]),
+            (Fill::Range { lo: 2, hi: 14 }, vec![4]),
             (Fill::Normal { std: 1.0 }, vec![5]),
         ]
     }

@@ -216,3 +216,50 @@ pub fn kill_rank_and_wait(child: std::process::Child, victim: &str, rank: usize)
     );
     err
 }
+
+/// Plan the ONNX `model` (with the import `flags`) for `k` workers into
+/// `dir` and run one step with `--verify --json`. Panics naming `what` and
+/// k unless the step verifies, every rank sends the bytes the plan
+/// predicts, and every tensor is within 1e-4 relative of the unpartitioned
+/// run — or, unless `strict`, above it only where `--verify` judged it
+/// ill-conditioned with an error within 10× its sensitivity
+/// (`runner::verify`). Gives the run's JSON report.
+pub fn plan_and_verify(
+    what: &str,
+    (model, flags): (&Path, &[&str]),
+    k: usize,
+    strict: bool,
+    dir: &Path,
+) -> serde_json::Value {
+    let plan = dir.join(format!("{what}-{k}.json"));
+    let mut args: Vec<String> = vec!["plan".into(), model.to_string_lossy().into()];
+    args.extend(flags.iter().map(|f| f.to_string()));
+    args.extend(["--workers".into(), k.to_string(), "-o".into()]);
+    args.push(plan.to_string_lossy().into());
+    let o = tofu(&args);
+    assert!(o.status.success(), "{what} k={k}: plan: {}", text(&o).1);
+    let o = tofu(&["run", plan.to_str().unwrap(), "--verify", "--json"]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{what} k={k}: run: {err}");
+    let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(v["verified"], true, "{what} k={k}: {v}");
+    let ill = v["verify"]["ill_conditioned"].as_array().unwrap();
+    if strict {
+        assert!(
+            v["max_rel_error"].as_f64().unwrap() <= 1e-4 && ill.is_empty(),
+            "{what} k={k}: {v}"
+        );
+    }
+    for t in ill {
+        let (e, s) = (
+            t["error"].as_f64().unwrap(),
+            t["sensitivity"].as_f64().unwrap(),
+        );
+        assert!(e <= 10.0 * s, "{what} k={k}: {t}");
+    }
+    assert_eq!(
+        v["bytes_sent_per_rank"], v["predicted_bytes_per_rank"],
+        "{what} k={k}"
+    );
+    v
+}

@@ -17,7 +17,7 @@
 
 use std::path::{Path, PathBuf};
 
-use tofu_tests::{data_cache, have_cached, temp_dir, text, tofu, workspace_root};
+use tofu_tests::{data_cache, have_cached, plan_and_verify, temp_dir, workspace_root};
 
 /// Plan `model` for each k of 1, 2, 4 and run one verified step; panics
 /// naming the model and k on any failure. `strict`: every tensor within
@@ -27,44 +27,12 @@ use tofu_tests::{data_cache, have_cached, temp_dir, text, tofu, workspace_root};
 fn verify(model: &Path, strict: bool) {
     let name = model.file_stem().unwrap().to_string_lossy().to_string();
     let dir = temp_dir(&format!("run-exports-{name}"));
-    for k in ["1", "2", "4"] {
-        let plan = dir.join(format!("{name}-{k}.json"));
-        let o = tofu(&[
-            "plan",
-            model.to_str().unwrap(),
-            "--workers",
-            k,
-            "-o",
-            plan.to_str().unwrap(),
-        ]);
-        assert!(o.status.success(), "{name} k={k}: plan: {}", text(&o).1);
-        let o = tofu(&["run", plan.to_str().unwrap(), "--verify", "--json"]);
-        let (out, err) = text(&o);
-        assert!(o.status.success(), "{name} k={k}: run: {err}");
-        let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
-        assert_eq!(v["verified"], true, "{name} k={k}: {v}");
-        let ill = v["verify"]["ill_conditioned"].as_array().unwrap();
-        if strict {
-            assert!(
-                v["max_rel_error"].as_f64().unwrap() <= 1e-4 && ill.is_empty(),
-                "{name} k={k}: {v}"
-            );
-        }
-        for t in ill {
-            let (e, s) = (
-                t["error"].as_f64().unwrap(),
-                t["sensitivity"].as_f64().unwrap(),
-            );
-            assert!(e <= 10.0 * s, "{name} k={k}: {t}");
-        }
-        assert_eq!(
-            v["bytes_sent_per_rank"], v["predicted_bytes_per_rank"],
-            "{name} k={k}"
-        );
+    for k in [1, 2, 4] {
+        let v = plan_and_verify(&name, (model, &[]), k, strict, &dir);
         println!(
             "{name} k={k}: max relative error {}, {} tensor(s) ill-conditioned",
             v["max_rel_error"],
-            ill.len()
+            v["verify"]["ill_conditioned"].as_array().unwrap().len()
         );
     }
 }
