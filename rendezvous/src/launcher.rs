@@ -98,7 +98,11 @@ pub fn restart_count() -> usize {
 /// from its latest, e.g. `tofu train --checkpoint-dir`). Gives the last
 /// attempt's outcome, with `restarts` set.
 ///
-/// Errors: [`launch_once`]'s.
+/// Errors: restarts asked for a run of several nodes (not supported yet:
+/// a node that restarts its ranks could reach the rendezvous of the old
+/// group, still alive on another node, before that group has ended;
+/// restarting across nodes needs rendezvous rounds, as torchrun's), and
+/// [`launch_once`]'s.
 pub fn launch(
     exe: &Path,
     args: &[OsString],
@@ -106,6 +110,12 @@ pub fn launch(
     (grace, max_restarts): (Duration, usize),
     heartbeat: &Heartbeat,
 ) -> Result<LaunchOutcome, String> {
+    if max_restarts > 0 && layout.nnodes > 1 {
+        return Err(format!(
+            "--max-restarts {max_restarts} with --nnodes {}: restarts work on one node only for now (every node's old ranks must end before any new one joins); run with --max-restarts 0, or on one node",
+            layout.nnodes
+        ));
+    }
     let mut attempt = 0;
     loop {
         let mut outcome = launch_once(exe, args, layout, grace, heartbeat, attempt)?;

@@ -277,6 +277,20 @@ fn bad_layouts_and_variables_are_named() {
     assert!(flat(&text(&o).1).contains("--node-rank 2 is not below --nnodes 2"));
     let o = tofu(&["launch", "--nproc-per-node", "2"]);
     assert!(!o.status.success(), "no subcommand accepted");
+    let o = tofu(&[
+        "launch",
+        "--nproc-per-node",
+        "1",
+        "--nnodes",
+        "2",
+        "--max-restarts",
+        "1",
+        "--",
+        "rendezvous-check",
+    ]);
+    assert!(!o.status.success());
+    let err = flat(&text(&o).1);
+    assert!(err.contains("restarts work on one node only"), "{err}");
 
     let run = |vars: &[(&str, &str)]| {
         let mut c = Command::new(tofu_bin());

@@ -80,8 +80,8 @@ pub enum ExecError {
         /// The error (boxed: keeps `ExecError` small).
         source: Box<BackendError>,
     },
-    /// A communication call failed.
-    #[error("rank {rank}: {source}")]
+    /// A communication call failed (the [`CommError`] names the rank).
+    #[error("{source}")]
     Comm {
         /// The rank.
         rank: usize,
