@@ -3,10 +3,13 @@
 //! `[rank r] ` prefix, and wait; once a rank fails, the others get a grace
 //! period before they are killed, and the outcome names the rank that most
 //! likely failed first (what `tofu launch` runs; no tofu dependencies).
+//! The same happens when the [`Heartbeat`] declares another node lost; and
+//! on one node, a failed group is restarted up to `--max-restarts` times.
 //!
 //! Takes the executable and arguments each rank runs, the node layout
-//! ([`Layout`]) and the grace period; gives a [`LaunchOutcome`]: how every
-//! rank ended and which failed first.
+//! ([`Layout`]), the grace period, the restarts allowed and the heartbeat;
+//! gives a [`LaunchOutcome`]: how every rank ended, which failed first, the
+//! node lost (if one was) and the restarts made.
 
 use std::ffi::OsString;
 use std::io::{BufRead, BufReader, Read, Write};
