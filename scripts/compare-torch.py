@@ -7,9 +7,9 @@ differs by more than 1e-4 relative.
 tofu writes the initial weights (`tofu train --steps 0 --save-weights`,
 safetensors by graph name: fc<i>.w[in, out], fc<i>.b[out]) and the batches
 of its run (`--export-batches`: x[steps, batch, 64], labels[steps, batch,
-10] one-hot); the
+1] class ids; one-hot [steps, batch, 10] from older tofu builds); the
 PyTorch model is x @ w + b with ReLU between layers and the mean softmax
-cross-entropy (tofu's `softmax_cross_entropy` against one-hot labels), and
+cross-entropy (`F.cross_entropy` at the class ids, tofu's `cross_entropy`), and
 plain SGD (`torch.optim.SGD`, tofu's `sgd_update`).
 
 Usage (a developer's machine, not CI; digits from scripts/fetch-digits.sh):
@@ -81,7 +81,9 @@ def main():
             h = h @ params[2 * i] + params[2 * i + 1]
             if i + 1 < layers:
                 h = torch.relu(h)
-        loss = torch.nn.functional.cross_entropy(h, data["labels"][s].argmax(-1))
+        labels = data["labels"][s]
+        target = labels.reshape(-1).long() if labels.shape[-1] == 1 else labels.argmax(-1)
+        loss = torch.nn.functional.cross_entropy(h, target)
         opt.zero_grad()
         loss.backward()
         opt.step()

@@ -53,6 +53,10 @@ pub struct Options {
     pub training: bool,
     /// The ONNX value the loss is taken on (default: the first graph output).
     pub loss: Option<String>,
+    /// The added loss takes integer class ids `loss.labels[…]`
+    /// (`cross_entropy`, as the CLI does unless `--soft-labels`) instead of
+    /// probability rows `loss.labels[…, C]` (`softmax_cross_entropy`).
+    pub class_ids: bool,
     /// Optimizer of the training graph (default: momentum).
     pub optimizer: Option<Optimizer>,
     /// Import unsupported nodes as opaque operators instead of failing.

@@ -4,14 +4,16 @@
 //!
 //! Takes the options as the command line spells them (`--batch`, `--dim
 //! NAME=VALUE`, `--input-shape NAME=D0,D1,…`, `--input-value NAME=V[,V…]`,
-//! `--training`, `--loss`, `--optimizer`, `--opaque-unsupported`); gives the
-//! checked importer [`Options`] ([`ImportOptions::options`]) and the record
-//! `{"onnx": {batch, dim, input_shape, input_value, loss, optimizer,
-//! opaque_unsupported, training}}` that lets `tofu run --weights MODEL.onnx`
+//! `--training`, `--loss`, `--soft-labels`, `--optimizer`,
+//! `--opaque-unsupported`); gives the checked importer [`Options`]
+//! ([`ImportOptions::options`]) and the record `{"onnx": {batch, dim,
+//! input_shape, input_value, loss, optimizer, opaque_unsupported,
+//! [class_ids,] training}}` that lets `tofu run --weights MODEL.onnx`
 //! import the model again exactly as it was planned
 //! ([`ImportOptions::record`], [`ImportOptions::from_record`]). A record
 //! missing a field reads it as its default (`training` true, `optimizer`
-//! `sgd`, lists empty), as records of older plans do.
+//! `sgd`, lists empty, `class_ids` false: older plans' losses took
+//! probabilities), as records of older plans do.
 
 use graph::Optimizer;
 use serde::{Deserialize, Deserializer, Serialize};
@@ -39,6 +41,12 @@ pub struct ImportOptions {
     /// `--loss`: the output the loss is taken on.
     #[serde(default)]
     pub loss: Option<String>,
+    /// The added loss of a training import takes class ids (the CLI's
+    /// default; `--soft-labels` turns it off: probabilities). Recorded only
+    /// when set: a record without it (an inference plan's, an older plan's
+    /// or a soft-label one's) reads as `false`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub class_ids: bool,
     /// `--optimizer`: sgd, momentum or adam.
     #[serde(default = "sgd")]
     pub optimizer: String,
@@ -102,6 +110,7 @@ impl ImportOptions {
         let mut opts = Options {
             training: self.training,
             loss: self.loss.clone(),
+            class_ids: self.class_ids,
             opaque_unsupported: self.opaque_unsupported,
             ..Default::default()
         };
@@ -210,6 +219,7 @@ mod tests {
             input_values: vec!["sr=16000".into()],
             training: false,
             loss: Some("y".into()),
+            class_ids: false,
             optimizer: "adam".into(),
             opaque_unsupported: true,
             op_map: vec![],

@@ -129,10 +129,11 @@ pub(crate) fn training_step(
             outputs.join(", ")
         )));
     };
-    let (loss, fwd_extra) = crate::loss::attach(&mut l, t).map_err(|e| match e {
-        NodeError::Unsupported(r) => options_err(r),
-        NodeError::Graph(g) => graph_err(path, "loss", g),
-    })?;
+    let (loss, fwd_extra) =
+        crate::loss::attach(&mut l, t, !opts.class_ids).map_err(|e| match e {
+            NodeError::Unsupported(r) => options_err(r),
+            NodeError::Graph(g) => graph_err(path, "loss", g),
+        })?;
     s.forward_ops += fwd_extra;
     s.loss = Some(loss_name);
     let fwd = l.b.finish(loss).map_err(|e| graph_err(path, "loss", e))?;

@@ -1,17 +1,22 @@
 //! The loss of an imported training graph.
 //!
 //! Takes the tensor `--loss` names; gives a scalar loss: the tensor itself
-//! if it is a scalar; otherwise `softmax_cross_entropy` against a synthetic
-//! `labels` input (rows of probabilities) — on the logits when the tensor is
-//! a `softmax` output (classifiers exported with their final Softmax), on the
-//! tensor itself otherwise.
+//! if it is a scalar (a model exported with its loss); otherwise the
+//! cross-entropy of the logits `[…, C]` against the graph input
+//! `loss.labels` — integer class ids `[…]` (`cross_entropy`, PyTorch's
+//! `F.cross_entropy`: ids outside `0..C`, as its ignore_index -100, are not
+//! counted), or with `--soft-labels` rows of probabilities `[…, C]`
+//! (`softmax_cross_entropy`). The logits are the softmax's input when the
+//! tensor is a `softmax` output (classifiers exported with their final
+//! Softmax), the tensor itself otherwise.
 
 use graph::{DType, Fill, TensorId};
 
 use crate::lower::{LResult, Lower};
 
-/// Attach the loss (see the module doc): the loss tensor and the operators added.
-pub fn attach(l: &mut Lower, t: TensorId) -> LResult<(TensorId, usize)> {
+/// Attach the loss (see the module doc; `soft`: probability labels): the
+/// loss tensor and the operators added.
+pub fn attach(l: &mut Lower, t: TensorId, soft: bool) -> LResult<(TensorId, usize)> {
     let shape = l.shape(t);
     if shape.is_empty() {
         return Ok((t, 0));
@@ -21,9 +26,18 @@ pub fn attach(l: &mut Lower, t: TensorId) -> LResult<(TensorId, usize)> {
         _ => t,
     };
     let lshape = l.shape(logits);
-    let labels =
-        l.b.input("loss.labels", &lshape, DType::F32, Fill::Probabilities)?;
+    if soft {
+        let labels =
+            l.b.input("loss.labels", &lshape, DType::F32, Fill::Probabilities)?;
+        l.begin_node("loss");
+        let loss = l.emit1("softmax_cross_entropy", &[logits, labels], &[])?;
+        return Ok((loss, 1));
+    }
+    let (&classes, targets) = lshape.split_last().unwrap_or((&1, &[]));
+    let fill = Fill::Indices { bound: classes };
+    let labels = l.b.input("loss.labels", targets, DType::I32, fill)?;
     l.begin_node("loss");
-    let loss = l.emit1("softmax_cross_entropy", &[logits, labels], &[])?;
-    Ok((loss, 1))
+    let cnt = l.emit1("count_targets", &[labels], &[])?;
+    let loss = l.emit1("cross_entropy", &[logits, labels, cnt], &[])?;
+    Ok((loss, 2))
 }

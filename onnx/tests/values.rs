@@ -35,6 +35,7 @@ fn inference() -> ImportOptions {
         input_values: vec![],
         training: false,
         loss: None,
+        class_ids: false,
         optimizer: "sgd".into(),
         opaque_unsupported: false,
         op_map: vec![],

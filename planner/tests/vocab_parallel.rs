@@ -7,6 +7,10 @@
 //!   gives `softmax_cross_entropy`'s loss and logits gradient on random
 //!   logits and probability labels, and no gradient op for the row max (a
 //!   stop-gradient: no `reduce_max_grad`);
+//! * at integer class ids (issue 38), `count_targets` → `cross_entropy` and
+//!   `reduce_max` → `cross_entropy_parts` → `cross_entropy_combine` give
+//!   `softmax_cross_entropy`'s loss and logits gradient against the one-hot
+//!   rows of the ids (`one_hot`), for `[B, S]` targets;
 //! * `vocab_embedding` gives `embedding`'s rows and table gradient for ids in
 //!   range, and a zero row for an id outside the table or not an integer.
 
@@ -98,6 +102,51 @@ fn cross_entropy_parts_equal_softmax_cross_entropy() {
             specs.contains(&"softmax_cross_entropy_parts_grad"),
             "{specs:?}"
         );
+    }
+}
+
+#[test]
+fn class_id_losses_equal_the_dense_loss_on_one_hot_rows() {
+    let lib = Library::shipped().unwrap();
+    let v = SHAPE[2];
+    for seed in 0..8 {
+        let leaves = |b: &mut GraphBuilder| {
+            let w = b.weight("w", &SHAPE, 3.0).unwrap();
+            let fill = Fill::Indices { bound: v };
+            let ids = b.input("ids", &SHAPE[..2], DType::I32, fill).unwrap();
+            (w, ids)
+        };
+        let (ga, va) = run(&lib, seed, |b| {
+            let (w, ids) = leaves(b);
+            let depth = [("depth", tdl::AttrValue::Int(v as i64))];
+            let dense = b.op1("one_hot", "dense", &[ids], &depth).unwrap();
+            b.op1("softmax_cross_entropy", "loss", &[w, dense], &[])
+                .unwrap()
+        });
+        let (gb, vb) = run(&lib, seed, |b| {
+            let (w, ids) = leaves(b);
+            let cnt = b.op1("count_targets", "count", &[ids], &[]).unwrap();
+            b.op1("cross_entropy", "loss", &[w, ids, cnt], &[]).unwrap()
+        });
+        let (gc, vc) = run(&lib, seed, |b| {
+            let (w, ids) = leaves(b);
+            let m = b.op1("reduce_max", "logits_max", &[w], &[]).unwrap();
+            let parts = b
+                .op("cross_entropy_parts", "parts", &[w, m, ids], &[])
+                .unwrap();
+            let cnt = b.op1("count_targets", "count", &[ids], &[]).unwrap();
+            let inputs = [m, parts[0], parts[1], parts[2], cnt];
+            b.op1("cross_entropy_combine", "loss", &inputs, &[])
+                .unwrap()
+        });
+        for (g, vals, what) in [(&gb, &vb, "cross_entropy"), (&gc, &vc, "parts")] {
+            assert_close(named(&ga, &va, "w"), named(g, vals, "w"), "same logits");
+            assert_close(named(&ga, &va, "ids"), named(g, vals, "ids"), "same ids");
+            let (la, lb) = (named(&ga, &va, "loss.loss"), named(g, vals, "loss.loss"));
+            assert_close(la, lb, &format!("{what}: loss"));
+            let (da, db) = (named(&ga, &va, "grad/w"), named(g, vals, "grad/w"));
+            assert_close(da, db, &format!("{what}: dlogits"));
+        }
     }
 }
 

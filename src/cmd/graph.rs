@@ -42,32 +42,8 @@ pub struct Args {
     /// ONNX: build the training graph (backward + optimizer) instead of the inference graph.
     #[arg(long, requires = "file")]
     training: bool,
-    /// ONNX: the output the loss is taken on (default: the first graph output;
-    /// a non-scalar output gets a softmax cross-entropy loss).
-    #[arg(long, value_name = "NAME", requires = "training")]
-    loss: Option<String>,
-    /// ONNX: value of a named dynamic dim, e.g. `--dim seq_len=512` (repeatable).
-    /// Defaults: batch dim (axis 0) → --batch or 1; sequence-like names → 128;
-    /// height/width → 224.
-    #[arg(long = "dim", value_name = "NAME=VALUE", requires = "file")]
-    dims: Vec<String>,
-    /// ONNX: the whole shape of a graph input, e.g. `--input-shape images=1,3,320,320`
-    /// (repeatable; as onnxruntime's and trtexec's shape options). Gives every
-    /// dynamic dim of that input, named or `?`; static dims must match.
-    #[arg(long = "input-shape", value_name = "NAME=D0,D1,...", requires = "file")]
-    input_shapes: Vec<String>,
-    /// ONNX: fix a graph input to a value at import, e.g. `--input-value sample_rate=16000`
-    /// (repeatable; values row-major): folded like a constant, so `If`
-    /// conditions, `Range` limits and shape chains that read it resolve.
-    #[arg(long = "input-value", value_name = "NAME=V[,V...]", requires = "file")]
-    input_values: Vec<String>,
-    /// ONNX: import nodes without a spec mapping as opaque operators
-    /// (replicated or split along their batch dim only) instead of failing.
-    #[arg(long, requires = "file")]
-    opaque_unsupported: bool,
-    /// ONNX: map custom nodes to a spec, `DOMAIN::OP=SPEC` (repeatable).
-    #[arg(long, value_name = "DOMAIN::OP=SPEC", requires = "file")]
-    op_map: Vec<String>,
+    #[command(flatten)]
+    import: super::import_args::ImportArgs,
     /// Batch size (default: the model family's).
     #[arg(long)]
     batch: Option<usize>,
@@ -84,28 +60,13 @@ pub struct Args {
     specs: super::specs_args::SpecsArgs,
 }
 
-impl Args {
-    /// The ONNX import options of the flags.
-    fn import_options(&self) -> onnx::ImportOptions {
-        onnx::ImportOptions {
-            batch: self.batch,
-            dims: self.dims.clone(),
-            input_shapes: self.input_shapes.clone(),
-            input_values: self.input_values.clone(),
-            training: self.training,
-            loss: self.loss.clone(),
-            optimizer: self.optimizer.clone(),
-            opaque_unsupported: self.opaque_unsupported,
-            op_map: self.op_map.clone(),
-        }
-    }
-}
-
 /// Run `tofu graph`.
 pub fn run(args: Args) -> miette::Result<ExitCode> {
     let lib = args.specs.library()?;
     if let Some(file) = &args.file {
-        let opts = args.import_options();
+        let opts = args
+            .import
+            .options(args.batch, &args.optimizer, args.training);
         return super::graph_onnx::run((file, &lib), &opts, args.output.as_ref(), args.json);
     }
     let name = args.model.as_deref().unwrap_or_default();

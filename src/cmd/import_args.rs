@@ -3,7 +3,9 @@
 /// How to import an ONNX model (clap; flattened into the commands' args).
 #[derive(clap::Args, Clone, Debug, Default)]
 pub struct ImportArgs {
-    /// ONNX: value of a dynamic dim, `name=value` (repeatable).
+    /// ONNX: value of a named dynamic dim, e.g. `--dim seq_len=512` (repeatable).
+    /// Defaults: batch dim (axis 0) → --batch or 1; sequence-like names → 128;
+    /// height/width → 224.
     #[arg(long = "dim", value_name = "NAME=VALUE")]
     pub dim: Vec<String>,
     /// ONNX: the whole shape of a graph input, e.g. `--input-shape images=1,3,320,320`
@@ -14,10 +16,15 @@ pub struct ImportArgs {
     /// (repeatable; folded like a constant, so `If` conditions and `Range` limits resolve).
     #[arg(long = "input-value", value_name = "NAME=V[,V...]")]
     pub input_value: Vec<String>,
-    /// ONNX: the output the loss is taken on (default: the first output).
+    /// ONNX: the output the loss is taken on (default: the first graph output; a
+    /// non-scalar output gets a softmax cross-entropy loss against `loss.labels`).
     #[arg(long)]
     pub loss: Option<String>,
-    /// ONNX: turn unsupported nodes into opaque operators instead of failing.
+    /// ONNX: the loss's `loss.labels` are probabilities `[…, classes]`, not class ids `[…]`.
+    #[arg(long)]
+    pub soft_labels: bool,
+    /// ONNX: import nodes without a spec mapping as opaque operators
+    /// (replicated or split along their batch dim only) instead of failing.
     #[arg(long)]
     pub opaque_unsupported: bool,
     /// ONNX: map custom nodes to a spec, `DOMAIN::OP=SPEC` (repeatable).
@@ -41,6 +48,7 @@ impl ImportArgs {
             input_values: self.input_value.clone(),
             training,
             loss: self.loss.clone(),
+            class_ids: training && !self.soft_labels,
             optimizer: optimizer.to_string(),
             opaque_unsupported: self.opaque_unsupported,
             op_map: self.op_map.clone(),

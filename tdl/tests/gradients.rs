@@ -597,6 +597,22 @@ const TABLE: &[OpCfg] = &[
         ..cfg("softmax_cross_entropy_combine")
     },
     OpCfg {
+        inputs: &[("ids", Gen::Ids("N")), ("cnt", Gen::Range(1.5, 4.0))],
+        ..cfg("cross_entropy")
+    },
+    OpCfg {
+        inputs: &[("ids", Gen::Ids("N"))],
+        ..cfg("cross_entropy_parts")
+    },
+    OpCfg {
+        inputs: &[
+            ("z", Gen::Range(0.5, 3.0)),
+            ("sl", Gen::Mask),
+            ("cnt", Gen::Range(1.5, 4.0)),
+        ],
+        ..cfg("cross_entropy_combine")
+    },
+    OpCfg {
         inputs: &[("ids", Gen::Ids("N"))],
         ..cfg("nll_loss")
     },

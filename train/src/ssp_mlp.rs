@@ -466,10 +466,8 @@ impl Net {
             .iter()
             .flat_map(|&i| data.x[i * f..(i + 1) * f].iter().copied())
             .collect();
-        let mut labels = vec![0.0f32; batch.len() * data.classes];
-        for (n, &i) in batch.iter().enumerate() {
-            labels[n * data.classes + data.y[i]] = 1.0;
-        }
+        // The zoo MLP's labels are class ids `[batch]`.
+        let labels: Vec<f32> = batch.iter().map(|&i| data.y[i] as f32).collect();
         given.insert(self.x, x);
         given.insert(self.labels, labels);
         let opts = RunOptions { steps: 1, seed: 0 };

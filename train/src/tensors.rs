@@ -9,10 +9,12 @@
 //! BF16, I64, I32 and U8 are read as f32. The labels are the tensor that
 //! feeds one of [`LABEL_INPUTS`] (the zoo's `labels`, an imported ONNX
 //! model's `loss.labels`); given as integer class ids (`[samples]` or
-//! `[samples, positions]`) they are one-hot encoded over `max id + 1`
-//! classes; float labels are used as they are (probabilities). The held-out
-//! evaluation scores the logits against them. Held-out samples: a seeded
-//! split, as for digits.
+//! `[samples, positions]`, over `max id + 1` classes; PyTorch's ignore_index
+//! -100 marks a target that is not scored) they feed a graph that takes ids
+//! as they are and are one-hot encoded for one that takes dense labels; float
+//! labels are used as they are (probabilities). The held-out evaluation
+//! scores the logits against them. Held-out samples: a seeded split, as for
+//! digits.
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -30,17 +32,21 @@ use crate::TrainError;
 /// the loss the ONNX importer adds, `loss.labels` (`onnx/src/loss.rs`).
 pub const LABEL_INPUTS: [&str; 2] = ["labels", "loss.labels"];
 
+/// The class id of a target that is not scored: PyTorch's default
+/// `ignore_index` of `F.cross_entropy`.
+pub const IGNORE_INDEX: f32 = -100.0;
+
 /// One fed input's values.
 #[derive(Clone, Debug, PartialEq)]
 struct Column {
     /// The graph input it feeds.
     input: String,
-    /// Values per sample in the file (before one-hot encoding).
+    /// Values per sample in the file.
     per: usize,
     /// Row-major values, `samples × per`.
     values: Vec<f32>,
-    /// Class ids to one-hot encode over this many classes.
-    one_hot: Option<usize>,
+    /// The values are class ids over this many classes.
+    classes: Option<usize>,
 }
 
 /// Samples read from safetensors (see the module doc).
@@ -137,7 +143,7 @@ impl TensorSet {
                         input: input.to_string(),
                         per,
                         values,
-                        one_hot: None,
+                        classes: None,
                     }),
                 }
             }
@@ -147,13 +153,13 @@ impl TensorSet {
         if let (Some(l), true) = (labels, int_labels) {
             let c = &mut columns[l];
             let max = c.values.iter().copied().fold(0.0f32, f32::max);
-            if c.values.iter().any(|&v| v < 0.0 || v.fract() != 0.0) {
+            if let Some(bad) = c.values.iter().find(|&&v| v < 0.0 && v != IGNORE_INDEX) {
                 return Err(TrainError::Data(format!(
-                    "{}: labels are integer ids but some are negative",
+                    "{}: labels are integer class ids but one is {bad}: ids are 0 or more, or {IGNORE_INDEX} (PyTorch's ignore_index) for a target that is not scored",
                     path.display()
                 )));
             }
-            c.one_hot = Some(max as usize + 1);
+            c.classes = Some(max as usize + 1);
         }
         Ok(TensorSet {
             columns,
@@ -162,10 +168,11 @@ impl TensorSet {
         })
     }
 
-    /// Number of classes of the labels (one-hot width), if there are labels.
-    pub fn classes(&self) -> Option<usize> {
+    /// Number of classes of the labels (`max id + 1` for class ids, the
+    /// values per sample for probabilities), if there are labels.
+    pub fn label_classes(&self) -> Option<usize> {
         let c = &self.columns[self.labels?];
-        Some(c.one_hot.unwrap_or(c.per))
+        Some(c.classes.unwrap_or(c.per))
     }
 
     /// The samples `idx` in that order.
@@ -207,34 +214,41 @@ impl Samples for TensorSet {
     fn inputs(&self) -> Vec<(&str, usize)> {
         self.columns
             .iter()
-            .map(|c| (c.input.as_str(), c.per * c.one_hot.unwrap_or(1)))
+            .map(|c| (c.input.as_str(), c.per))
             .collect()
     }
 
     fn sample(&self, i: usize, k: usize) -> Cow<'_, [f32]> {
         let c = &self.columns[k];
-        let row = &c.values[i * c.per..(i + 1) * c.per];
-        match c.one_hot {
-            None => row.into(),
-            Some(classes) => {
-                let mut v = vec![0.0; c.per * classes];
-                for (p, &id) in row.iter().enumerate() {
-                    v[p * classes + id as usize] = 1.0;
-                }
-                v.into()
-            }
-        }
+        c.values[i * c.per..(i + 1) * c.per].into()
     }
 
-    /// Per row of the labels: cross-entropy against the labels' row taken
-    /// as probabilities, and whether the largest logit is the largest label.
+    fn classes(&self) -> Option<usize> {
+        self.columns[self.labels?].classes
+    }
+
+    /// Per target of the labels: cross-entropy at the class id (ids that
+    /// are no class, as -100, are not scored), or against the labels' row
+    /// taken as probabilities; and whether the largest logit is the class
+    /// (the largest label).
     fn score(&self, i: usize, logits: &[f32]) -> (f64, usize, usize) {
         let Some(l) = self.labels else {
             return (0.0, 0, 0);
         };
         let labels = self.sample(i, l);
-        let classes = self.classes().unwrap_or(1).max(1);
+        let classes = self.label_classes().unwrap_or(1).max(1);
         let (mut loss, mut right, mut rows) = (0.0, 0, 0);
+        if self.columns[l].classes.is_some() {
+            for (z, &id) in logits.chunks_exact(classes).zip(labels.iter()) {
+                if id >= 0.0 && (id as usize) < classes {
+                    let (l, ok) = cross_entropy(z, id as usize);
+                    loss += l;
+                    right += usize::from(ok);
+                    rows += 1;
+                }
+            }
+            return (loss, right, rows);
+        }
         for (z, p) in logits
             .chunks_exact(classes)
             .zip(labels.chunks_exact(classes))
@@ -252,5 +266,50 @@ impl Samples for TensorSet {
             rows += 1;
         }
         (loss, right, rows)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use safetensors::tensor::TensorView;
+
+    /// A file of `x` [3, 2] f32 and int64 `labels` [3].
+    fn file(name: &str, labels: &[i64]) -> PathBuf {
+        let x: Vec<u8> = (0..6).flat_map(|i| (i as f32).to_le_bytes()).collect();
+        let y: Vec<u8> = labels.iter().flat_map(|v| v.to_le_bytes()).collect();
+        let views = [
+            ("x", TensorView::new(Dtype::F32, vec![3, 2], &x).unwrap()),
+            ("labels", TensorView::new(Dtype::I64, vec![3], &y).unwrap()),
+        ];
+        let bytes = safetensors::serialize(views, None).unwrap();
+        let dir = std::env::temp_dir().join(format!("tofu-tensors-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join(name);
+        std::fs::write(&path, bytes).unwrap();
+        path
+    }
+
+    /// Integer labels stay class ids (one per sample); -100 is a target
+    /// that is not scored; other negative ids are refused.
+    #[test]
+    fn class_ids_are_kept_and_ignored_targets_are_not_scored() {
+        let path = file("ids.safetensors", &[2, -100, 0]);
+        let t = TensorSet::load(&path, &["x", "labels"], &BTreeMap::new()).unwrap();
+        assert_eq!(t.inputs(), [("x", 2), ("labels", 1)]);
+        assert_eq!(Samples::classes(&t), Some(3));
+        assert_eq!(t.sample(1, 1).as_ref(), &[IGNORE_INDEX]);
+        let logits = [0.0, 0.0, 1.0];
+        let (loss, right, scored) = t.score(0, &logits);
+        assert_eq!((right, scored), (1, 1));
+        let want = (2.0 + 1f64.exp()).ln() - 1.0;
+        assert!((loss - want).abs() < 1e-6, "{loss} vs {want}");
+        assert_eq!(t.score(1, &logits), (0.0, 0, 0), "an ignored target");
+        let bad = file("bad.safetensors", &[2, -5, 0]);
+        let e = TensorSet::load(&bad, &["x", "labels"], &BTreeMap::new()).unwrap_err();
+        assert!(
+            e.to_string().contains("-5") && e.to_string().contains("-100"),
+            "{e}"
+        );
     }
 }

@@ -53,7 +53,7 @@ impl Samples for TokenSet {
     }
 
     fn inputs(&self) -> Vec<(&str, usize)> {
-        vec![("ids", self.seq), ("labels", self.seq * VOCAB)]
+        vec![("ids", self.seq), ("labels", self.seq)]
     }
 
     fn sample(&self, i: usize, k: usize) -> Cow<'_, [f32]> {
@@ -64,11 +64,14 @@ impl Samples for TokenSet {
                 .map(|&b| b as f32)
                 .collect();
         }
-        let mut v = vec![0.0; self.seq * VOCAB];
-        for (s, &b) in self.tokens[at + 1..at + 1 + self.seq].iter().enumerate() {
-            v[s * VOCAB + b as usize] = 1.0;
-        }
-        v.into()
+        self.tokens[at + 1..at + 1 + self.seq]
+            .iter()
+            .map(|&b| b as f32)
+            .collect()
+    }
+
+    fn classes(&self) -> Option<usize> {
+        Some(VOCAB)
     }
 
     fn score(&self, i: usize, logits: &[f32]) -> (f64, usize, usize) {
@@ -126,12 +129,12 @@ mod tests {
         };
         assert_eq!(t.len(), 2);
         assert_eq!(t.sample(1, 0).as_ref(), &[97.0, 98.0, 99.0]);
-        let l = t.sample(0, 1);
-        let hot: Vec<usize> = l
-            .chunks(VOCAB)
-            .map(|r| r.iter().position(|&v| v == 1.0).unwrap())
-            .collect();
-        assert_eq!(hot, [98, 99, 97], "labels are the next bytes");
+        assert_eq!(
+            t.sample(0, 1).as_ref(),
+            &[98.0, 99.0, 97.0],
+            "labels are the next bytes"
+        );
+        assert_eq!(t.classes(), Some(VOCAB));
         let (p_ab, p_c) = (3.0 / 8.0, 2.0 / 8.0);
         let h: f64 = -(2.0 * p_ab * f64::ln(p_ab) + p_c * f64::ln(p_c));
         assert!((t.unigram_entropy() - h).abs() < 1e-12);

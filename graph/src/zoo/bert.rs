@@ -12,9 +12,10 @@
 //! `layernorm` → `dense` `[D, F]` + `bias_add` → `gelu` → `dense` `[F, D]` +
 //! `bias_add` → `add` (residual) → `layernorm`. Then the MLM head: `dense`
 //! `[D, D]` + `bias_add` → `gelu` → `layernorm` → logits `dense_nt(x, wte)`
-//! `[B, S, V]` (tied to the token embedding) → the cross-entropy against
-//! `labels[B, S, V]` (every position predicted: the planner's cost does not
-//! depend on which positions are masked) in Megatron-LM's vocabulary-parallel
+//! `[B, S, V]` (tied to the token embedding) → the cross-entropy at the
+//! integer target ids `labels[B, S]` (unmasked positions carry PyTorch's
+//! ignore_index -100 and are not counted; the planner's cost does not depend
+//! on which positions are masked) in Megatron-LM's vocabulary-parallel
 //! form ([`super::layers::cross_entropy_loss`]), which, with the token
 //! lookup, lets a plan split the vocabulary.
 

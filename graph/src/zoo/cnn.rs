@@ -6,7 +6,8 @@
 //! `conv1.b[C]`) → ReLU → 2×2 max-pool → `conv2` (3×3, padding 1, `2C`
 //! channels) → ReLU → 2×2 max-pool → flatten `[B, 2C·7·7]` → `fc0`
 //! (dense `H`, bias) → ReLU → `fc1` (dense `classes`, bias) →
-//! `softmax_cross_entropy` against probability labels `labels[B, classes]`.
+//! `cross_entropy` against integer class ids `labels[B]` (PyTorch's
+//! `F.cross_entropy`).
 
 use tdl::Library;
 
@@ -73,9 +74,11 @@ impl CnnConfig {
         )?;
         let labels = b.input(
             "labels",
-            &[self.batch, self.classes],
-            DType::F32,
-            Fill::Probabilities,
+            &[self.batch],
+            DType::I32,
+            Fill::Indices {
+                bound: self.classes,
+            },
         )?;
         let c = self.channels;
         let h = conv_relu_pool(&mut b, "conv1", x, self.in_channels, c)?;
@@ -95,7 +98,8 @@ impl CnnConfig {
                 h = b.op1("relu", "fc0.relu", &[h], &[])?;
             }
         }
-        let loss = b.op1("softmax_cross_entropy", "loss", &[h, labels], &[])?;
+        let cnt = b.op1("count_targets", "loss.count", &[labels], &[])?;
+        let loss = b.op1("cross_entropy", "loss", &[h, labels, cnt], &[])?;
         b.finish(loss)
     }
 }

@@ -12,9 +12,9 @@
 //! `bias_add` → `add` (residual). Then `layernorm` → logits
 //! `dense_nt(x, wte)` `[B, S, V]` (the output projection is tied to the token
 //! embedding, whose gradient is therefore a sum of two contributions) → the
-//! cross-entropy against `labels[B, S, V]` in Megatron-LM's vocabulary-parallel
-//! form ([`super::layers::cross_entropy_loss`]: `reduce_max` →
-//! `softmax_cross_entropy_parts` → `softmax_cross_entropy_combine`). The
+//! cross-entropy at the integer next-token ids `labels[B, S]` in Megatron-LM's
+//! vocabulary-parallel form ([`super::layers::cross_entropy_loss`]:
+//! `reduce_max` → `cross_entropy_parts` → `cross_entropy_combine`). The
 //! token lookup and the loss reduce over V, so a plan may split the
 //! vocabulary (`wte`, the logits) and all-reduce `[B, S, D]` and `[B, S]`
 //! tensors instead of gathering the table and the logits.

@@ -91,7 +91,8 @@ pub(crate) fn self_attention(
 }
 
 /// The inputs and embeddings of a language model with vocabulary `vocab`:
-/// inputs `ids[B, S]`, `positions[B, S]` and `labels[B, S, V]`, weights
+/// inputs `ids[B, S]`, `positions[B, S]` and integer target ids
+/// `labels[B, S]` (each `< V`), weights
 /// `wte[V, D]` and `wpe[S, D]`, and `embed` = `vocab_embedding(wte, ids)` +
 /// `embedding(wpe, positions)`. Gives (`embed[B, S, D]`, `labels`, `wte`).
 ///
@@ -105,7 +106,12 @@ pub(crate) fn token_and_position_embedding(
 ) -> Result<(TensorId, TensorId, TensorId), GraphError> {
     let ids = b.input("ids", &[bsz, s], DType::I32, Fill::Indices { bound: vocab })?;
     let pos = b.input("positions", &[bsz, s], DType::I32, Fill::Positions)?;
-    let labels = b.input("labels", &[bsz, s, vocab], DType::F32, Fill::Probabilities)?;
+    let labels = b.input(
+        "labels",
+        &[bsz, s],
+        DType::I32,
+        Fill::Indices { bound: vocab },
+    )?;
     let wte = b.weight("wte", &[vocab, d], 0.5)?;
     let wpe = b.weight("wpe", &[s, d], 0.5)?;
     let te = b.op1("vocab_embedding", "embed.tokens", &[wte, ids], &[])?;
@@ -114,23 +120,25 @@ pub(crate) fn token_and_position_embedding(
     Ok((x, labels, wte))
 }
 
-/// The mean softmax cross-entropy of `logits[B, S, V]` against probability
-/// `labels[B, S, V]` as Megatron-LM's vocab_parallel_cross_entropy computes
+/// The mean softmax cross-entropy of `logits[B, S, V]` at integer target
+/// ids `labels[B, S]` as Megatron-LM's vocab_parallel_cross_entropy computes
 /// it: the row max `loss.max` = `reduce_max(logits)` `[B, S]` (a
 /// stop-gradient), the per-row sums `loss.parts` =
-/// `softmax_cross_entropy_parts(logits, max, labels)` (Σ exp(logits - max),
-/// Σ labels · logits, Σ labels, each `[B, S]`) and `loss` =
-/// `softmax_cross_entropy_combine` (the scalar loss, output `loss.loss`).
-/// Every reduction is over V, so a plan that splits the logits by vocabulary
-/// all-reduces `[B, S]` tensors instead of gathering the logits. Equals
-/// `softmax_cross_entropy(logits, labels)` (`planner/tests/vocab_parallel.rs`).
+/// `cross_entropy_parts(logits, max, labels)` (Σ exp(logits - max), the
+/// target's logit, 1 for a counted target, each `[B, S]`), the number of
+/// counted targets `loss.count` = `count_targets(labels)` (PyTorch's
+/// ignore_index -100 is not counted) and `loss` = `cross_entropy_combine`
+/// (the scalar loss, their mean; output `loss.loss`). Every reduction
+/// is over V, so a plan that splits the logits by vocabulary all-reduces
+/// `[B, S]` tensors instead of gathering the logits. Equals
+/// `cross_entropy(logits, labels)` (`planner/tests/vocab_parallel.rs`).
 pub(crate) fn cross_entropy_loss(
     b: &mut GraphBuilder,
     logits: TensorId,
     labels: TensorId,
 ) -> Result<TensorId, GraphError> {
     let m = b.op1("reduce_max", "loss.max", &[logits], &[])?;
-    let spec = "softmax_cross_entropy_parts";
+    let spec = "cross_entropy_parts";
     let parts = b.op(spec, "loss.parts", &[logits, m, labels], &[])?;
     let &[z, p, sl] = parts.as_slice() else {
         return Err(GraphError::OutputCount {
@@ -140,5 +148,6 @@ pub(crate) fn cross_entropy_loss(
             got: parts.len(),
         });
     };
-    b.op1("softmax_cross_entropy_combine", "loss", &[m, z, p, sl], &[])
+    let cnt = b.op1("count_targets", "loss.count", &[labels], &[])?;
+    b.op1("cross_entropy_combine", "loss", &[m, z, p, sl, cnt], &[])
 }

@@ -2,8 +2,8 @@
 //!
 //! Shapes (B = batch, H = hidden): input `x[B, input]`, then `layers` dense
 //! layers `matmul` + `bias_add` (weight `fc{i}.w[in, out]`, bias
-//! `fc{i}.b[out]`) with `relu` between them, and `softmax_cross_entropy`
-//! against probability labels `labels[B, classes]`. By default `input` =
+//! `fc{i}.b[out]`) with `relu` between them, and `cross_entropy` against
+//! integer class ids `labels[B]` (PyTorch's `F.cross_entropy`). By default `input` =
 //! `classes` = H, so every weight is H×H and the coarsened graph is a chain.
 
 use tdl::Library;
@@ -66,9 +66,11 @@ impl MlpConfig {
         )?;
         let labels = b.input(
             "labels",
-            &[self.batch, self.classes],
-            DType::F32,
-            Fill::Probabilities,
+            &[self.batch],
+            DType::I32,
+            Fill::Indices {
+                bound: self.classes,
+            },
         )?;
         let mut width = self.input;
         for i in 0..self.layers {
@@ -90,7 +92,8 @@ impl MlpConfig {
             }
             width = out;
         }
-        let loss = b.op1("softmax_cross_entropy", "loss", &[h, labels], &[])?;
+        let cnt = b.op1("count_targets", "loss.count", &[labels], &[])?;
+        let loss = b.op1("cross_entropy", "loss", &[h, labels, cnt], &[])?;
         b.finish(loss)
     }
 }

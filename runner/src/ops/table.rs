@@ -171,6 +171,18 @@ pub const LIBRARY_KERNELS: &[LibraryKernel] = &[
         "rows",
         cross_entropy_parts::softmax_cross_entropy_parts_grad,
     ),
+    cpu("cross_entropy", "rows", loss::cross_entropy),
+    cpu("cross_entropy_grad", "rows", loss::cross_entropy_grad),
+    cpu(
+        "cross_entropy_parts",
+        "rows",
+        cross_entropy_parts::cross_entropy_parts,
+    ),
+    cpu(
+        "cross_entropy_parts_grad",
+        "rows",
+        cross_entropy_parts::cross_entropy_parts_grad,
+    ),
     cpu("reduce_max", "rows", reduce::reduce_max),
     cpu("reduce_min", "rows", reduce::reduce_min),
     cpu(

@@ -5,7 +5,10 @@
 //! Takes a bound `softmax_cross_entropy_parts(logits[..., N], m[...],
 //! labels[..., N]) -> (z[...], p[...], sl[...])` or
 //! `softmax_cross_entropy_parts_grad(logits, m, labels, dz[...], dp[...]) ->
-//! dlogits[..., N]` (`specs/loss.tdl`): `R` rows of `N` logits (a worker's
+//! dlogits[..., N]`, or their class-id forms `cross_entropy_parts(logits,
+//! m, ids[...])` / `cross_entropy_parts_grad(logits, m, ids, dz, dp)`
+//! (`specs/loss.tdl`; ids matched exactly against `0..N`, others ignored):
+//! `R` rows of `N` logits (a worker's
 //! vocabulary shard when the plan splits N). Gives a kernel computing what
 //! the spec computes: z = Σ exp(logits − m), p = Σ labels · logits,
 //! sl = Σ labels summed in f64 per row; dlogits = dz · exp(logits − m) +
@@ -28,6 +31,15 @@ struct Parts {
     /// Classes per row.
     n: usize,
     grad: bool,
+    /// The third input is class ids `[...]` rather than labels `[..., N]`.
+    ids: bool,
+}
+
+/// The class `id` names exactly, if it is one of `0..n` (the specs' `ids == n`).
+#[inline]
+fn class(id: f32, n: usize) -> Option<usize> {
+    let v = id as f64;
+    (v >= 0.0 && v < n as f64 && v.fract() == 0.0).then_some(v as usize)
 }
 
 /// exp(x − m) of every element of a row into `e` (f32: the fast path when
@@ -52,9 +64,16 @@ impl Parts {
         let n = self.n;
         let mut e = vec![0.0f32; n];
         for r in 0..m.len() {
-            let (xr, lr) = (&x[r * n..(r + 1) * n], &l[r * n..(r + 1) * n]);
+            let xr = &x[r * n..(r + 1) * n];
             exp_row(xr, m[r], &mut e);
             z[r] = e.iter().map(|&v| v as f64).sum::<f64>() as f32;
+            if self.ids {
+                let c = class(l[r], n);
+                p[r] = c.map_or(0.0, |c| xr[c]);
+                sl[r] = if c.is_some() { 1.0 } else { 0.0 };
+                continue;
+            }
+            let lr = &l[r * n..(r + 1) * n];
             p[r] = xr
                 .iter()
                 .zip(lr)
@@ -68,10 +87,20 @@ impl Parts {
     fn grad_rows(&self, x: &[f32], m: &[f32], l: &[f32], dz: &[f32], dp: &[f32], dx: &mut [f32]) {
         let n = self.n;
         for r in 0..m.len() {
-            let (xr, lr) = (&x[r * n..(r + 1) * n], &l[r * n..(r + 1) * n]);
+            let xr = &x[r * n..(r + 1) * n];
             let d = &mut dx[r * n..(r + 1) * n];
             exp_row(xr, m[r], d);
             let (a, b) = (dz[r] as f64, dp[r] as f64);
+            if self.ids {
+                // As the one-hot row would: a · e + b · [j = id].
+                let c = class(l[r], n);
+                for (j, v) in d.iter_mut().enumerate() {
+                    let hit = if c == Some(j) { b } else { 0.0 };
+                    *v = (a * *v as f64 + hit) as f32;
+                }
+                continue;
+            }
+            let lr = &l[r * n..(r + 1) * n];
             for (d, &lv) in d.iter_mut().zip(lr) {
                 *d = (a * *d as f64 + b * lv as f64) as f32;
             }
@@ -93,10 +122,11 @@ impl KernelImpl for Parts {
                     let (r0, rows) = (c * BLOCK, dx.len() / n);
                     let span = r0 * n..(r0 + rows) * n;
                     let rs = r0..r0 + rows;
+                    let ls = if self.ids { rs.clone() } else { span.clone() };
                     self.grad_rows(
-                        &x[span.clone()],
+                        &x[span],
                         &m[rs.clone()],
-                        &l[span],
+                        &l[ls],
                         &dz[rs.clone()],
                         &dp[rs],
                         dx,
@@ -119,17 +149,23 @@ impl KernelImpl for Parts {
             .for_each(|(c, ((z, p), sl))| {
                 let (r0, rows) = (c * BLOCK, z.len());
                 let span = r0 * n..(r0 + rows) * n;
-                self.sums(&x[span.clone()], &m[r0..r0 + rows], &l[span], z, p, sl)
+                let ls = if self.ids {
+                    r0..r0 + rows
+                } else {
+                    span.clone()
+                };
+                self.sums(&x[span], &m[r0..r0 + rows], &l[ls], z, p, sl)
             });
         Ok(())
     }
 }
 
-fn build(b: &Binding, grad: bool) -> Option<Box<dyn KernelImpl>> {
+fn build(b: &Binding, grad: bool, ids: bool) -> Option<Box<dyn KernelImpl>> {
+    let t = if ids { "ids" } else { "labels" };
     let (ins, outs): (&[&str], &[&str]) = if grad {
-        (&["logits", "m", "labels", "dz", "dp"], &["dlogits"])
+        (&["logits", "m", t, "dz", "dp"], &["dlogits"])
     } else {
-        (&["logits", "m", "labels"], &["z", "p", "sl"])
+        (&["logits", "m", t], &["z", "p", "sl"])
     };
     if !inputs_named(b, ins) || !outputs_named(b, outs) || !only_attrs(b, &[]) {
         return None;
@@ -137,7 +173,7 @@ fn build(b: &Binding, grad: bool) -> Option<Box<dyn KernelImpl>> {
     let shape = &b.input_shapes[0];
     let (&n, batch) = shape.split_last()?;
     let fits = n > 0
-        && b.input_shapes[2] == *shape
+        && b.input_shapes[2] == if ids { batch } else { shape }
         && b.input_shapes[1] == batch
         && b.input_shapes[3..].iter().all(|s| s == batch)
         && if grad {
@@ -145,17 +181,28 @@ fn build(b: &Binding, grad: bool) -> Option<Box<dyn KernelImpl>> {
         } else {
             b.output_shapes.iter().all(|s| s == batch)
         };
-    fits.then(|| Box::new(Parts { n, grad }) as Box<dyn KernelImpl>)
+    fits.then(|| Box::new(Parts { n, grad, ids }) as Box<dyn KernelImpl>)
 }
 
 /// `softmax_cross_entropy_parts(logits[..., N], m[...], labels[..., N]) ->
 /// (z[...], p[...], sl[...])`.
 pub fn softmax_cross_entropy_parts(b: &Binding) -> Option<Box<dyn KernelImpl>> {
-    build(b, false)
+    build(b, false, false)
 }
 
 /// `softmax_cross_entropy_parts_grad(logits, m, labels, dz[...], dp[...]) ->
 /// dlogits[..., N]`.
 pub fn softmax_cross_entropy_parts_grad(b: &Binding) -> Option<Box<dyn KernelImpl>> {
-    build(b, true)
+    build(b, true, false)
+}
+
+/// `cross_entropy_parts(logits[..., N], m[...], ids[...]) -> (z[...], p[...],
+/// sl[...])`.
+pub fn cross_entropy_parts(b: &Binding) -> Option<Box<dyn KernelImpl>> {
+    build(b, false, true)
+}
+
+/// `cross_entropy_parts_grad(logits, m, ids, dz[...], dp[...]) -> dlogits[..., N]`.
+pub fn cross_entropy_parts_grad(b: &Binding) -> Option<Box<dyn KernelImpl>> {
+    build(b, true, true)
 }

@@ -5,8 +5,12 @@
 //! loss[]`, `softmax_cross_entropy_grad(logits, labels, dloss[]) ->
 //! dlogits[..., N]`, `sparse_softmax_cross_entropy(logits[..., N], ids[...])
 //! -> loss[]` or `sparse_softmax_cross_entropy_grad(logits, ids, dloss[]) ->
-//! dlogits` (`specs/loss.tdl`): `R` rows of `N` logits, the loss averaged
-//! over the rows. Gives a kernel computing what the spec computes, sums in
+//! dlogits`, or `cross_entropy(logits[..., N], ids[...], cnt[]) -> loss[]` /
+//! `cross_entropy_grad(logits, ids, cnt[], dloss[]) -> dlogits` (PyTorch's
+//! `F.cross_entropy`: ids that are no class, as its ignore_index -100, add
+//! nothing; the divisor is the given count of targets) (`specs/loss.tdl`):
+//! `R` rows of `N` logits, the loss averaged over the rows (divided by
+//! max(cnt, 1) for `cross_entropy`). Gives a kernel computing what the spec computes, sums in
 //! f64 (log-sum-exp with the row max subtracted; the exponentials in f32); the loss sums each block of
 //! rows, then the blocks in order, so it does not depend on the thread
 //! count. In the loss a class id is rounded to the nearest integer (as every
@@ -23,10 +27,28 @@ use crate::ops::{inputs_named, only_attrs, KernelError};
 /// Rows per parallel block (fixed: results do not depend on threads).
 const BLOCK: usize = 8;
 
+/// What the labels are.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Targets {
+    /// Probabilities `[..., N]`.
+    Dense,
+    /// Class ids `[...]`, each inside `0..N` (an index).
+    Ids,
+    /// Class ids `[...]` matched against `0..N` (any other id adds
+    /// nothing), the sum divided by a given count `cnt[]`.
+    Counted,
+}
+
+/// Whether class id `id` is the class `j` exactly (as the specs' `ids == n`).
+#[inline]
+fn counted(id: f32, n: usize) -> Option<usize> {
+    let v = id as f64;
+    (v >= 0.0 && v < n as f64 && v.fract() == 0.0).then_some(v as usize)
+}
+
 struct CrossEntropy {
     n: usize,
-    /// Labels are class ids (`[...]`), not probabilities (`[..., N]`).
-    sparse: bool,
+    targets: Targets,
     grad: bool,
     op: String,
     /// The logits' shape (for error messages).
@@ -76,13 +98,14 @@ impl CrossEntropy {
         for (r, row) in x.chunks(n).enumerate() {
             let (m, s) = lse_parts(row);
             let lse = m + s.ln();
-            total += if self.sparse {
-                lse - row[self.class(labels[r], first + r)?] as f64
-            } else {
-                row.iter()
+            total += match self.targets {
+                Targets::Ids => lse - row[self.class(labels[r], first + r)?] as f64,
+                Targets::Counted => counted(labels[r], n).map_or(0.0, |c| lse - row[c] as f64),
+                Targets::Dense => row
+                    .iter()
                     .zip(&labels[r * n..(r + 1) * n])
                     .map(|(&x, &l)| l as f64 * (lse - x as f64))
-                    .sum::<f64>()
+                    .sum::<f64>(),
             };
         }
         Ok(total)
@@ -96,7 +119,9 @@ impl CrossEntropy {
             let m = row.iter().fold(f64::NEG_INFINITY, |m, &v| m.max(v as f64));
             e.iter_mut().zip(row).for_each(|(e, &v)| *e = exp(v, m));
             let s: f64 = e.iter().sum();
-            if self.sparse {
+            if self.targets == Targets::Counted && counted(labels[r], n).is_none() {
+                dx.iter_mut().for_each(|d| *d = 0.0);
+            } else if self.targets != Targets::Dense {
                 // The spec compares `ids == n` (no rounding, no bounds).
                 let id = labels[r] as f64;
                 for (j, (d, &e)) in dx.iter_mut().zip(&e).enumerate() {
@@ -120,9 +145,13 @@ impl KernelImpl for CrossEntropy {
         let (x, labels) = (inputs[0], inputs[1]);
         let rows = x.len() / n;
         // Rows of the labels per block: N probabilities or one id each.
-        let per = if self.sparse { 1 } else { n };
+        let per = if self.targets == Targets::Dense { n } else { 1 };
         let chunk = n * BLOCK;
-        let cnt = self.shape[..self.shape.len() - 1].iter().product::<usize>() as f64;
+        let cnt = if self.targets == Targets::Counted {
+            (inputs[2][0] as f64).max(1.0)
+        } else {
+            self.shape[..self.shape.len() - 1].iter().product::<usize>() as f64
+        };
         if !self.grad {
             if rows == 0 {
                 // An empty sum over the rows.
@@ -145,7 +174,12 @@ impl KernelImpl for CrossEntropy {
             outputs[0][0] = (total / cnt) as f32;
             return Ok(());
         }
-        let scale = inputs[2][0] as f64 / cnt;
+        let dloss = if self.targets == Targets::Counted {
+            3
+        } else {
+            2
+        };
+        let scale = inputs[dloss][0] as f64 / cnt;
         outputs[0]
             .par_chunks_mut(chunk)
             .enumerate()
@@ -163,12 +197,14 @@ impl KernelImpl for CrossEntropy {
     }
 }
 
-fn build(b: &Binding, sparse: bool, grad: bool) -> Option<Box<dyn KernelImpl>> {
+fn build(b: &Binding, targets: Targets, grad: bool) -> Option<Box<dyn KernelImpl>> {
+    let sparse = targets != Targets::Dense;
     let labels = if sparse { "ids" } else { "labels" };
-    let want: &[&str] = if grad {
-        &["logits", labels, "dloss"]
-    } else {
-        &["logits", labels]
+    let want: &[&str] = match (grad, targets == Targets::Counted) {
+        (true, true) => &["logits", labels, "cnt", "dloss"],
+        (false, true) => &["logits", labels, "cnt"],
+        (true, false) => &["logits", labels, "dloss"],
+        (false, false) => &["logits", labels],
     };
     if !inputs_named(b, want) || !only_attrs(b, &[]) || b.output_shapes.len() != 1 {
         return None;
@@ -183,15 +219,16 @@ fn build(b: &Binding, sparse: bool, grad: bool) -> Option<Box<dyn KernelImpl>> {
     } else {
         b.input_shapes[1] == shape
     };
-    let out_fits = if grad {
-        b.input_shapes[2].is_empty() && b.output_shapes[0] == shape
-    } else {
-        b.output_shapes[0].is_empty()
-    };
+    let out_fits = b.input_shapes[2..].iter().all(Vec::is_empty)
+        && if grad {
+            b.output_shapes[0] == shape
+        } else {
+            b.output_shapes[0].is_empty()
+        };
     (labels_fit && out_fits).then(|| {
         Box::new(CrossEntropy {
             n,
-            sparse,
+            targets,
             grad,
             op: b.spec.name.clone(),
             shape,
@@ -201,20 +238,30 @@ fn build(b: &Binding, sparse: bool, grad: bool) -> Option<Box<dyn KernelImpl>> {
 
 /// `softmax_cross_entropy(logits[..., N], labels[..., N]) -> loss[]`.
 pub fn softmax_cross_entropy(b: &Binding) -> Option<Box<dyn KernelImpl>> {
-    build(b, false, false)
+    build(b, Targets::Dense, false)
 }
 
 /// `softmax_cross_entropy_grad(logits, labels, dloss[]) -> dlogits[..., N]`.
 pub fn softmax_cross_entropy_grad(b: &Binding) -> Option<Box<dyn KernelImpl>> {
-    build(b, false, true)
+    build(b, Targets::Dense, true)
 }
 
 /// `sparse_softmax_cross_entropy(logits[..., N], ids[...]) -> loss[]`.
 pub fn sparse_softmax_cross_entropy(b: &Binding) -> Option<Box<dyn KernelImpl>> {
-    build(b, true, false)
+    build(b, Targets::Ids, false)
 }
 
 /// `sparse_softmax_cross_entropy_grad(logits, ids, dloss[]) -> dlogits[..., N]`.
 pub fn sparse_softmax_cross_entropy_grad(b: &Binding) -> Option<Box<dyn KernelImpl>> {
-    build(b, true, true)
+    build(b, Targets::Ids, true)
+}
+
+/// `cross_entropy(logits[..., N], ids[...], cnt[]) -> loss[]`.
+pub fn cross_entropy(b: &Binding) -> Option<Box<dyn KernelImpl>> {
+    build(b, Targets::Counted, false)
+}
+
+/// `cross_entropy_grad(logits, ids, cnt[], dloss[]) -> dlogits[..., N]`.
+pub fn cross_entropy_grad(b: &Binding) -> Option<Box<dyn KernelImpl>> {
+    build(b, Targets::Counted, true)
 }
