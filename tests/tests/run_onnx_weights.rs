@@ -17,6 +17,9 @@
 //!   openWakeWord's three take minutes and are ignored by default:
 //!   `cargo build --release -p tofu && TOFU_BIN=$PWD/target/release/tofu
 //!   cargo test --release -p tofu-tests --test run_onnx_weights -- --ignored`.
+//!   The MiniLM alone takes 34 s with the debug binary on 2 cores:
+//!   `cargo test --workspace --features tofu/cuda --test run_onnx_weights
+//!   -- --ignored minilm`.
 //!   Skipped with a printed reason when the models or the venv are
 //!   missing; a failure under `CI`.
 
@@ -249,6 +252,11 @@ fn ppocr_v2_direction_classifier_inference_plan_equals_onnxruntime_at_k_1_2_4() 
     }
 }
 
+/// silero-vad's 16 kHz branch. Its `output` differs from onnxruntime by
+/// 1.0e-5 at every k (measured, issue 38): that is onnxruntime's `Sigmoid`
+/// (its CPU kernel approximates it), not tofu. On the same logit (−5.9356)
+/// onnxruntime's sigmoid is 1.07e-5 from the exact value, tofu's 8.3e-9;
+/// the logit itself (the last Conv) agrees within 8e-8.
 #[test]
 fn silero_vad_equals_onnxruntime_at_k_1_2_4() {
     against_onnxruntime(
@@ -267,7 +275,7 @@ fn silero_vad_equals_onnxruntime_at_k_1_2_4() {
 }
 
 #[test]
-#[ignore = "minutes in a debug build (50 s at k = 2 released): run with --release -- --ignored"]
+#[ignore = "34 s for k = 1, 2, 4 with the debug binary on 2 cores (26 s released): run with -- --ignored"]
 fn minilm_int8_equals_onnxruntime_at_k_1_2_4() {
     against_onnxruntime(
         "minilm-int8",
