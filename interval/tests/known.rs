@@ -242,6 +242,24 @@ fn vocabulary_dim_is_reduced_by_the_vocab_parallel_ops() {
     let g = analyse("softmax_cross_entropy_parts_grad", 2);
     let n = g.get("split n").expect("the gradient splits n");
     assert_eq!(n.output_layout(0), OutputLayout::Split { axis: 2 });
+
+    // At class ids (issue 38): the ids are read whole by every shard (each
+    // shard matches them against its own classes).
+    let s = analyse("cross_entropy_parts", 2);
+    let n = s
+        .get("reduce n (Sum)")
+        .expect("the class-id parts reduce n");
+    for o in 0..3 {
+        let sum = OutputLayout::Partial {
+            reducer: Reducer::Sum,
+        };
+        assert_eq!(n.output_layout(o), sum, "output {o}");
+    }
+    assert_eq!(n.inputs[0].layout(), InputLayout::Split { dims: vec![2] });
+    assert_eq!(n.inputs[2].layout(), InputLayout::Replicated);
+    let g = analyse("cross_entropy_parts_grad", 2);
+    let n = g.get("split n").expect("the class-id gradient splits n");
+    assert_eq!(n.output_layout(0), OutputLayout::Split { axis: 2 });
 }
 
 /// Every shipped op's shape-free strategies, one snapshot (reviewed like code).

@@ -365,6 +365,48 @@ fn library_kernels_on_larger_shapes() {
                 ok("softmax_cross_entropy_parts_grad", &grads, xml),
             );
         }
+        // Class ids over the 2053 classes, a tenth ignored (-100, PyTorch's
+        // ignore_index), and the count of targets.
+        let class_ids: Vec<f32> = (0..rows)
+            .map(|r| {
+                if r % 10 == 3 {
+                    -100.0
+                } else {
+                    ((r * 389) % n) as f32
+                }
+            })
+            .collect();
+        let cnt = vec![class_ids.iter().filter(|&&v| v >= 0.0).count() as f32];
+        let (ce, ce_grad) = (
+            [shape.clone(), batch.clone(), vec![]],
+            [shape.clone(), batch.clone(), vec![], vec![]],
+        );
+        cover(
+            "cross_entropy",
+            ok(
+                "cross_entropy",
+                &ce,
+                vec![x.clone(), class_ids.clone(), cnt.clone()],
+            ),
+        );
+        let dl = vec![x.clone(), class_ids.clone(), cnt.clone(), vec![1.5]];
+        cover("cross_entropy_grad", ok("cross_entropy_grad", &ce_grad, dl));
+        let m: Vec<f32> = x
+            .chunks(n)
+            .map(|r| r.iter().fold(f32::NEG_INFINITY, |a, &v| a.max(v)))
+            .collect();
+        let parts = [shape.clone(), batch.clone(), batch.clone()];
+        let xmi = vec![x.clone(), m.clone(), class_ids.clone()];
+        cover(
+            "cross_entropy_parts",
+            ok("cross_entropy_parts", &parts, xmi),
+        );
+        let grads = [parts.to_vec(), vec![batch.clone(), batch.clone()]].concat();
+        let xmi = vec![x.clone(), m, class_ids, dz.clone(), dp.clone()];
+        cover(
+            "cross_entropy_parts_grad",
+            ok("cross_entropy_parts_grad", &grads, xmi),
+        );
         let (vocab, d, ids) = (1000usize, 64usize, vec![4usize, 37]);
         let table = uniform(vocab * d, -1.0, 1.0);
         let tokens: usize = ids.iter().product();

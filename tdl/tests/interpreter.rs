@@ -614,3 +614,49 @@ fn ignored_class_ids_add_nothing_and_are_not_counted() {
         }
     }
 }
+
+/// Max pooling's gradient with tied maxima goes to the window's first maximal
+/// element in row-major order only, as PyTorch's max_pool2d backward and ONNX
+/// MaxPool's Indices do (issue 38: tofu's losses follow PyTorch's on digits,
+/// whose blank borders tie). Worked out by hand.
+#[test]
+fn max_pool_gradient_goes_to_the_first_maximum_of_a_window() {
+    // x [1, 1, 2, 4]: rows [1, 1, 2, 0] and [0, 1, 2, 2]. Kernel 2×2, stride 2:
+    // window 0 = [[1, 1], [0, 1]] (three ties), window 1 = [[2, 0], [2, 2]].
+    let x = t(&[1, 1, 2, 4], &[1., 1., 2., 0., 0., 1., 2., 2.]);
+    let (y, dy) = (t(&[1, 1, 1, 2], &[1., 2.]), t(&[1, 1, 1, 2], &[5., 7.]));
+    let k2 = |extra: &[(&'static str, i64)]| {
+        let mut a = vec![
+            ("kernel_h", int(2)),
+            ("kernel_w", int(2)),
+            ("stride_h", int(2)),
+            ("stride_w", int(2)),
+        ];
+        a.extend(extra.iter().map(|&(k, v)| (k, int(v))));
+        a
+    };
+    for op in ["maxpool2d_grad", "maxpool2d_ext_grad"] {
+        let dx = run(op, &[x.clone(), y.clone(), dy.clone()], &k2(&[]));
+        assert_close(&dx[0].data, &[5., 0., 7., 0., 0., 0., 0., 0.]);
+    }
+    // Overlapping windows (kernel 1×2, stride 1) over [3, 3, 3]: window 0's
+    // first maximum is element 0, window 1's element 1.
+    let x = t(&[1, 1, 1, 3], &[3., 3., 3.]);
+    let (y, dy) = (t(&[1, 1, 1, 2], &[3., 3.]), t(&[1, 1, 1, 2], &[5., 7.]));
+    let attrs = [("kernel_h", int(1)), ("kernel_w", int(2))];
+    for op in ["maxpool2d_grad", "maxpool2d_ext_grad"] {
+        let dx = run(op, &[x.clone(), y.clone(), dy.clone()], &attrs);
+        assert_close(&dx[0].data, &[5., 7., 0.]);
+    }
+    // A padded window (pad 1 before): window 0 covers [pad, 3], its maximum
+    // is x[0] = 3; padding never wins.
+    let pads = [
+        ("kernel_h", int(1)),
+        ("kernel_w", int(2)),
+        ("stride_w", int(2)),
+        ("pad_w", int(1)),
+    ];
+    let (y, dy) = (t(&[1, 1, 1, 2], &[3., 3.]), t(&[1, 1, 1, 2], &[5., 7.]));
+    let dx = run("maxpool2d_grad", &[x.clone(), y, dy], &pads);
+    assert_close(&dx[0].data, &[5., 7., 0.]);
+}

@@ -12,13 +12,18 @@ use tofu_tests::{temp_dir, text, tofu};
 
 /// `tofu plan` a small model for `workers` into `dir/name`.
 fn make_plan(dir: &Path, name: &str, model: &str, workers: &str) -> PathBuf {
+    make_plan_batch(dir, name, model, workers, "4")
+}
+
+/// [`make_plan`] at batch `batch`.
+fn make_plan_batch(dir: &Path, name: &str, model: &str, workers: &str, batch: &str) -> PathBuf {
     let plan = dir.join(name);
     let o = tofu(&[
         "plan",
         "--model",
         model,
         "--batch",
-        "4",
+        batch,
         "--workers",
         workers,
         "-o",
@@ -59,7 +64,9 @@ fn rejected(file: &Path, needle: &str) {
 #[test]
 fn runs_and_verifies_with_json() {
     let dir = temp_dir("run-ok");
-    let plan = make_plan(&dir, "plan.json", "mlp-2-8", "3");
+    // Batch 3 on 3 workers: a plan whose programs broadcast as well as
+    // exchange (checked below).
+    let plan = make_plan_batch(&dir, "plan.json", "mlp-2-8", "3", "3");
     let progs = dir.join("programs");
     let o = tofu(&[
         "run",

@@ -274,6 +274,11 @@ fn fast_wheel_models_verify_at_k_2() {
 
 /// The two light models (of the nine in `run_exports.rs`'s ignored test)
 /// whose verified step at k = 2 takes seconds: every tensor within 1e-4.
+/// Planned with `--soft-labels` (probability labels, the loss these strict
+/// bounds were set with): with the default class-id loss, ShuffleNet's
+/// one-hot gradients leave some momentum velocities at 3.2e-4 from the
+/// unpartitioned run, which `--verify` judges ill-conditioned (sensitivity
+/// 1.6e-4, f32 rounding), so only the non-strict check would hold.
 #[test]
 fn fast_light_models_verify_at_k_2() {
     let dir = temp_dir("run-real-light");
@@ -282,7 +287,7 @@ fn fast_light_models_verify_at_k_2() {
         if tofu_tests::have_cached(&file, "scripts/fetch-onnx-data.sh") {
             let start = Instant::now();
             let path = tofu_tests::data_cache().join(file);
-            let v = plan_and_verify(m, (&path, &[]), 2, true, &dir);
+            let v = plan_and_verify(m, (&path, &["--soft-labels"]), 2, true, &dir);
             println!(
                 "PASS {m} k=2: max relative error {}, {:.1} s",
                 v["max_rel_error"],

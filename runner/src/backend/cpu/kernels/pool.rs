@@ -8,10 +8,10 @@
 //! `x[B, C, H, W] → y[B, C, OH, OW]`, and `(x, y, dy[B, C, OH, OW]) → dx[B,
 //! C, H, W]`. Window (oh, ow) covers `x[oh·sh + kh·dh − pt, ow·sw + kw·dw −
 //! pl]`; positions outside `x` never win (a window with none gives −1e300 as
-//! f32, as the spec). The gradient sends each window's `dy` to every element
-//! of the window equal to its `y` (ties: to all of them), as the spec's sum
-//! over windows does, summed in window order (a different order of the same
-//! f32 sums than the interpreter's, within rounding).
+//! f32, as the spec). The gradient sends each window's `dy` to the window's
+//! first element (row-major scan) equal to its `y`, as the spec (and
+//! PyTorch) does, summed in window order (a different order of the same f32
+//! sums than the interpreter's, within rounding).
 
 use rayon::prelude::*;
 use tdl::Binding;
@@ -98,9 +98,11 @@ impl KernelImpl for MaxPool {
                 for oy in 0..g.oh {
                     for ox in 0..g.ow {
                         let (m, d) = (y[oy * g.ow + ox], dy[oy * g.ow + ox]);
+                        let mut found = false;
                         g.window(oy, ox, |k| {
-                            if x[k] == m {
+                            if !found && x[k] == m {
                                 dx[k] += d;
+                                found = true;
                             }
                         });
                     }
