@@ -39,7 +39,7 @@ pub struct Args {
     /// Epochs over the training split (default 1).
     #[arg(long)]
     pub epochs: Option<usize>,
-    /// Batch: a zoo model's (default 64), an ONNX model's batch dim (default: the export's).
+    /// Batch size: a zoo model's (default 64), or every input's batch dim of an ONNX model (default: the export's; 1 where dynamic).
     #[arg(long)]
     pub batch: Option<usize>,
     /// Optimizer of a zoo model: sgd, momentum or adam.
