@@ -79,7 +79,12 @@ fn an_input_the_graph_does_not_determine_stays_an_error() {
         Ok(_) => panic!("BERT's attention_mask has no data"),
         Err(e) => e.to_string(),
     };
-    for want in ["`input_ids` [2, 16]", "`attention_mask` [2, 16]", "`ids` 16", "--input"] {
+    for want in [
+        "`input_ids` [2, 16]",
+        "`attention_mask` [2, 16]",
+        "`ids` 16",
+        "--input",
+    ] {
         assert!(err.contains(want), "{want}: {err}");
     }
 }
