@@ -54,12 +54,14 @@ pub(crate) fn input_type(
 }
 
 /// The static shapes the model declares for values (`value_info`, graph
-/// outputs; a dynamic axis 0 takes the batch size), for opaque nodes' specs.
+/// outputs; a dynamic axis 0 takes the batch size, a static one the export's
+/// batch re-batched by `--batch`), for opaque nodes' specs.
 pub(crate) fn declared_shapes(
     graph: &onnx_protobuf::GraphProto,
     opts: &Options,
 ) -> opaque::OpaqueSpecs {
     let mut specs = opaque::OpaqueSpecs::default();
+    let old = crate::batch::export_batch(graph, opts);
     for vi in graph.value_info.iter().chain(&graph.output) {
         if let Ok((_, dims)) = input_type(vi) {
             let batch = opts.dims.batch.unwrap_or(crate::dims::DEFAULT_BATCH);
@@ -67,6 +69,7 @@ pub(crate) fn declared_shapes(
                 .iter()
                 .enumerate()
                 .map(|(a, d)| match d {
+                    Ok(v) if a == 0 && old == Some(*v) => Some(batch),
                     Ok(v) => Some(*v),
                     Err(_) if a == 0 => Some(batch),
                     Err(_) => None,

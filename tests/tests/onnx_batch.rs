@@ -14,7 +14,10 @@
 //! does not carry the batch in axis 0 (`[16, 64]` → `[16, 4, 16]` after a
 //! transpose to `[64, 16]`) is an error naming the node and the fix
 //! (negative control: without the check the target would be reshaped
-//! silently wrong or fail without the cause).
+//! silently wrong or fail without the cause); any other shape error of a
+//! re-batched import (a constant `[16, 64]` added to the input) says that
+//! `--batch` replaced the export's batch and gives the same fix. An opaque
+//! node's declared output shape follows the batch as well.
 
 mod run_outputs_common;
 
@@ -208,4 +211,56 @@ fn a_baked_batch_that_is_not_provably_the_batch_is_a_clear_error() {
     // At the export's own batch it imports.
     let o = tofu(&[&args[..], &["-o", plan.to_str().unwrap()]].concat());
     assert!(o.status.success(), "{}", text(&o).1);
+
+    // A constant of the export's batch elsewhere (`x + c`, c `[16, 64]`):
+    // the shape error says that --batch replaced the export's batch, and the fix.
+    let mut g = GraphProto::new();
+    g.name = "baked_add".into();
+    g.input.push(value_info("x", &[16, 64]));
+    g.initializer = vec![floats("c", &[16, 64], random(16 * 64, 5))];
+    g.node = vec![node("Add", &["x", "c"], "y", &[])];
+    g.output.push(value_info("y", &[16, 64]));
+    std::fs::write(&m, serialise(g)).unwrap();
+    let o = tofu(&[&args[..], &["--batch", "4", "-o", plan.to_str().unwrap()]].concat());
+    let err = text(&o).1;
+    assert!(!o.status.success(), "[4, 64] + [16, 64] must fail");
+    for want in ["`y`", "static batch 16", "dynamic_axes"] {
+        assert!(err.contains(want), "{want}: {err}");
+    }
+}
+
+/// An opaque node (`--opaque-unsupported`) takes its output shape from the
+/// model's declared one: that shape's export batch follows `--batch` too
+/// (negative control: without it `y` stays `[16, 8]`).
+#[test]
+fn an_opaque_node_s_declared_shape_follows_the_batch() {
+    let dir = temp_dir("onnx-batch-opaque");
+    let mut g = GraphProto::new();
+    g.name = "opaque".into();
+    g.input.push(value_info("x", &[16, 8]));
+    g.node = vec![
+        node("Relu", &["x"], "r", &[]),
+        node("MysteryOp", &["r"], "y", &[]),
+    ];
+    g.output.push(value_info("y", &[16, 8]));
+    let (m, out) = (dir.join("opaque.onnx"), dir.join("g.json"));
+    std::fs::write(&m, serialise(g)).unwrap();
+    let args = [
+        "graph",
+        m.to_str().unwrap(),
+        "--opaque-unsupported",
+        "--batch",
+        "4",
+    ];
+    let o = tofu(&[&args[..], &["-o", out.to_str().unwrap()]].concat());
+    assert!(o.status.success(), "{}", text(&o).1);
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    let y = v["outputs"][0]["tensor"].as_u64().expect("output y") as usize;
+    for (name, t) in [("x", 0), ("y", y)] {
+        assert_eq!(
+            v["tensors"][t]["shape"],
+            serde_json::json!([4, 8]),
+            "{name}"
+        );
+    }
 }
