@@ -12,7 +12,8 @@
 //! counted the folded constants as data inputs and `ids` matched none
 //! (the error named `unsqueeze` and `bitwise_and_1`). An input the graph
 //! does not determine (BERT's `attention_mask`) stays an error that lists
-//! the graph's inputs and the data's tensors.
+//! the graph's inputs and the data's tensors; windows of another length
+//! than the graph's sequence are an error naming the input and the flags.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -70,6 +71,15 @@ fn gpt2_export_feeds_from_token_ids_alone() {
         .map(|e| f64::from(u8::from(e % s <= (e / s) % s)))
         .collect();
     assert_eq!(mask.value.as_deref(), Some(&causal[..]), "the causal mask");
+
+    // Windows of another length name the graph input and both fixes.
+    let err = match train::prepare::task_tensors(&g, &bytes(8)) {
+        Ok(_) => panic!("windows of 8 for a sequence of 16"),
+        Err(e) => e.to_string(),
+    };
+    for want in ["`input_ids`", "[2, 16]", "8 elements", "--dim", "--seq"] {
+        assert!(err.contains(want), "{want}: {err}");
+    }
 }
 
 #[test]

@@ -293,7 +293,8 @@ pub fn task_tensors(
         let (encoding, per) = fed_as(graph, t, name, elems, data.classes())?;
         if shape.is_empty() || shape[0] == 0 || per != elems * encoding.unwrap_or(1) {
             return Err(TrainError::Input(format!(
-                "input `{name}` has shape {shape:?}; the data set needs [batch, …] with {elems} elements per sample"
+                "input `{}` (fed by the data's `{name}`) has shape {shape:?}; the data set needs [batch, …] with {elems} elements per sample: give the graph that sample shape (an ONNX model: --dim NAME=N or --input-shape; a text corpus' windows: --seq)",
+                graph.tensor(t).name
             )));
         }
         one_hot.push(encoding);
