@@ -3,8 +3,8 @@
 //! Takes an input's dims as the model declares them (a value, a name such
 //! as `batch_size` / `seq_len`, or nothing) and the caller's [`DimOptions`];
 //! gives concrete sizes. Rules, in order: a dim with a value keeps it; a
-//! named dim given by `--dim name=value` takes that value; axis 0 is the
-//! batch dim and takes `--batch` (default 1); a name that looks like a
+//! named dim given by `--dim name=value` takes that value; axis 0 and a dim
+//! named like `batch` are the batch dim and take `--batch` (default 1); a name that looks like a
 //! sequence length (`seq`, `len`, `token`, `time`, `step`) defaults to
 //! [`DEFAULT_SEQUENCE`]; one that looks like a spatial size (`height`,
 //! `width`) defaults to [`DEFAULT_SPATIAL`]. Every default taken is recorded
@@ -67,7 +67,7 @@ pub fn resolve_dims(
         }
         let shown = name.clone().unwrap_or_else(|| "?".into());
         let lower = shown.to_lowercase();
-        let (value, rule) = if axis == 0 {
+        let (value, rule) = if axis == 0 || lower.contains("batch") {
             match opts.batch {
                 Some(b) => {
                     out.push(b);

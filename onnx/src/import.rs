@@ -8,8 +8,8 @@
 //! parameters).
 //!
 //! Steps: initializers → known values (float: weights; others: constants);
-//! graph inputs → inputs with dims resolved ([`crate::dims`]); nodes in
-//! order → folded ([`crate::fold`]), lowered through the [table](crate::table),
+//! graph inputs → inputs with dims resolved ([`crate::dims`]; `--batch`
+//! on a static batch: [`crate::batch`]); nodes in order → folded ([`crate::fold`]), lowered through the [table](crate::table),
 //! or (with `opaque_unsupported`) opaque ([`crate::opaque`]); with
 //! `training`, a loss on the chosen output and
 //! [`graph::training_graph`].
@@ -169,6 +169,11 @@ pub fn import(
     // Opaque nodes need their generated specs in the library before lowering.
     let mut opaque_specs = declared_shapes(graph, opts);
     let mut library = lib.clone();
+    let rebatched = crate::batch::BatchChange::of(model, path, lib, opts)?;
+    let explain = |e: OnnxError| match &rebatched {
+        Some(c) => c.explain(e),
+        None => e,
+    };
 
     // Opaque nodes are lowered lazily: when one appears whose spec (generated
     // from the shapes known at that point) is not in the library yet, the
@@ -181,6 +186,7 @@ pub fn import(
             model,
             opts,
             path,
+            rebatched: rebatched.as_ref(),
             used_names: HashSet::new(),
             unread: HashMap::new(),
             origins: HashMap::new(),
@@ -204,7 +210,8 @@ pub fn import(
         let mut needs_opaque = false;
         while let Some((i, np, step)) = pass.queue.pop_front() {
             pass.l.set_step(step);
-            if pass.node(i, &np, step, &mut opaque_specs, &library)? == Next::NeedsOpaque {
+            let next = pass.node(i, &np, step, &mut opaque_specs, &library);
+            if next.map_err(explain)? == Next::NeedsOpaque {
                 needs_opaque = true;
                 break;
             }
@@ -214,7 +221,7 @@ pub fn import(
             library = with_opaque_specs(lib, &opaque_specs)?;
             continue;
         }
-        return pass.finish(graph, &library);
+        return pass.finish(graph, &library).map_err(explain);
     }
     Err(OnnxError::Library(
         "generated opaque specs did not load".into(),
@@ -238,6 +245,8 @@ struct Pass<'p, 'l> {
     model: &'p Model,
     opts: &'p Options,
     path: &'p Path,
+    /// `--batch` on an export of a static batch ([`crate::batch`]).
+    rebatched: Option<&'p crate::batch::BatchChange>,
     used_names: HashSet<String>,
     /// Values left unknown because external data upstream could not be
     /// read (a graph-only model): value name → the read error.
@@ -267,6 +276,10 @@ impl Pass<'_, '_> {
             self.used_names.insert(n.clone());
             n
         };
+        let (path, opset) = (self.path, self.model.opset(&np.domain));
+        let rebatched =
+            crate::batch::node(self.rebatched, &mut self.l, np, (&node_name, opset, path))?;
+        let np = rebatched.as_ref().unwrap_or(np);
         let node = Node {
             proto: np,
             name: node_name.clone(),

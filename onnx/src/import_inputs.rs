@@ -54,12 +54,14 @@ pub(crate) fn input_type(
 }
 
 /// The static shapes the model declares for values (`value_info`, graph
-/// outputs; a dynamic axis 0 takes the batch size), for opaque nodes' specs.
+/// outputs; a dynamic axis 0 takes the batch size, a static one the export's
+/// batch re-batched by `--batch`), for opaque nodes' specs.
 pub(crate) fn declared_shapes(
     graph: &onnx_protobuf::GraphProto,
     opts: &Options,
 ) -> opaque::OpaqueSpecs {
     let mut specs = opaque::OpaqueSpecs::default();
+    let old = crate::batch::export_batch(graph, opts);
     for vi in graph.value_info.iter().chain(&graph.output) {
         if let Ok((_, dims)) = input_type(vi) {
             let batch = opts.dims.batch.unwrap_or(crate::dims::DEFAULT_BATCH);
@@ -67,6 +69,7 @@ pub(crate) fn declared_shapes(
                 .iter()
                 .enumerate()
                 .map(|(a, d)| match d {
+                    Ok(v) if a == 0 && old == Some(*v) => Some(batch),
                     Ok(v) => Some(*v),
                     Err(_) if a == 0 => Some(batch),
                     Err(_) => None,
@@ -133,7 +136,8 @@ pub(crate) fn define_initializers(
 }
 
 /// Graph inputs (initializers excepted) → graph inputs of the shapes the
-/// options give or [`resolve_dims`] resolves, or known values the caller
+/// options give or [`resolve_dims`] resolves (a static batch dim set to
+/// `--batch`, [`crate::batch::rebatch`]), or known values the caller
 /// supplies; every input whose dynamic dims have no value is named in one error.
 pub(crate) fn define_inputs(
     l: &mut Lower,
@@ -175,12 +179,20 @@ pub(crate) fn define_inputs(
         }
     }
     let mut missing = Vec::new();
+    let old_batch = crate::batch::export_batch(graph, opts);
     for (idx, vi) in graph.input.iter().enumerate() {
         if init_names.contains(&vi.name) {
             continue;
         }
-        let (elem, dims) =
+        let (elem, mut dims) =
             input_type(vi).map_err(|m| unreadable(format!("graph input `{}`: {m}", vi.name)))?;
+        if let (Some(old), Some(new)) = (old_batch, opts.dims.batch) {
+            if !opts.input_shapes.contains_key(&vi.name)
+                && !opts.fixed_inputs.contains_key(&vi.name)
+            {
+                dims = crate::batch::rebatch(&dims, old, new);
+            }
+        }
         if let Some(v) = opts.fixed_inputs.get(&vi.name) {
             let given = opts.input_shapes.get(&vi.name).map(Vec::as_slice);
             let k = fixed_value(&vi.name, elem, &dims, given, v).map_err(options_err)?;

@@ -21,6 +21,7 @@
 #![warn(missing_docs)]
 
 pub mod attr;
+pub mod batch;
 pub mod conformance;
 pub mod conformance_report;
 pub mod control;

@@ -51,7 +51,7 @@ pub struct Args {
     /// Number of workers k (any k ≥ 1).
     #[arg(long, short = 'k')]
     workers: usize,
-    /// Batch size of a zoo model (default: the family's).
+    /// Batch size: a zoo model's (default: the family's), or every input's batch dim of an ONNX model (default: the export's; 1 where dynamic).
     #[arg(long)]
     batch: Option<usize>,
     /// Optimizer of a zoo model: sgd, momentum or adam.

@@ -63,7 +63,7 @@ fn prepared(args: &Args, train_set: &Data) -> miette::Result<Prepared> {
         .model
         .as_deref()
         .expect("clap requires a plan or --model");
-    let data = (train_set, args.batch);
+    let data = (train_set, args.batch.unwrap_or(64));
     prepare::from_zoo(name, data, &optimizer(args)?, args.workers, search).map_err(lib_err)
 }
 
@@ -114,7 +114,7 @@ fn from_onnx(
     search: SearchKind,
     train_set: &Data,
 ) -> miette::Result<Prepared> {
-    let opts = args.import.options(None, &args.optimizer, true);
+    let opts = args.import.options(args.batch, &args.optimizer, true);
     let lib = args.specs.library()?;
     let imported =
         onnx::load_graph_with(path, &lib, &opts.options().map_err(lib_err)?).map_err(lib_err)?;
@@ -168,7 +168,7 @@ fn data_options(args: &Args) -> miette::Result<data::DataOptions> {
 
 /// Run `tofu train`.
 pub fn run(args: Args) -> miette::Result<ExitCode> {
-    if args.workers == 0 || args.log_every == 0 || args.batch == 0 {
+    if args.workers == 0 || args.log_every == 0 || args.batch == Some(0) {
         return Err(miette::miette!(
             "--workers, --batch and --log-every must be at least 1"
         ));

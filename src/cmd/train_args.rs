@@ -39,9 +39,9 @@ pub struct Args {
     /// Epochs over the training split (default 1).
     #[arg(long)]
     pub epochs: Option<usize>,
-    /// Batch of a zoo model.
-    #[arg(long, default_value_t = 64)]
-    pub batch: usize,
+    /// Batch size: a zoo model's (default 64), or every input's batch dim of an ONNX model (default: the export's; 1 where dynamic).
+    #[arg(long)]
+    pub batch: Option<usize>,
     /// Optimizer of a zoo model: sgd, momentum or adam.
     #[arg(long, default_value = "sgd")]
     pub optimizer: String,

@@ -275,24 +275,26 @@ pub fn task_tensors(
     for (name, elems) in data.inputs() {
         let t = graph_input_for(graph, name).ok_or_else(|| {
             TrainError::Input(format!(
-                "the graph `{}` has no input `{name}` for the data set; its inputs are {}, the data set's tensors {} (elements per sample): map them with --input GRAPH_INPUT=TENSOR",
+                "the graph `{}` has no input `{name}` for the data set; its inputs are {}, the data set's tensors {} (elements per sample): map them with --input GRAPH_INPUT=TENSOR{}",
                 graph.name(),
-                graph_inputs(graph)
-                    .map(|t| format!("`{}` {:?}", graph.tensor(t).name, graph.tensor(t).shape))
-                    .collect::<Vec<_>>()
-                    .join(", "),
+                listed(graph, fed_inputs(graph)),
                 data.inputs()
                     .iter()
                     .map(|(n, e)| format!("`{n}` {e}"))
                     .collect::<Vec<_>>()
                     .join(", "),
+                match listed(graph, graph_inputs(graph).filter(|&t| generated(graph, t))) {
+                    g if g.is_empty() => String::new(),
+                    g => format!(" ({g} are computed from the shapes at import and need no data)"),
+                },
             ))
         })?;
         let shape = &graph.tensor(t).shape;
         let (encoding, per) = fed_as(graph, t, name, elems, data.classes())?;
         if shape.is_empty() || shape[0] == 0 || per != elems * encoding.unwrap_or(1) {
             return Err(TrainError::Input(format!(
-                "input `{name}` has shape {shape:?}; the data set needs [batch, …] with {elems} elements per sample"
+                "input `{}` (fed by the data's `{name}`) has shape {shape:?}; the data set needs [batch, …] with {elems} elements per sample: give the graph that sample shape (an ONNX model: --dim NAME=N or --input-shape; a text corpus' windows: --seq)",
+                graph.tensor(t).name
             )));
         }
         one_hot.push(encoding);
@@ -356,11 +358,35 @@ fn graph_inputs(graph: &Graph) -> impl Iterator<Item = TensorId> + '_ {
         .filter(|&t| graph.tensor(t).role == TensorRole::Input)
 }
 
+/// Whether graph input `t` is determined by the graph itself: a constant
+/// an ONNX import folded (position ids, an attention mask computed from the
+/// input's shape, constants the exporter lifted into inputs), which carries
+/// its values or one value for all, so a run generates it and no data feeds
+/// it unless a mapping names it.
+fn generated(graph: &Graph, t: TensorId) -> bool {
+    let x = graph.tensor(t);
+    x.value.is_some() || matches!(x.fill, Some(tdl::Fill::Constant { .. }))
+}
+
+/// The graph inputs data feeds: [`graph_inputs`] less the [`generated`] ones.
+fn fed_inputs(graph: &Graph) -> impl Iterator<Item = TensorId> + '_ {
+    graph_inputs(graph).filter(move |&t| !generated(graph, t))
+}
+
+/// `` `name` [shape] `` of each of `inputs`, comma-separated.
+fn listed(graph: &Graph, inputs: impl Iterator<Item = TensorId>) -> String {
+    inputs
+        .map(|t| format!("`{}` {:?}", graph.tensor(t).name, graph.tensor(t).shape))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// The graph input a data set's tensor `name` feeds: the input of that
 /// name; else, for `labels`, the graph's loss target (one of
 /// [`crate::tensors::LABEL_INPUTS`], e.g. an imported ONNX model's
 /// `loss.labels`); else, for `x` or `ids`, the graph's one input that is
-/// not a loss target, when there is exactly one. `None` otherwise.
+/// not a loss target nor [`generated`], when there is exactly one. `None`
+/// otherwise.
 fn graph_input_for(graph: &Graph, name: &str) -> Option<TensorId> {
     use crate::tensors::LABEL_INPUTS;
     let named = |n: &str| graph_inputs(graph).find(|&t| graph.tensor(t).name == n);
@@ -370,7 +396,7 @@ fn graph_input_for(graph: &Graph, name: &str) -> Option<TensorId> {
     match name {
         "labels" => LABEL_INPUTS.iter().find_map(|n| named(n)),
         "x" | "ids" => {
-            let mut data = graph_inputs(graph)
+            let mut data = fed_inputs(graph)
                 .filter(|&t| !LABEL_INPUTS.contains(&graph.tensor(t).name.as_str()));
             let only = data.next()?;
             data.next().is_none().then_some(only)
