@@ -61,7 +61,7 @@ pub struct CostModel<'a> {
     pub(crate) factors: &'a [usize],
     workers: usize,
     /// Digits of every worker.
-    digits: Vec<Vec<usize>>,
+    pub(crate) digits: Vec<Vec<usize>>,
     /// Every worker's box, per (op, choices).
     boxes: RefCell<HashMap<BoxKey, Rc<Boxes>>>,
     /// Every worker's tile, per (shape, splits).
