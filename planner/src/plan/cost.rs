@@ -243,11 +243,12 @@ impl<'a> CostModel<'a> {
         factors: &[usize],
         digits: &[usize],
     ) -> Region {
+        // Cut in place: the same box as `Region::split` level by level.
         let mut r = Region::whole(shape);
         for (l, s) in splits.iter().enumerate() {
             if let Some(d) = s {
-                if (*d as usize) < shape.len() {
-                    r = r.split(*d as usize, factors[l], digits[l]);
+                if let Some(range) = r.0.get_mut(*d as usize) {
+                    *range = part(*range, factors[l], digits[l]);
                 }
             }
         }

@@ -49,9 +49,17 @@ impl CostModel<'_> {
         // Receivers of one needed region whose canonical owners agree.
         let mut index: HashMap<(Region, Vec<usize>), usize> = HashMap::default();
         let mut groups: Vec<(Region, Vec<usize>)> = Vec::new();
+        // The canonical owners' tiles partition the tensor when every level
+        // cuts a dim of it or is replicated: then a worker whose tile holds
+        // all it needs fetches nothing.
+        let partition = splits.len() == self.factors.len()
+            && splits
+                .iter()
+                .all(|s| s.is_none_or(|d| (d as usize) < tensor.shape.len()));
         for w in 0..workers {
             let need = access.input_region(slot, &boxes[w]);
-            if need.volume() == 0 {
+            let volume = need.volume();
+            if volume == 0 || (partition && need.overlap(&tiles[w]) == volume) {
                 continue;
             }
             let dw = &self.digits[w];
@@ -101,7 +109,7 @@ impl CostModel<'_> {
             cm: &CostModel<'_>,
             (need, splits, dw): (&Region, &[Option<u32>], &[usize]),
             level: usize,
-            (rank, region): (usize, &Region),
+            (rank, region): (usize, &mut Region),
             out: &mut Vec<usize>,
         ) {
             let factors = cm.factors;
@@ -111,26 +119,55 @@ impl CostModel<'_> {
             }
             let f = factors[level];
             let split = splits.get(level).copied();
-            let digits: Vec<usize> = match split {
-                Some(None) => vec![dw[level]],
-                _ => (0..f).collect(),
+            let digits = match split {
+                Some(None) => dw[level]..dw[level] + 1,
+                _ => 0..f,
             };
+            let cut = match split {
+                Some(Some(d)) if (d as usize) < region.0.len() => Some(d as usize),
+                _ => None,
+            };
+            let Some(d) = cut else {
+                for i in digits {
+                    walk(
+                        cm,
+                        (need, splits, dw),
+                        level + 1,
+                        (rank * f + i, region),
+                        out,
+                    );
+                }
+                return;
+            };
+            // Cut dim d in place, restored after the sub-trees.
+            let (lo, hi) = region.0[d];
+            let (n_lo, n_hi) = need.0[d];
             for i in digits {
-                let sub = match split {
-                    Some(Some(d)) if (d as usize) < region.0.len() => {
-                        let r = region.split(d as usize, f, i);
-                        if need.overlap(&r) == 0 {
-                            continue;
-                        }
-                        r
-                    }
-                    _ => region.clone(),
-                };
-                walk(cm, (need, splits, dw), level + 1, (rank * f + i, &sub), out);
+                let (a, b) = super::tile::part((lo, hi), f, i);
+                if b.min(n_hi) <= a.max(n_lo) {
+                    continue;
+                }
+                region.0[d] = (a, b);
+                if need.overlap(region) > 0 {
+                    walk(
+                        cm,
+                        (need, splits, dw),
+                        level + 1,
+                        (rank * f + i, region),
+                        out,
+                    );
+                }
             }
+            region.0[d] = (lo, hi);
         }
-        let whole = Region::whole(shape);
-        walk(self, (need, splits, &self.digits[w]), 0, (0, &whole), out);
+        let mut whole = Region::whole(shape);
+        walk(
+            self,
+            (need, splits, &self.digits[w]),
+            0,
+            (0, &mut whole),
+            out,
+        );
     }
 
     /// [`CostModel::output_load`] by fans (see the module doc): the load
@@ -187,7 +224,7 @@ impl CostModel<'_> {
         let all_replicated = splits.iter().all(Option::is_none);
         if !all_replicated && !self.output_elems(op, slot, choices, splits).1 {
             let tiles = self.all_tiles(shape, splits);
-            let outs = assemble(&mut tally, (&entries, &own), &tiles, elem);
+            let outs = assemble(&mut tally, (&entries, &own), &tiles, (elem, contributions));
             return (tally.finish(), (outs, 0));
         }
         if everyone_has_all {
@@ -211,7 +248,7 @@ impl CostModel<'_> {
         }
         let virt = self.staged_splits(op, slot, choices, shape, splits);
         let chunks = self.all_tiles(shape, &virt);
-        let outs = assemble(&mut tally, (&entries, &own), &chunks, elem);
+        let outs = assemble(&mut tally, (&entries, &own), &chunks, (elem, contributions));
         // Replica groups: workers whose digits agree at every split level.
         let mut groups: HashMap<Vec<usize>, Vec<usize>> = HashMap::default();
         for w in 0..workers {
@@ -238,13 +275,23 @@ impl CostModel<'_> {
 
 /// Add every output piece: the owner of each tile receives the part of it
 /// in every distinct entry but its own (`entries`: (box, first producer);
-/// `own`: every worker's entry). Gives the elements added.
+/// `own`: every worker's entry; `contributions`: how many distinct
+/// contribution keys the entries have). Gives the elements added.
+///
+/// With one contribution the distinct boxes are disjoint (each is one leaf
+/// range per output coordinate of the levels' splits), so a tile inside
+/// its owner's own box meets no other box: such owners are skipped.
 fn assemble(
     tally: &mut Tally<'_>,
     (entries, own): (&[(Region, usize)], &[usize]),
     tiles: &[Region],
-    elem: u64,
+    (elem, contributions): (u64, usize),
 ) -> u64 {
+    let inside_own = |w: usize| {
+        let t = &tiles[w];
+        let v = t.volume();
+        v == 0 || (contributions == 1 && t.overlap(&entries[own[w]].0) == v)
+    };
     // The distinct boxes, the producers of each, and per dim the distinct
     // ranges (a box is one range per dim).
     let mut box_index: HashMap<&Region, usize> = HashMap::default();
@@ -271,7 +318,7 @@ fn assemble(
     let mut receivers: Vec<Vec<(usize, u64)>> = vec![Vec::new(); boxes.len()];
     let mut total = 0;
     for (w, tile) in tiles.iter().enumerate() {
-        if tile.volume() == 0 {
+        if inside_own(w) {
             continue;
         }
         for_meeting(tile, &ranges, &box_index, &mut |i| {
@@ -291,6 +338,9 @@ fn assemble(
     }
     // Nobody receives its own result.
     for (w, tile) in tiles.iter().enumerate() {
+        if inside_own(w) {
+            continue;
+        }
         let (b, src) = &entries[own[w]];
         let v = tile.overlap(b);
         if v > 0 {
