@@ -188,12 +188,31 @@ impl<'a> CostModel<'a> {
         if let Some(b) = self.boxes.borrow().get(&key) {
             return b.clone();
         }
-        let b: Rc<Vec<Vec<(i64, i64)>>> = Rc::new(
-            self.digits
+        // Level by level, each group's box cut into its sub-groups' (the
+        // boxes of `op_box`, in rank order, without re-cutting the outer
+        // levels for every worker).
+        let m = self.model.op(op);
+        let mut boxes = vec![m.access.var_ranges.clone()];
+        for (l, &f) in self.factors.iter().enumerate() {
+            let cuts = match choices.get(l) {
+                Some(OpChoice::Strategy(s)) => m.strategies.strategies.get(*s as usize),
+                _ => None,
+            };
+            boxes = boxes
                 .iter()
-                .map(|d| self.op_box(op, choices, d))
-                .collect(),
-        );
+                .flat_map(|b| {
+                    (0..f).map(move |i| {
+                        let mut r = b.clone();
+                        for sv in cuts.iter().flat_map(|st| &st.splits) {
+                            let v = &mut r[sv.var.0 as usize];
+                            *v = part(*v, f, i);
+                        }
+                        r
+                    })
+                })
+                .collect();
+        }
+        let b = Rc::new(boxes);
         self.boxes.borrow_mut().insert(key, b.clone());
         b
     }
@@ -204,12 +223,29 @@ impl<'a> CostModel<'a> {
         if let Some(t) = self.tiles.borrow().get(&key) {
             return t.clone();
         }
-        let t: Rc<Vec<Region>> = Rc::new(
-            self.digits
+        // Level by level, as `all_boxes` (the tiles of `tile`, in rank order).
+        let mut tiles = vec![Region::whole(shape)];
+        for (l, &f) in self.factors.iter().enumerate() {
+            let cut = splits
+                .get(l)
+                .copied()
+                .flatten()
+                .filter(|&d| (d as usize) < shape.len());
+            tiles = tiles
                 .iter()
-                .map(|d| Self::tile(shape, splits, self.factors, d))
-                .collect(),
-        );
+                .flat_map(|t| {
+                    (0..f).map(move |i| {
+                        let mut r = t.clone();
+                        if let Some(d) = cut {
+                            let range = &mut r.0[d as usize];
+                            *range = part(*range, f, i);
+                        }
+                        r
+                    })
+                })
+                .collect();
+        }
+        let t = Rc::new(tiles);
         self.tiles.borrow_mut().insert(key, t.clone());
         t
     }

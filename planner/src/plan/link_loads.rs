@@ -56,12 +56,19 @@ impl CostModel<'_> {
             && splits
                 .iter()
                 .all(|s| s.is_none_or(|d| (d as usize) < tensor.shape.len()));
+        // Workers with one box need one region: computed once per box.
+        let mut needs: HashMap<&[(i64, i64)], (Region, u64)> = HashMap::default();
         for w in 0..workers {
-            let need = access.input_region(slot, &boxes[w]);
-            let volume = need.volume();
+            let (need, volume) = needs.entry(&boxes[w]).or_insert_with(|| {
+                let need = access.input_region(slot, &boxes[w]);
+                let volume = need.volume();
+                (need, volume)
+            });
+            let volume = *volume;
             if volume == 0 || (partition && need.overlap(&tiles[w]) == volume) {
                 continue;
             }
+            let need = need.clone();
             let dw = &self.digits[w];
             let replicated: Vec<usize> = (0..splits.len())
                 .filter(|&l| splits[l].is_none())
@@ -197,7 +204,13 @@ impl CostModel<'_> {
         let mut entries: Vec<(Region, usize)> = Vec::new();
         let mut own = Vec::with_capacity(workers);
         let mut keys = Vec::new();
+        // Workers with one box produce one entry: looked up once per box.
+        let mut by_box: HashMap<&[(i64, i64)], usize> = HashMap::default();
         for (w, b) in boxes.iter().enumerate() {
+            if let Some(&e) = by_box.get(b.as_slice()) {
+                own.push(e);
+                continue;
+            }
             let (region, _) = access.output_region(slot, b);
             let key: Vec<(i64, i64)> = out
                 .reductions
@@ -211,6 +224,7 @@ impl CostModel<'_> {
                     keys.push(key);
                     entries.len() - 1
                 });
+            by_box.insert(b, e);
             own.push(e);
         }
         let contributions = {
