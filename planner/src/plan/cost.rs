@@ -44,7 +44,7 @@ use super::decisions::Decisions;
 /// Kept at its old path (`plan::cost::OpChoice`).
 pub use super::decisions::OpChoice;
 use super::model::Model;
-use super::tile::{digits, part, Region};
+use super::tile::{by_level, digits, part, Region};
 use crate::graph::{Graph, OpId};
 
 /// Every worker's box of index-variable ranges.
@@ -188,30 +188,22 @@ impl<'a> CostModel<'a> {
         if let Some(b) = self.boxes.borrow().get(&key) {
             return b.clone();
         }
-        // Level by level, each group's box cut into its sub-groups' (the
-        // boxes of `op_box`, in rank order, without re-cutting the outer
-        // levels for every worker).
+        // The boxes of `op_box`, each group's cut once per sub-group.
         let m = self.model.op(op);
-        let mut boxes = vec![m.access.var_ranges.clone()];
-        for (l, &f) in self.factors.iter().enumerate() {
-            let cuts = match choices.get(l) {
-                Some(OpChoice::Strategy(s)) => m.strategies.strategies.get(*s as usize),
-                _ => None,
-            };
-            boxes = boxes
-                .iter()
-                .flat_map(|b| {
-                    (0..f).map(move |i| {
-                        let mut r = b.clone();
-                        for sv in cuts.iter().flat_map(|st| &st.splits) {
-                            let v = &mut r[sv.var.0 as usize];
-                            *v = part(*v, f, i);
-                        }
-                        r
-                    })
-                })
-                .collect();
-        }
+        let boxes = by_level(m.access.var_ranges.clone(), self.factors, |r, l, f, i| {
+            if let Some(OpChoice::Strategy(s)) = choices.get(l) {
+                for sv in m
+                    .strategies
+                    .strategies
+                    .get(*s as usize)
+                    .iter()
+                    .flat_map(|st| &st.splits)
+                {
+                    let v = &mut r[sv.var.0 as usize];
+                    *v = part(*v, f, i);
+                }
+            }
+        });
         let b = Rc::new(boxes);
         self.boxes.borrow_mut().insert(key, b.clone());
         b
@@ -223,28 +215,17 @@ impl<'a> CostModel<'a> {
         if let Some(t) = self.tiles.borrow().get(&key) {
             return t.clone();
         }
-        // Level by level, as `all_boxes` (the tiles of `tile`, in rank order).
-        let mut tiles = vec![Region::whole(shape)];
-        for (l, &f) in self.factors.iter().enumerate() {
-            let cut = splits
+        // The tiles of `tile`, each group's cut once per sub-group.
+        let tiles = by_level(Region::whole(shape), self.factors, |r, l, f, i| {
+            if let Some(range) = splits
                 .get(l)
                 .copied()
                 .flatten()
-                .filter(|&d| (d as usize) < shape.len());
-            tiles = tiles
-                .iter()
-                .flat_map(|t| {
-                    (0..f).map(move |i| {
-                        let mut r = t.clone();
-                        if let Some(d) = cut {
-                            let range = &mut r.0[d as usize];
-                            *range = part(*range, f, i);
-                        }
-                        r
-                    })
-                })
-                .collect();
-        }
+                .and_then(|d| r.0.get_mut(d as usize))
+            {
+                *range = part(*range, f, i);
+            }
+        });
         let t = Rc::new(tiles);
         self.tiles.borrow_mut().insert(key, t.clone());
         t

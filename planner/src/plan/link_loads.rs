@@ -88,7 +88,7 @@ impl CostModel<'_> {
                 .map(|u| (u, need.overlap(&tiles[u])))
                 .filter(|&(_, v)| v > 0)
                 .collect();
-            tally.from_each(&owners, members, elem);
+            tally.fan_by_sender(&owners, members, elem);
             // Nobody fetches from itself.
             for &w in members {
                 let v = need.overlap(&tiles[w]);
@@ -277,7 +277,7 @@ impl CostModel<'_> {
         for members in groups.values() {
             let sizes: Vec<(usize, u64)> =
                 members.iter().map(|&u| (u, chunks[u].volume())).collect();
-            tally.from_each(&sizes, members, elem);
+            tally.fan_by_sender(&sizes, members, elem);
             for &(u, v) in &sizes {
                 tally.remove(u, u, v * elem);
                 gathers += v * (members.len() as u64 - 1);
@@ -347,7 +347,7 @@ fn assemble(
             continue;
         }
         let srcs: Vec<usize> = senders[i].iter().map(|s| s.0).collect();
-        tally.to_each(&srcs, recv, elem);
+        tally.fan_by_receiver(&srcs, recv, elem);
         total += recv.iter().map(|r| r.1).sum::<u64>() * srcs.len() as u64;
     }
     // Nobody receives its own result.

@@ -105,7 +105,7 @@ impl<'t> Tally<'t> {
 
     /// Every `(src, n)` of `srcs` sends `n · elem` bytes to every worker of
     /// `dsts`, itself included (take such pairs out with [`Tally::remove`]).
-    pub(crate) fn from_each(&mut self, srcs: &[(usize, u64)], dsts: &[usize], elem: u64) {
+    pub(crate) fn fan_by_sender(&mut self, srcs: &[(usize, u64)], dsts: &[usize], elem: u64) {
         let (count, n) = self.per_node(dsts.iter().map(|&d| (d, 1)));
         for &(u, x) in srcs {
             self.split(u, &count, n, true, x * elem);
@@ -118,7 +118,7 @@ impl<'t> Tally<'t> {
 
     /// Every worker of `srcs` sends `n · elem` bytes to every `(dst, n)` of
     /// `dsts`, itself included (take such pairs out with [`Tally::remove`]).
-    pub(crate) fn to_each(&mut self, srcs: &[usize], dsts: &[(usize, u64)], elem: u64) {
+    pub(crate) fn fan_by_receiver(&mut self, srcs: &[usize], dsts: &[(usize, u64)], elem: u64) {
         let (count, n) = self.per_node(srcs.iter().map(|&s| (s, 1)));
         for &(w, x) in dsts {
             self.split(w, &count, n, false, x * elem);
@@ -165,7 +165,7 @@ mod tests {
             let srcs: Vec<(usize, u64)> = (0..workers).map(|u| (u, 3 + u as u64)).collect();
             let dsts: Vec<usize> = (0..workers).filter(|d| d % 2 == 0).collect();
             let mut fan = Tally::new(&topo, workers);
-            fan.from_each(&srcs, &dsts, 4);
+            fan.fan_by_sender(&srcs, &dsts, 4);
             let mut pairs = Tally::new(&topo, workers);
             for &(u, x) in &srcs {
                 for &d in &dsts {
@@ -181,7 +181,7 @@ mod tests {
             let weights: Vec<(usize, u64)> = dsts.iter().map(|&d| (d, 7 * d as u64 + 1)).collect();
             let srcs: Vec<usize> = (0..workers).collect();
             let mut fan = Tally::new(&topo, workers);
-            fan.to_each(&srcs, &weights, 2);
+            fan.fan_by_receiver(&srcs, &weights, 2);
             let mut pairs = Tally::new(&topo, workers);
             for &s in &srcs {
                 for &(d, x) in &weights {
