@@ -2,9 +2,10 @@
 //! LLaMA-7B-shaped decoder (`onnx::synth`, 32 layers, 2,048 tokens, graph
 //! only) at 256, 1,024 and 4,096 workers, with and without `--topology`,
 //! and prints one Markdown row per case: the plan time (the planning call),
-//! the wall time of the whole case (import, binding and planning), the
-//! case's peak resident memory, the plan kept and its estimate per link
-//! level. Each case runs in a child process of its own, so that its peak
+//! the wall time of the whole case (import, binding and planning), its CPU
+//! time (user + system, all threads: less sensitive than wall time to other
+//! work on the machine), the case's peak resident memory, the plan kept and
+//! its estimate per link level. Each case runs in a child process of its own, so that its peak
 //! resident memory is its own.
 //!
 //! ```sh
@@ -31,8 +32,8 @@ fn main() {
         return child(&case);
     }
     let cases = std::env::var("TOFU_BENCH_CASES").unwrap_or_else(|_| DEFAULT_CASES.into());
-    println!("| workers | topology | batch | plan s | wall s | peak RSS MiB | kept | inter-node s | intra-node s |");
-    println!("|---|---|---|---|---|---|---|---|---|");
+    println!("| workers | topology | batch | plan s | wall s | CPU s | peak RSS MiB | kept | inter-node s | intra-node s |");
+    println!("|---|---|---|---|---|---|---|---|---|---|");
     let exe = std::env::current_exe().expect("the bench's own path");
     for case in cases.split(',').map(str::trim).filter(|c| !c.is_empty()) {
         let out = Command::new(&exe)
@@ -107,17 +108,29 @@ fn child(case: &str) {
         })
     };
     println!(
-        "| {workers} | {} | {b} | {:.1} | {wall:.1} | {} | {} | {} | {} |",
+        "| {workers} | {} | {b} | {:.1} | {wall:.1} | {:.1} | {} | {} | {} | {} |",
         topo.map_or("—".into(), |t| format!(
             "`{}x{}`",
             t.nodes, t.gpus_per_node
         )),
         p.plan_seconds,
+        cpu_seconds(),
         peak_rss_mib().map_or("?".into(), |m| m.to_string()),
         p.choice,
         secs(Link::InterNode),
         secs(Link::IntraNode),
     );
+}
+
+/// This process's CPU time so far, user and system, all threads (seconds).
+fn cpu_seconds() -> f64 {
+    // SAFETY: getrusage writes only the struct it is given.
+    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) } != 0 {
+        return f64::NAN;
+    }
+    let t = |v: libc::timeval| v.tv_sec as f64 + v.tv_usec as f64 * 1e-6;
+    t(u.ru_utime) + t(u.ru_stime)
 }
 
 /// This process's peak resident memory (`VmHWM`, Linux), MiB.
