@@ -301,11 +301,17 @@ fn assemble(
     tiles: &[Region],
     (elem, contributions): (u64, usize),
 ) -> u64 {
-    let inside_own = |w: usize| {
-        let t = &tiles[w];
-        let v = t.volume();
-        v == 0 || (contributions == 1 && t.overlap(&entries[own[w]].0) == v)
-    };
+    let skip: Vec<bool> = tiles
+        .iter()
+        .zip(own)
+        .map(|(t, &e)| {
+            let v = t.volume();
+            v == 0 || (contributions == 1 && t.overlap(&entries[e].0) == v)
+        })
+        .collect();
+    if skip.iter().all(|&s| s) {
+        return 0;
+    }
     // The distinct boxes, the producers of each, and per dim the distinct
     // ranges (a box is one range per dim).
     let mut box_index: HashMap<&Region, usize> = HashMap::default();
@@ -332,7 +338,7 @@ fn assemble(
     let mut receivers: Vec<Vec<(usize, u64)>> = vec![Vec::new(); boxes.len()];
     let mut total = 0;
     for (w, tile) in tiles.iter().enumerate() {
-        if inside_own(w) {
+        if skip[w] {
             continue;
         }
         for_meeting(tile, &ranges, &box_index, &mut |i| {
@@ -352,7 +358,7 @@ fn assemble(
     }
     // Nobody receives its own result.
     for (w, tile) in tiles.iter().enumerate() {
-        if inside_own(w) {
+        if skip[w] {
             continue;
         }
         let (b, src) = &entries[own[w]];
