@@ -44,7 +44,7 @@ use super::decisions::Decisions;
 /// Kept at its old path (`plan::cost::OpChoice`).
 pub use super::decisions::OpChoice;
 use super::model::Model;
-use super::tile::{digits, part, Region};
+use super::tile::{by_level, digits, part, Region};
 use crate::graph::{Graph, OpId};
 
 /// Every worker's box of index-variable ranges.
@@ -61,7 +61,7 @@ pub struct CostModel<'a> {
     pub(crate) factors: &'a [usize],
     workers: usize,
     /// Digits of every worker.
-    digits: Vec<Vec<usize>>,
+    pub(crate) digits: Vec<Vec<usize>>,
     /// Every worker's box, per (op, choices).
     boxes: RefCell<HashMap<BoxKey, Rc<Boxes>>>,
     /// Every worker's tile, per (shape, splits).
@@ -188,12 +188,23 @@ impl<'a> CostModel<'a> {
         if let Some(b) = self.boxes.borrow().get(&key) {
             return b.clone();
         }
-        let b: Rc<Vec<Vec<(i64, i64)>>> = Rc::new(
-            self.digits
-                .iter()
-                .map(|d| self.op_box(op, choices, d))
-                .collect(),
-        );
+        // The boxes of `op_box`, each group's cut once per sub-group.
+        let m = self.model.op(op);
+        let boxes = by_level(m.access.var_ranges.clone(), self.factors, |r, l, f, i| {
+            if let Some(OpChoice::Strategy(s)) = choices.get(l) {
+                for sv in m
+                    .strategies
+                    .strategies
+                    .get(*s as usize)
+                    .iter()
+                    .flat_map(|st| &st.splits)
+                {
+                    let v = &mut r[sv.var.0 as usize];
+                    *v = part(*v, f, i);
+                }
+            }
+        });
+        let b = Rc::new(boxes);
         self.boxes.borrow_mut().insert(key, b.clone());
         b
     }
@@ -204,12 +215,18 @@ impl<'a> CostModel<'a> {
         if let Some(t) = self.tiles.borrow().get(&key) {
             return t.clone();
         }
-        let t: Rc<Vec<Region>> = Rc::new(
-            self.digits
-                .iter()
-                .map(|d| Self::tile(shape, splits, self.factors, d))
-                .collect(),
-        );
+        // The tiles of `tile`, each group's cut once per sub-group.
+        let tiles = by_level(Region::whole(shape), self.factors, |r, l, f, i| {
+            if let Some(range) = splits
+                .get(l)
+                .copied()
+                .flatten()
+                .and_then(|d| r.0.get_mut(d as usize))
+            {
+                *range = part(*range, f, i);
+            }
+        });
+        let t = Rc::new(tiles);
         self.tiles.borrow_mut().insert(key, t.clone());
         t
     }
@@ -243,11 +260,12 @@ impl<'a> CostModel<'a> {
         factors: &[usize],
         digits: &[usize],
     ) -> Region {
+        // Cut in place: the same box as `Region::split` level by level.
         let mut r = Region::whole(shape);
         for (l, s) in splits.iter().enumerate() {
             if let Some(d) = s {
-                if (*d as usize) < shape.len() {
-                    r = r.split(*d as usize, factors[l], digits[l]);
+                if let Some(range) = r.0.get_mut(*d as usize) {
+                    *range = part(*range, factors[l], digits[l]);
                 }
             }
         }

@@ -71,6 +71,8 @@ pub mod dot;
 pub mod driver;
 pub mod file;
 pub mod level;
+mod link_loads;
+mod link_tally;
 pub mod memory;
 pub mod memory_price;
 pub mod model;

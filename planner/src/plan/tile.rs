@@ -28,6 +28,32 @@ pub fn digits(rank: usize, factors: &[usize]) -> Vec<usize> {
     d
 }
 
+/// Every worker's value, in rank order (the mixed radix of [`digits`]),
+/// built level by level from `root`: each group's value is cloned into its
+/// `factors[l]` sub-groups and sub-group `i`'s copy cut by `cut(value, l,
+/// factors[l], i)`, so every worker's value is the one cutting `root` at
+/// every level with the worker's digits gives, without re-cutting the
+/// outer levels for every worker.
+pub fn by_level<T: Clone>(
+    root: T,
+    factors: &[usize],
+    cut: impl Fn(&mut T, usize, usize, usize),
+) -> Vec<T> {
+    let mut values = vec![root];
+    for (l, &f) in factors.iter().enumerate() {
+        let mut next = Vec::with_capacity(values.len() * f);
+        for v in &values {
+            for i in 0..f {
+                let mut x = v.clone();
+                cut(&mut x, l, f, i);
+                next.push(x);
+            }
+        }
+        values = next;
+    }
+    values
+}
+
 /// Split `k ≥ 1` workers into recursion levels (Tofu §4.4): its prime
 /// factors, largest first (k = 1 gives no level; 12 gives [3, 2, 2]).
 pub fn factorize(k: usize) -> Vec<usize> {
@@ -77,5 +103,9 @@ mod tests {
         }
         assert_eq!(factorize(12), vec![3, 2, 2]);
         assert_eq!(digits(5, &[3, 2]), vec![2, 1]);
+        // by_level's values are the cuts of each worker's own digits.
+        let each = by_level(Vec::new(), &[3, 2], |v, _, _, i| v.push(i));
+        let want: Vec<Vec<usize>> = (0..6).map(|r| digits(r, &[3, 2])).collect();
+        assert_eq!(each, want);
     }
 }

@@ -37,58 +37,28 @@
 pub use super::cluster::{Link, LinkLoad, LinkReport, Topology, TopologyError};
 use super::cost::{CostMemo, CostModel};
 use super::decisions::{Decisions, OpChoice};
+use super::link_tally::Tally;
 use super::model::Model;
 use super::transfer::{Phase, Piece};
 use crate::graph::{Graph, OpId};
+use std::sync::atomic::{AtomicBool, Ordering};
 
-/// Accumulates `(src, dst, bytes)` transfers into a [`LinkLoad`].
-struct Meter<'t> {
-    topo: &'t Topology,
-    workers: usize,
-    /// Per worker, per level: (sent, received) bytes.
-    per: Vec<[(u64, u64); 2]>,
-    bytes: [u64; 2],
+/// Whether [`CostModel::input_load`] and [`CostModel::output_load`] add
+/// every transfer piece by piece (the reference) instead of by fans
+/// ([`super::link_loads`]); off unless a test turns it on.
+static PIECEWISE: AtomicBool = AtomicBool::new(false);
+
+/// Price link loads piece by piece (`true`) or by fans (`false`, the
+/// default): both give the same loads, so the same plans; the piecewise
+/// path is quadratic in the workers and kept as the reference that tests
+/// compare the fast path with (issue 44). Process-wide.
+#[doc(hidden)]
+pub fn set_piecewise_loads(on: bool) {
+    PIECEWISE.store(on, Ordering::Relaxed);
 }
 
-impl<'t> Meter<'t> {
-    fn new(topo: &'t Topology, workers: usize) -> Self {
-        Meter {
-            topo,
-            workers,
-            per: vec![[(0, 0); 2]; workers],
-            bytes: [0; 2],
-        }
-    }
-
-    fn add(&mut self, src: usize, dst: usize, bytes: u64) {
-        if src == dst || bytes == 0 {
-            return;
-        }
-        let l = self.topo.link(src, dst, self.workers) as usize;
-        self.per[src][l].0 += bytes;
-        self.per[dst][l].1 += bytes;
-        self.bytes[l] += bytes;
-    }
-
-    fn finish(self) -> LinkLoad {
-        // Each worker stands for s ranks whose links share its bytes.
-        let s = (self.topo.workers() / self.workers.max(1)).max(1) as f64;
-        let mut seconds = [0.0; 2];
-        for link in Link::ALL {
-            let l = link as usize;
-            let busiest = self
-                .per
-                .iter()
-                .map(|p| p[l].0.max(p[l].1))
-                .max()
-                .unwrap_or(0);
-            seconds[l] = busiest as f64 / (s * self.topo.bandwidth(link) as f64);
-        }
-        LinkLoad {
-            bytes: self.bytes,
-            seconds,
-        }
-    }
+fn piecewise() -> bool {
+    PIECEWISE.load(Ordering::Relaxed)
 }
 
 impl CostModel<'_> {
@@ -123,9 +93,12 @@ impl CostModel<'_> {
         topo: &Topology,
     ) -> LinkLoad {
         self.load_memoized((op, true, slot), choices, splits, topo, || {
+            if !piecewise() {
+                return self.input_load_fans(op, slot, choices, splits, topo);
+            }
             let t = self.graph.op(op).inputs[slot];
             let elem = self.graph.tensor(t).dtype.size_bytes();
-            let mut m = Meter::new(topo, self.workers());
+            let mut m = Tally::new(topo, self.workers());
             self.input_pieces(op, slot, choices, splits, &mut |p| {
                 m.add(p.src, p.dst, p.region.volume() * elem)
             });
@@ -146,38 +119,58 @@ impl CostModel<'_> {
     ) -> LinkLoad {
         self.load_memoized((op, false, slot), choices, splits, topo, || {
             let t = self.graph.op(op).outputs[slot];
-            let tensor = self.graph.tensor(t);
-            let elem = tensor.dtype.size_bytes();
-            let mut pieces: Vec<Piece> = Vec::new();
-            self.output_pieces(op, slot, choices, splits, &mut |p| pieces.push(p));
+            let elem = self.graph.tensor(t).dtype.size_bytes();
             let workers = self.workers();
-            let mut m = Meter::new(topo, workers);
-            if let Some(ring) = self.ring(op, slot, choices, splits, &pieces) {
-                for (r, sent) in ring.into_iter().enumerate() {
-                    m.add(r, (r + 1) % workers, sent * elem);
-                }
-            } else {
+            let (pieces_load, volumes) = if piecewise() {
+                let mut pieces: Vec<Piece> = Vec::new();
+                self.output_pieces(op, slot, choices, splits, &mut |p| pieces.push(p));
+                let volume = |phase: fn(&Phase) -> bool| -> u64 {
+                    pieces
+                        .iter()
+                        .filter(|p| phase(&p.phase))
+                        .map(|p| p.region.volume())
+                        .sum()
+                };
+                let volumes = (
+                    volume(|p| matches!(p, Phase::Output { .. })),
+                    volume(|p| matches!(p, Phase::Gather { .. })),
+                );
+                let mut m = Tally::new(topo, workers);
                 for p in &pieces {
                     m.add(p.src, p.dst, p.region.volume() * elem);
                 }
+                (m.finish(), volumes)
+            } else {
+                self.output_load_fans(op, slot, choices, splits, topo)
+            };
+            match self.ring(op, slot, choices, splits, volumes) {
+                Some(ring) => {
+                    let mut m = Tally::new(topo, workers);
+                    for (r, sent) in ring.into_iter().enumerate() {
+                        m.add(r, (r + 1) % workers, sent * elem);
+                    }
+                    m.finish()
+                }
+                None => pieces_load,
             }
-            m.finish()
         })
     }
 
     /// Elements each rank sends to the next in the ring collectives that
-    /// replace `pieces` (module doc), or `None` when the output is not
-    /// replicated on every worker or the ring would move other bytes.
+    /// replace the output's pieces (module doc; `(outs, gathers)`: the
+    /// elements of its `Output` and `Gather` pieces), or `None` when the
+    /// output is not replicated on every worker or the ring would move
+    /// other bytes.
     fn ring(
         &self,
         op: OpId,
         slot: usize,
         choices: &[OpChoice],
         splits: &[Option<u32>],
-        pieces: &[Piece],
+        (outs, gathers): (u64, u64),
     ) -> Option<Vec<u64>> {
         let shape = &self.graph.tensor(self.graph.op(op).outputs[slot]).shape;
-        if shape.is_empty() || pieces.is_empty() || splits.iter().any(Option::is_some) {
+        if shape.is_empty() || outs + gathers == 0 || splits.iter().any(Option::is_some) {
             return None;
         }
         let workers = self.workers();
@@ -188,17 +181,6 @@ impl CostModel<'_> {
             .iter()
             .map(|r| r.volume())
             .collect();
-        let volume = |phase: fn(&Phase) -> bool| -> u64 {
-            pieces
-                .iter()
-                .filter(|p| phase(&p.phase))
-                .map(|p| p.region.volume())
-                .sum()
-        };
-        let (outs, gathers) = (
-            volume(|p| matches!(p, Phase::Output { .. })),
-            volume(|p| matches!(p, Phase::Gather { .. })),
-        );
         let rs = |r: usize| if outs > 0 { n - c[r] } else { 0 };
         let ag = |r: usize| {
             if gathers > 0 {
