@@ -79,6 +79,7 @@ fn child(case: &str) {
         input_values: vec![],
         training: true,
         loss: None,
+        class_ids: true,
         optimizer: "momentum".into(),
         opaque_unsupported: false,
         op_map: vec![],

@@ -23,16 +23,10 @@
 #   TOFU_TORCH_VERSION, TOFU_TORCHVISION_VERSION (default 2.15.0, 0.29.2)
 #
 # PyTorch: torch_baseline.py (the zoo models op for op, torchvision's
-# ResNet-50, BERT-base op for op) with torch.set_num_threads(nproc). The
-# script installs torch and torchvision into a venv in TOFU_TORCH_CACHE,
-# outside the tree, once. PyPI's Linux torch wheel is the CUDA build: its
-# dependencies are several GB of nvidia-* libraries, and without them its
-# libraries (libtorch_cpu.so too) do not load. So the wheels are installed
-# with --no-deps plus torch's pure-Python dependencies, and
-# scripts/torch_cpu_stubs.py writes into torch/lib one stub library per
-# missing CUDA library (functions returning "no device"): torch then imports,
-# reports no CUDA device and runs its CPU kernels (MKL, oneDNN) as the full
-# install would. The install is checked with a CPU matmul. Not run in CI.
+# ResNet-50, BERT-base op for op) with torch.set_num_threads(nproc).
+# scripts/install-torch-cpu.sh installs torch and torchvision into a venv in
+# TOFU_TORCH_CACHE, outside the tree, once (PyPI's CUDA wheel with stub CUDA
+# libraries: see that script). Not run in CI.
 set -euo pipefail
 TOFU=target/release/tofu
 if [ $# -gt 0 ]; then
@@ -43,10 +37,6 @@ cd "$(dirname "$0")/.."
 MODELS=${*:-${TOFU_BENCH_CPU_MODELS:-mlp-4-4096 resnet50 gpt-2-256 bert-base}}
 STEPS=${TOFU_BENCH_CPU_STEPS:-4}
 TIMEOUT=${TOFU_BENCH_CPU_TIMEOUT:-1800}
-CACHE=${TOFU_TORCH_CACHE:-$HOME/.cache/tofu/torch-cpu}
-TORCH=${TOFU_TORCH_VERSION:-2.15.0}
-VISION=${TOFU_TORCHVISION_VERSION:-0.29.2}
-PY=$CACHE/venv/bin/python
 NPROC=$(nproc)
 # config MODEL: its batch and what tofu plans (a zoo name or an ONNX file).
 config() {
@@ -62,16 +52,7 @@ for model in $MODELS; do config "$model"; done
 [ -x "$TOFU" ] || { echo "bench-cpu: no tofu binary at $TOFU (cargo build --release)" >&2; exit 1; }
 
 # PyTorch CPU into the cache (a no-op when there).
-if [ "$(cat "$CACHE/installed" 2>/dev/null)" != "torch==$TORCH torchvision==$VISION" ]; then
-    echo "bench-cpu: installing torch $TORCH (CPU use) into $CACHE" >&2
-    rm -rf "$CACHE/venv" "$CACHE/installed"
-    python3 -m venv "$CACHE/venv"
-    "$PY" -m pip install -q --disable-pip-version-check --no-deps "torch==$TORCH" "torchvision==$VISION" \
-        filelock typing-extensions sympy mpmath networkx jinja2 MarkupSafe fsspec 'setuptools>=77' numpy pillow
-    "$PY" scripts/torch_cpu_stubs.py "$("$PY" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/torch" >&2
-    "$PY" -c 'import torch; torch.randn(2, 2) @ torch.randn(2, 2)'
-    echo "torch==$TORCH torchvision==$VISION" > "$CACHE/installed"
-fi
+PY=$(bash scripts/install-torch-cpu.sh)
 torch_version=$("$PY" -c 'import torch; torch.randn(2, 2) @ torch.randn(2, 2); print(torch.__version__)')
 
 TMP=$(mktemp -d)
