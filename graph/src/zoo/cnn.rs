@@ -11,6 +11,7 @@
 
 use tdl::Library;
 
+use super::layers::{class_id_loss, class_labels};
 use crate::{int, DType, Fill, Graph, GraphBuilder, GraphError, TensorId};
 
 /// Configuration of a CNN.
@@ -72,14 +73,7 @@ impl CnnConfig {
             DType::F32,
             Fill::Normal { std: 1.0 },
         )?;
-        let labels = b.input(
-            "labels",
-            &[self.batch],
-            DType::I32,
-            Fill::Indices {
-                bound: self.classes,
-            },
-        )?;
+        let labels = class_labels(&mut b, &[self.batch], self.classes)?;
         let c = self.channels;
         let h = conv_relu_pool(&mut b, "conv1", x, self.in_channels, c)?;
         let h = conv_relu_pool(&mut b, "conv2", h, c, 2 * c)?;
@@ -98,8 +92,7 @@ impl CnnConfig {
                 h = b.op1("relu", "fc0.relu", &[h], &[])?;
             }
         }
-        let cnt = b.op1("count_targets", "loss.count", &[labels], &[])?;
-        let loss = b.op1("cross_entropy", "loss", &[h, labels, cnt], &[])?;
+        let loss = class_id_loss(&mut b, h, labels)?;
         b.finish(loss)
     }
 }

@@ -106,12 +106,7 @@ pub(crate) fn token_and_position_embedding(
 ) -> Result<(TensorId, TensorId, TensorId), GraphError> {
     let ids = b.input("ids", &[bsz, s], DType::I32, Fill::Indices { bound: vocab })?;
     let pos = b.input("positions", &[bsz, s], DType::I32, Fill::Positions)?;
-    let labels = b.input(
-        "labels",
-        &[bsz, s],
-        DType::I32,
-        Fill::Indices { bound: vocab },
-    )?;
+    let labels = class_labels(b, &[bsz, s], vocab)?;
     let wte = b.weight("wte", &[vocab, d], 0.5)?;
     let wpe = b.weight("wpe", &[s, d], 0.5)?;
     let te = b.op1("vocab_embedding", "embed.tokens", &[wte, ids], &[])?;
@@ -150,4 +145,32 @@ pub(crate) fn cross_entropy_loss(
     };
     let cnt = b.op1("count_targets", "loss.count", &[labels], &[])?;
     b.op1("cross_entropy_combine", "loss", &[m, z, p, sl, cnt], &[])
+}
+
+/// The integer class-id targets `labels[shape]` of a zoo model (I32, each
+/// `< classes`; PyTorch's `F.cross_entropy` targets).
+pub(crate) fn class_labels(
+    b: &mut GraphBuilder,
+    shape: &[usize],
+    classes: usize,
+) -> Result<TensorId, GraphError> {
+    b.input(
+        "labels",
+        shape,
+        DType::I32,
+        Fill::Indices { bound: classes },
+    )
+}
+
+/// The mean cross-entropy of `logits[..., classes]` at the class ids
+/// `labels[...]`: the count of targets `loss.count` =
+/// `count_targets(labels)` and `loss` = `cross_entropy(logits, labels,
+/// count)` (output `loss.loss`).
+pub(crate) fn class_id_loss(
+    b: &mut GraphBuilder,
+    logits: TensorId,
+    labels: TensorId,
+) -> Result<TensorId, GraphError> {
+    let cnt = b.op1("count_targets", "loss.count", &[labels], &[])?;
+    b.op1("cross_entropy", "loss", &[logits, labels, cnt], &[])
 }

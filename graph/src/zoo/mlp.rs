@@ -8,6 +8,7 @@
 
 use tdl::Library;
 
+use super::layers::{class_id_loss, class_labels};
 use crate::{DType, Fill, Graph, GraphBuilder, GraphError};
 
 /// Configuration of an MLP.
@@ -64,14 +65,7 @@ impl MlpConfig {
             DType::F32,
             Fill::Normal { std: 1.0 },
         )?;
-        let labels = b.input(
-            "labels",
-            &[self.batch],
-            DType::I32,
-            Fill::Indices {
-                bound: self.classes,
-            },
-        )?;
+        let labels = class_labels(&mut b, &[self.batch], self.classes)?;
         let mut width = self.input;
         for i in 0..self.layers {
             let out = if i + 1 == self.layers {
@@ -92,8 +86,7 @@ impl MlpConfig {
             }
             width = out;
         }
-        let cnt = b.op1("count_targets", "loss.count", &[labels], &[])?;
-        let loss = b.op1("cross_entropy", "loss", &[h, labels, cnt], &[])?;
+        let loss = class_id_loss(&mut b, h, labels)?;
         b.finish(loss)
     }
 }

@@ -21,6 +21,7 @@
 use rayon::prelude::*;
 use tdl::Binding;
 
+use super::loss::counted;
 use super::KernelImpl;
 use crate::ops::{inputs_named, only_attrs, outputs_named, KernelError};
 
@@ -33,13 +34,6 @@ struct Parts {
     grad: bool,
     /// The third input is class ids `[...]` rather than labels `[..., N]`.
     ids: bool,
-}
-
-/// The class `id` names exactly, if it is one of `0..n` (the specs' `ids == n`).
-#[inline]
-fn class(id: f32, n: usize) -> Option<usize> {
-    let v = id as f64;
-    (v >= 0.0 && v < n as f64 && v.fract() == 0.0).then_some(v as usize)
 }
 
 /// exp(x − m) of every element of a row into `e` (f32: the fast path when
@@ -68,7 +62,7 @@ impl Parts {
             exp_row(xr, m[r], &mut e);
             z[r] = e.iter().map(|&v| v as f64).sum::<f64>() as f32;
             if self.ids {
-                let c = class(l[r], n);
+                let c = counted(l[r], n);
                 p[r] = c.map_or(0.0, |c| xr[c]);
                 sl[r] = if c.is_some() { 1.0 } else { 0.0 };
                 continue;
@@ -93,7 +87,7 @@ impl Parts {
             let (a, b) = (dz[r] as f64, dp[r] as f64);
             if self.ids {
                 // As the one-hot row would: a · e + b · [j = id].
-                let c = class(l[r], n);
+                let c = counted(l[r], n);
                 for (j, v) in d.iter_mut().enumerate() {
                     let hit = if c == Some(j) { b } else { 0.0 };
                     *v = (a * *v as f64 + hit) as f32;

@@ -39,9 +39,11 @@ enum Targets {
     Counted,
 }
 
-/// Whether class id `id` is the class `j` exactly (as the specs' `ids == n`).
+/// The class `id` names exactly, if it is one of `0..n` (the specs'
+/// `ids == n`: an id that is no class, as PyTorch's ignore_index -100, or
+/// not an integer, names none). Shared with `cross_entropy_parts`.
 #[inline]
-fn counted(id: f32, n: usize) -> Option<usize> {
+pub(super) fn counted(id: f32, n: usize) -> Option<usize> {
     let v = id as f64;
     (v >= 0.0 && v < n as f64 && v.fract() == 0.0).then_some(v as usize)
 }
