@@ -250,6 +250,61 @@ impl<'l> GraphBuilder<'l> {
         Ok(())
     }
 
+    /// Make the op output `t` the next step's value of the weight `replaced`
+    /// ([`Tensor::updates`]): a state a forward op updates in place, such as
+    /// batch normalization's running statistics (ONNX BatchNormalization's
+    /// `running_mean` / `running_var`, PyTorch's buffers). `t` takes the
+    /// weight's role, so layouts and memory treat the pair as one weight, and
+    /// every step's run carries it into `replaced`.
+    ///
+    /// Errors: [`GraphError::Invalid`] naming `t` when no operator produces
+    /// it, and naming `replaced` when it is not a weight leaf, when its shape
+    /// or element type differs from `t`'s, or when another tensor already
+    /// updates it (one state, one writer).
+    pub fn set_updates(&mut self, t: TensorId, replaced: TensorId) -> Result<(), GraphError> {
+        let g = &self.ins.graph;
+        let (new, old) = (g.tensor(t), g.tensor(replaced));
+        let invalid = |at: &str, message: String| GraphError::Invalid {
+            at: at.to_string(),
+            message,
+        };
+        if g.producer(t).is_none() {
+            return Err(invalid(
+                &new.name,
+                "no operator produces it, so it cannot be the next value of a weight".into(),
+            ));
+        }
+        if old.role != TensorRole::Weight || g.producer(replaced).is_some() {
+            return Err(invalid(
+                &old.name,
+                "only a weight no operator produces (an initializer) can be updated in place"
+                    .into(),
+            ));
+        }
+        if new.shape != old.shape || new.dtype != old.dtype {
+            return Err(invalid(
+                &old.name,
+                format!(
+                    "its update `{}` has shape {:?} ({:?}), the weight {:?} ({:?})",
+                    new.name, new.shape, new.dtype, old.shape, old.dtype
+                ),
+            ));
+        }
+        if let Some(other) = g.tensors().iter().find(|o| o.updates == Some(replaced)) {
+            return Err(invalid(
+                &old.name,
+                format!(
+                    "`{}` already updates it; a state has one writer",
+                    other.name
+                ),
+            ));
+        }
+        let tensor = self.ins.graph.tensor_mut(t);
+        tensor.role = TensorRole::Weight;
+        tensor.updates = Some(replaced);
+        Ok(())
+    }
+
     /// The library the builder resolves specs in.
     pub fn library(&self) -> &'l Library {
         self.ins.lib

@@ -41,7 +41,9 @@ pub enum MemoryClass {
 /// Memory of one training step (bytes unless said otherwise).
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub struct MemoryReport {
-    /// Number of trainable parameters (elements of all weights).
+    /// Number of trainable parameters: elements of all weights but the
+    /// buffers a forward op updates in place (batch normalization's running
+    /// statistics, which PyTorch keeps as buffers, not parameters).
     pub parameters: u64,
     /// Bytes of all weights.
     pub parameter_bytes: u64,
@@ -64,12 +66,24 @@ impl MemoryReport {
         let n = graph.ops().len();
         // delta[i]: change of live transient bytes when step i starts; delta[last + 1] frees.
         let mut delta = vec![0i128; n + 2];
+        // Weights a forward op (not the optimizer) replaces: buffers.
+        let buffers: std::collections::HashSet<TensorId> = graph
+            .tensor_ids()
+            .filter(|&t| {
+                graph
+                    .producer(t)
+                    .is_some_and(|p| graph.op(p).role != OpRole::Update)
+            })
+            .filter_map(|t| graph.tensor(t).updates)
+            .collect();
         for t in graph.tensor_ids() {
             let tensor = graph.tensor(t);
             let bytes = tensor.bytes();
             match classify(graph, t) {
                 MemoryClass::Parameter => {
-                    r.parameters = r.parameters.saturating_add(tensor.numel());
+                    if !buffers.contains(&t) {
+                        r.parameters = r.parameters.saturating_add(tensor.numel());
+                    }
                     r.parameter_bytes = r.parameter_bytes.saturating_add(bytes);
                 }
                 MemoryClass::WeightGradient => {

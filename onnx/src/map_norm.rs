@@ -6,7 +6,7 @@
 
 use graph::{float, int, TensorId};
 
-use crate::lower::{unsupported, LResult, Lower, Out};
+use crate::lower::{unsupported, Kind, LResult, Lower, Out};
 use crate::map_elementwise::{input, splat_const};
 use crate::map_nn::{as_nchw, norm_axis};
 use crate::mapping::Mapping;
@@ -16,6 +16,15 @@ use crate::node::Node;
 /// (batch statistics) when building a training graph or when the node is in
 /// training mode (`training_mode = 1`), whose running-mean / running-var
 /// outputs come from `batchnorm_running_stats`.
+///
+/// In a training graph the running statistics train as PyTorch's `train()`
+/// updates its buffers: where the node's `mean` and `var` are initializers,
+/// `batchnorm_running_stats` (ONNX's rule, momentum from the node, default
+/// 0.9 = PyTorch's 0.1) computes their next values and the graph records
+/// them as updated in place ([`graph::Tensor::updates`]), so every step
+/// carries them and `--save-weights` / `--save-onnx` write them — in either
+/// mode, since the dynamo exporter writes a module in `train()` as an
+/// inference-mode node.
 pub fn batchnorm(l: &mut Lower, n: &Node, _m: &Mapping) -> LResult<Vec<Out>> {
     // Opset ≥ 14 says training mode with the attribute; before, the extra
     // outputs (running mean / var, saved statistics) did.
@@ -31,34 +40,49 @@ pub fn batchnorm(l: &mut Lower, n: &Node, _m: &Mapping) -> LResult<Vec<Out>> {
     let (v, s) = as_nchw(l, x)?;
     let gamma = input(l, n, 1)?;
     let beta = input(l, n, 2)?;
-    if training_mode {
-        let y = l.emit1("batchnorm", &[v, gamma, beta], &[("eps", float(eps))])?;
-        let mut outs = vec![Out::T(l.reshape(y, &s)?)];
-        if n.wants_output(1) || n.wants_output(2) {
-            let mean = input(l, n, 3)?;
-            let var = input(l, n, 4)?;
-            let momentum = n.attrs.float("momentum", 0.9);
-            let st = l.emit(
-                "batchnorm_running_stats",
-                &[v, mean, var],
-                &[("momentum", float(momentum))],
-            )?;
-            outs.extend(st.into_iter().map(Out::T));
-        }
-        return Ok(outs);
-    }
-    let y = if l.training {
-        l.emit1("batchnorm", &[v, gamma, beta], &[("eps", float(eps))])?
-    } else {
+    if !training_mode && !l.training {
         let mean = input(l, n, 3)?;
         let var = input(l, n, 4)?;
-        l.emit1(
+        let y = l.emit1(
             "batchnorm_inference",
             &[v, gamma, beta, mean, var],
             &[("eps", float(eps))],
-        )?
-    };
-    Ok(vec![Out::T(l.reshape(y, &s)?)])
+        )?;
+        return Ok(vec![Out::T(l.reshape(y, &s)?)]);
+    }
+    let y = l.emit1("batchnorm", &[v, gamma, beta], &[("eps", float(eps))])?;
+    let mut outs = vec![Out::T(l.reshape(y, &s)?)];
+    let wanted = training_mode && (n.wants_output(1) || n.wants_output(2));
+    // The running statistics this training graph updates in place.
+    let states = l.training && (3..5).all(|i| n.input(i).is_some_and(|v| is_initializer(l, v)));
+    if wanted || states {
+        let mean = input(l, n, 3)?;
+        let var = input(l, n, 4)?;
+        let momentum = n.attrs.float("momentum", 0.9);
+        let st = l.emit(
+            "batchnorm_running_stats",
+            &[v, mean, var],
+            &[("momentum", float(momentum))],
+        )?;
+        if states {
+            for (&next, state) in st.iter().zip([mean, var]) {
+                l.b.set_updates(next, state)?;
+            }
+        }
+        if wanted {
+            outs.extend(st.into_iter().map(Out::T));
+        }
+    }
+    Ok(outs)
+}
+
+/// Whether the ONNX value `name` is a float initializer (a trainable leaf,
+/// [`Kind::Weight`]) that no operator of the graph produces.
+fn is_initializer(l: &Lower, name: &str) -> bool {
+    l.values.get(name).is_some_and(|e| {
+        e.known.as_ref().is_some_and(|k| k.kind == Kind::Weight)
+            && e.tensor.is_none_or(|t| l.b.graph().producer(t).is_none())
+    })
 }
 
 /// InstanceNormalization → `instancenorm` (any rank ≥ 3 via an NCHW view).
