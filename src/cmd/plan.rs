@@ -7,8 +7,9 @@
 //! Takes a zoo model or a graph file; prints workers, per-worker memory
 //! against the device memory, communication bytes per training step, the ten
 //! operators that communicate most (operators that differ only in time step
-//! or layer index folded into one line, [`planner::plan::op_groups`]), the
-//! same figures for data parallelism,
+//! or layer index, or an export's numbered nodes at one place of a repeated
+//! block, folded into one line, [`planner::plan::op_groups`]), the same
+//! figures for data parallelism,
 //! why the search stopped and which candidate plan it kept; with a topology,
 //! bytes and estimated seconds per link level ([`super::plan_topology`]).
 //! `--json` prints one object with `workers`,

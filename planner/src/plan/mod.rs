@@ -11,7 +11,8 @@
 //!      ([`decisions::LayoutRule`], Megatron-LM's weight splits).
 //!    * [`coarse`]: the coarsened graph of a plan, for pictures.
 //!    * [`op_groups`]: the operators that communicate most, time steps and
-//!      layers folded.
+//!      layers folded; [`repeats`]: an export's repeated blocks (its
+//!      numbered layers) for that list.
 //! 2. The graph and the cluster:
 //!    * [`access`]: which input elements a share of an operator reads.
 //!    * [`model`]: per-operator access models and strategies for a graph.
@@ -80,6 +81,7 @@ pub mod op_groups;
 pub mod options;
 pub mod pareto;
 pub mod planned;
+pub mod repeats;
 pub mod report;
 pub mod request;
 pub mod searches;

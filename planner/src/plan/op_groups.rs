@@ -7,9 +7,13 @@
 //! `bwd/lstm.l*.t*.gh/w ×80` instead of eighty — their count and summed
 //! bytes, the heaviest group first. An unrolled RNN or a deep stack of
 //! identical blocks then lists its distinct operators, not ten copies of one.
+//! An export's numbered nodes (`node_MatMul_155`), whose names carry no
+//! layer index, fold by their place in a repeated block instead
+//! ([`super::repeats`]).
 
 use std::collections::BTreeMap;
 
+use super::repeats::{block_pattern, block_places, BlockPlace};
 use crate::graph::{Graph, OpId};
 
 /// Operators whose names differ only in time step or layer index, with one spec.
@@ -68,26 +72,65 @@ fn fold_index(part: &str) -> String {
 /// The operators that move bytes (`op_comm_bytes[i] > 0`), grouped by
 /// ([`index_pattern`] of the name, spec); heaviest group first, ties by
 /// pattern and spec. The bytes of a group are the sum of its members'.
+///
+/// An operator alone in its name group (an export's numbered node,
+/// `node_MatMul_155`, whose name carries no layer index) is grouped
+/// instead with the operators at its offset of a repeated block
+/// ([`super::repeats`]): the same operator of every layer, pattern
+/// [`block_pattern`] (`node_MatMul_{155,228,…}`). Named indices fold as
+/// before, so the zoo's groups do not change.
 pub fn group_ops(graph: &Graph, op_comm_bytes: &[u64]) -> Vec<OpGroup> {
-    let mut groups: BTreeMap<(String, String), OpGroup> = BTreeMap::new();
-    for (id, &bytes) in graph.op_ids().zip(op_comm_bytes) {
-        if bytes == 0 {
-            continue;
-        }
-        let op = graph.op(id);
-        let key = (index_pattern(&op.name), op.spec.clone());
-        let group = groups
-            .entry(key)
-            .or_insert_with_key(|(pattern, spec)| OpGroup {
-                pattern: pattern.clone(),
-                spec: spec.clone(),
-                members: Vec::new(),
-                comm_bytes: 0,
-            });
-        group.members.push(id);
-        group.comm_bytes += bytes;
+    #[derive(PartialEq, Eq, PartialOrd, Ord)]
+    enum Key {
+        Name(String, String),
+        Block(BlockPlace, String),
     }
-    let mut out: Vec<OpGroup> = groups.into_values().collect();
+    let moving: Vec<OpId> = graph
+        .op_ids()
+        .zip(op_comm_bytes)
+        .filter(|(_, &b)| b > 0)
+        .map(|(id, _)| id)
+        .collect();
+    let name_key = |id: OpId| {
+        let op = graph.op(id);
+        (index_pattern(&op.name), op.spec.clone())
+    };
+    let mut name_counts: BTreeMap<(String, String), usize> = BTreeMap::new();
+    for &id in &moving {
+        *name_counts.entry(name_key(id)).or_default() += 1;
+    }
+    let places = block_places(graph);
+    let mut members: BTreeMap<Key, Vec<OpId>> = BTreeMap::new();
+    for &id in &moving {
+        let (pattern, spec) = name_key(id);
+        let key = match places[id.index()] {
+            Some(place) if name_counts[&(pattern.clone(), spec.clone())] == 1 => {
+                Key::Block(place, spec)
+            }
+            _ => Key::Name(pattern, spec),
+        };
+        members.entry(key).or_default().push(id);
+    }
+    let mut out: Vec<OpGroup> = members
+        .into_iter()
+        .map(|(key, members)| {
+            let (pattern, spec) = match key {
+                Key::Name(pattern, spec) => (pattern, spec),
+                Key::Block(_, spec) => {
+                    let names: Vec<&str> =
+                        members.iter().map(|&m| graph.op(m).name.as_str()).collect();
+                    (block_pattern(&names), spec)
+                }
+            };
+            let comm_bytes = members.iter().map(|m| op_comm_bytes[m.index()]).sum();
+            OpGroup {
+                pattern,
+                spec,
+                members,
+                comm_bytes,
+            }
+        })
+        .collect();
     out.sort_by(|a, b| {
         b.comm_bytes
             .cmp(&a.comm_bytes)
