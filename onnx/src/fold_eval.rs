@@ -84,6 +84,8 @@ pub fn evaluate(l: &Lower, n: &Node, lib: &Library) -> LResult<Option<Vec<Known>
     let too_big = outs.iter().any(|o| match o {
         Out::T(t) => graph.tensor(*t).shape.iter().product::<usize>() > FOLD_LIMIT,
         Out::C(d) => d.numel() > FOLD_LIMIT,
+        // Sequences are lists of values at import, never folded as one.
+        Out::Seq(_) => true,
     });
     if too_big {
         return Ok(None);
@@ -117,6 +119,7 @@ pub fn evaluate(l: &Lower, n: &Node, lib: &Library) -> LResult<Option<Vec<Known>
                 (v.shape.clone(), v.data.clone())
             }
             Out::C(d) => (d.shape, d.values),
+            Out::Seq(_) => return Ok(None),
         };
         let elem = out_elem(n, i, &elems);
         let vals = if elem.is_integer() {

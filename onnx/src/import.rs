@@ -286,11 +286,9 @@ impl Pass<'_, '_> {
             opset: self.model.opset(&np.domain),
             attrs: Attrs::new(np),
         };
-        if let Some(inp) = np
-            .input
-            .iter()
-            .find(|x| !x.is_empty() && !self.l.values.contains_key(*x))
-        {
+        if let Some(inp) = np.input.iter().find(|x| {
+            !x.is_empty() && !self.l.values.contains_key(*x) && !self.l.sequences.contains_key(*x)
+        }) {
             return Err(OnnxError::UndefinedValue {
                 path: self.path.to_path_buf(),
                 node: node_name,
@@ -538,20 +536,33 @@ fn with_opaque_specs(lib: &Library, specs: &opaque::OpaqueSpecs) -> Result<Libra
 
 fn bind_outputs(l: &mut Lower, np: &onnx_protobuf::NodeProto, outs: Vec<Out>) {
     for (o, out) in np.output.iter().zip(outs) {
-        if o.is_empty() {
-            continue;
+        if !o.is_empty() {
+            bind_value(l, o, out);
         }
-        match out {
-            Out::T(t) => l.bind(o, t),
-            Out::C(d) => l.define_known(
-                o,
-                Known {
-                    elem: d.elem,
-                    shape: d.shape.clone(),
-                    src: Src::Dense(d),
-                    kind: Kind::Constant,
-                },
-            ),
+    }
+}
+
+/// Bind the value `name`; a sequence's elements as `name[i]`.
+fn bind_value(l: &mut Lower, name: &str, out: Out) {
+    match out {
+        Out::T(t) => l.bind(name, t),
+        Out::C(d) => l.define_known(
+            name,
+            Known {
+                elem: d.elem,
+                shape: d.shape.clone(),
+                src: Src::Dense(d),
+                kind: Kind::Constant,
+            },
+        ),
+        Out::Seq(items) => {
+            let mut names = Vec::with_capacity(items.len());
+            for (i, item) in items.into_iter().enumerate() {
+                let element = format!("{name}[{i}]");
+                bind_value(l, &element, item);
+                names.push(element);
+            }
+            l.sequences.insert(name.to_string(), names);
         }
     }
 }

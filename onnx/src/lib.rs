@@ -56,6 +56,7 @@ pub mod map_quant;
 pub mod map_reduce;
 pub mod map_resize;
 pub mod map_rotary;
+pub mod map_sequence;
 pub mod map_shape;
 pub mod map_signal;
 pub mod map_tensor;

@@ -117,6 +117,9 @@ pub enum Out {
     T(TensorId),
     /// A value computed at import (constant folding).
     C(Data),
+    /// A sequence (ONNX `seq(tensor)`), resolved at import: its elements in
+    /// order, each bound as the value `NAME[i]` ([`Lower::sequences`]).
+    Seq(Vec<Out>),
 }
 
 /// Why a node could not be lowered.
@@ -158,6 +161,9 @@ pub struct Lower<'l> {
     pub producers: HashMap<TensorId, (String, Vec<TensorId>)>,
     /// The graph inputs without a known value ([`Lower::define_input`]), by tensor.
     pub graph_inputs: HashMap<TensorId, String>,
+    /// ONNX sequence value name → the value names of its elements, in order
+    /// (`crate::map_sequence`).
+    pub sequences: HashMap<String, Vec<String>>,
     node: String,
     emitted: usize,
     step: Option<u32>,
@@ -174,6 +180,7 @@ impl<'l> Lower<'l> {
             total_emitted: 0,
             producers: HashMap::new(),
             graph_inputs: HashMap::new(),
+            sequences: HashMap::new(),
             node: String::new(),
             emitted: 0,
             step: None,

@@ -17,6 +17,7 @@ use crate::lower::{LResult, Lower, Out};
 use crate::map_conv_transpose as ct;
 use crate::map_grid_sample as gs;
 use crate::map_nll as nll;
+use crate::map_sequence as seq;
 use crate::mapping::{LowerFn, Mapping};
 use crate::node::Node;
 use crate::proto::AI_ONNX;
@@ -167,6 +168,11 @@ pub const TABLE: &[Mapping] = &[
     row("Col2Im", &["col2im3d"], ct::col2im),
     row("Compress", &["gather", "embedding"], sh::compress),
     row("Concat", &["concat", "concat_channels"], sh::concat),
+    row(
+        "ConcatFromSequence",
+        &["concat", "concat_channels"],
+        seq::concat_from_sequence,
+    ),
     row("Constant", &[], folded),
     row("ConstantOfShape", &[], folded),
     row(
@@ -442,6 +448,12 @@ pub const TABLE: &[Mapping] = &[
             ("gamma", "gamma", 1.050_701_022_148_132_3),
         ],
     ),
+    row("SequenceAt", &[], seq::sequence_at),
+    row("SequenceConstruct", &[], seq::sequence_construct),
+    row("SequenceEmpty", &[], seq::sequence_empty),
+    row("SequenceErase", &[], seq::sequence_erase),
+    row("SequenceInsert", &[], seq::sequence_insert),
+    row("SequenceLength", &[], seq::sequence_length),
     row("Shape", &[], folded),
     una(
         "Shrink",
@@ -469,6 +481,7 @@ pub const TABLE: &[Mapping] = &[
     un("Softsign", &["softsign"]),
     row("SpaceToDepth", &["swap_blocks"], sh::depth_space),
     row("Split", &["split_last"], sh::split),
+    row("SplitToSequence", &["split_last"], seq::split_to_sequence),
     un("Sqrt", &["sqrt"]),
     row("Squeeze", &["reshape_2_1"], sh::view),
     row("STFT", &["stft"], sig::stft),

@@ -6,7 +6,7 @@
 //! CenterCropPad (`slice` / `pad` per axis). Empty results are empty
 //! constants.
 
-use graph::{float, int};
+use graph::{float, int, TensorId};
 
 use crate::lower::{unsupported, LResult, Lower, NodeError, Out};
 use crate::map_elementwise::{input, shape};
@@ -35,25 +35,35 @@ pub fn concat(l: &mut Lower, n: &Node, _m: &Mapping) -> LResult<Vec<Out>> {
         r,
     )
     .map_err(|_| NodeError::Unsupported("axis is missing or out of range".into()))?;
+    Ok(vec![Out::T(concat_tensors(l, &ts, axis)?)])
+}
+
+/// The non-empty tensors `ts` (at least one, equal shapes but on `axis`)
+/// joined along `axis`: `identity` for one, `concat_channels` chains on axis
+/// 1 of rank ≥ 3, otherwise `concat` on the last axis. Shared with
+/// ConcatFromSequence.
+pub fn concat_tensors(l: &mut Lower, ts: &[TensorId], axis: usize) -> LResult<TensorId> {
+    let first = ts[0];
+    let r = l.shape(first).len();
     if ts.len() == 1 {
-        return Ok(vec![Out::T(l.emit1("identity", &[first], &[])?)]);
+        return Ok(l.emit1("identity", &[first], &[])?);
     }
     if axis == 1 && r >= 3 {
         let mut acc = first;
         for &t in &ts[1..] {
             acc = l.emit1("concat_channels", &[acc, t], &[])?;
         }
-        return Ok(vec![Out::T(acc)]);
+        return Ok(acc);
     }
     let mut moved = Vec::new();
-    for &t in &ts {
+    for &t in ts {
         moved.push(l.axis_to_last(t, axis)?);
     }
     let mut acc = moved[0];
     for &t in &moved[1..] {
         acc = l.emit1("concat", &[acc, t], &[])?;
     }
-    Ok(vec![Out::T(l.last_to_axis(acc, axis)?)])
+    l.last_to_axis(acc, axis)
 }
 
 /// Split along `axis` into the given sizes (attribute or input by opset,
@@ -80,7 +90,14 @@ pub fn split(l: &mut Lower, n: &Node, _m: &Mapping) -> LResult<Vec<Out>> {
     if sizes.iter().sum::<usize>() != s[axis] || sizes.len() != outs {
         return unsupported(format!("split sizes {sizes:?} for a dim of {}", s[axis]));
     }
-    // Empty parts are empty constants; the others peel off the front.
+    split_sizes(l, x, axis, &sizes)
+}
+
+/// `x` split along `axis` into parts of `sizes` (summing to the dim):
+/// empty parts are empty constants, the others peel off the front with
+/// `split_last`. Shared with SplitToSequence.
+pub fn split_sizes(l: &mut Lower, x: TensorId, axis: usize, sizes: &[usize]) -> LResult<Vec<Out>> {
+    let s = l.shape(x);
     let last = sizes.iter().rposition(|&sz| sz > 0);
     let mut rest = l.axis_to_last(x, axis)?;
     let mut result = Vec::new();

@@ -16,7 +16,8 @@ pub mod view;
 
 pub use index::{compress, gather, one_hot, reverse_sequence, trilu};
 pub use last_axis::{
-    center_crop_pad, concat, cumsum, pad, slice, slice_args, slice_indices, split, tile,
+    center_crop_pad, concat, concat_tensors, cumsum, pad, slice, slice_args, slice_indices, split,
+    split_sizes, tile,
 };
 pub use view::{depth_space, expand, transpose, view, view_shape};
 
