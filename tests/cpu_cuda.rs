@@ -9,7 +9,9 @@
 //! that does not wait for the buffer's stream) fails the k = 2
 //! host-staged run that verifies without it, under the same delays; a device memory smaller than the run needs is an error naming
 //! out-of-memory, not a crash; a user operator loaded with `--specs` (a
-//! custom ONNX node) runs through its generated kernels and verifies.
+//! custom ONNX node) runs through its generated kernels and verifies; a
+//! CNN's convolutions run through the stand-in's cuDNN (or, without it,
+//! the generated kernels) and verify.
 //!
 //! A root-package test so that `CARGO_BIN_EXE_tofu` is the binary of this
 //! build, with the `cuda` feature. Needs bash and g++ (the stand-in
@@ -56,12 +58,17 @@ fn text(o: &Output) -> (String, String) {
 
 /// `tofu plan` mlp-2-8 (batch 4) for `workers` into `dir`.
 fn plan(dir: &Path, workers: &str) -> PathBuf {
-    let p = dir.join(format!("plan-{workers}.json"));
+    plan_model(dir, "mlp-2-8", workers)
+}
+
+/// `tofu plan` of zoo `model` (batch 4) for `workers` into `dir`.
+fn plan_model(dir: &Path, model: &str, workers: &str) -> PathBuf {
+    let p = dir.join(format!("plan-{model}-{workers}.json"));
     let o = Command::new(env!("CARGO_BIN_EXE_tofu"))
         .args([
             "plan",
             "--model",
-            "mlp-2-8",
+            model,
             "--batch",
             "4",
             "--workers",
@@ -211,4 +218,40 @@ fn a_custom_operator_runs_through_its_generated_kernel() {
         v["bytes_sent_per_rank"], v["predicted_bytes_per_rank"],
         "{v}"
     );
+}
+
+/// Convolutions through cuDNN (issue 37, item 4): a CNN's steps at k = 1
+/// and k = 2 over NCCL (the convolutions split by batch: cuDNN calls of
+/// other sizes), with seeded delays, verify against the unpartitioned run
+/// (`--verify`, on the same backend: a check of the partitioned cuDNN
+/// calls against the whole ones, not of cuDNN itself; the CPU-backend
+/// oracle and the negative control are
+/// `tests/cpu_cuda_train.rs::a_cnn_through_cudnn_gives_the_cpu_losses`); the
+/// backend says it used cuDNN, and without cuDNN (`TOFU_CPU_CUDA_NO_CUDNN`)
+/// says it fell back to the generated kernels.
+#[test]
+fn a_cnn_verifies_with_its_convolutions_through_cudnn() {
+    if !have_gxx() {
+        return;
+    }
+    let dir = temp_dir("cudnn");
+    let (p1, p2) = (
+        plan_model(&dir, "cnn-2-8", "1"),
+        plan_model(&dir, "cnn-2-8", "2"),
+    );
+    let o = run(&p1, &[], 4, &[]);
+    verified(&o, "cnn k = 1 through cuDNN");
+    let err = text(&o).1;
+    assert!(err.contains("convolutions through cuDNN"), "{err}");
+    let o = run(&p2, &["--devices", "0,1"], 5, &[]);
+    verified(&o, "cnn k = 2 through cuDNN");
+    let o = run(&p1, &[], 4, &[("TOFU_CPU_CUDA_NO_CUDNN", "1")]);
+    verified(&o, "cnn k = 1, generated convolutions");
+    let err = text(&o).1;
+    assert!(
+        err.contains("cuDNN") && err.contains("could not be loaded"),
+        "{err}"
+    );
+    assert!(err.contains("generated CUDA kernels"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
 }

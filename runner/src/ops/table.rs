@@ -3,7 +3,7 @@
 //! backends read it: the CPU's [`Registry`](crate::Registry) registers the
 //! [`LibraryKernel::cpu`] constructors (and the windowed ones,
 //! [`LibraryKernel::cpu_window`]); the CUDA backend runs
-//! [`LibraryKernel::cuda`] (cuBLAS, its scatter-add kernel, or CUDA C
+//! [`LibraryKernel::cuda`] (cuBLAS, its scatter-add kernel, cuDNN, or CUDA C
 //! generated from the spec). An op not listed runs through each backend's
 //! spec compiler (the CPU's compiled evaluator, CUDA's generated kernels),
 //! so adding a spec needs no line here.
@@ -23,6 +23,9 @@ pub enum CudaForm {
     /// [`ScatterRows`](super::ScatterRows)
     /// ([`scatter_rows_shape`](super::scatter_rows_shape)).
     ScatterAdd,
+    /// cuDNN's convolution of the op's [`ConvShape`](super::ConvShape)
+    /// ([`conv_shape`](super::conv_shape)), where cuDNN is present.
+    Cudnn,
     /// CUDA C generated from the op's spec, as for an op not in the table.
     Generated,
 }
@@ -73,6 +76,14 @@ const fn scatter_add(op: &'static str, cpu: KernelFactory) -> LibraryKernel {
     }
 }
 
+/// A 2-D convolution or one of its gradients: im2col + gemm, cuDNN.
+const fn cudnn(op: &'static str, cpu: KernelFactory) -> LibraryKernel {
+    LibraryKernel {
+        cuda: CudaForm::Cudnn,
+        ..self::cpu(op, "im2col+gemm", cpu)
+    }
+}
+
 impl LibraryKernel {
     /// With a CPU kernel for windowed shares.
     const fn with_window(self, f: WindowKernelFactory) -> LibraryKernel {
@@ -108,9 +119,9 @@ pub const LIBRARY_KERNELS: &[LibraryKernel] = &[
     cpu("conv1d", "im2col+gemm", conv::conv1d),
     cpu("conv1d_grad_x", "im2col+gemm", conv::conv1d_grad_x),
     cpu("conv1d_grad_w", "im2col+gemm", conv::conv1d_grad_w),
-    cpu("conv2d", "im2col+gemm", conv::conv2d),
-    cpu("conv2d_grad_x", "im2col+gemm", conv::conv2d_grad_x),
-    cpu("conv2d_grad_w", "im2col+gemm", conv::conv2d_grad_w),
+    cudnn("conv2d", conv::conv2d),
+    cudnn("conv2d_grad_x", conv::conv2d_grad_x),
+    cudnn("conv2d_grad_w", conv::conv2d_grad_w),
     cpu("conv2d_bias", "im2col+gemm", conv::conv2d),
     cpu("conv2d_group", "im2col+gemm", conv::conv2d),
     cpu("conv2d_group_bias", "im2col+gemm", conv::conv2d),
