@@ -172,7 +172,7 @@ EOF
     timeout 120 "$dir/tofu" run "$tmp/cnn.json" --backend cuda --steps 3 --verify --json \
         > "$tmp/cnn.out" 2> "$tmp/cnn.err"
     local via="generated kernels"
-    grep -q "convolutions through cuDNN" "$tmp/cnn.err" && via="cuDNN"
+    grep -q "through cuDNN (" "$tmp/cnn.err" && via="cuDNN"
     step "cnn-8-64 --verify, convs: $via" 10 grep -q '"verified": *true' "$tmp/cnn.out"
     step "GPU benchmark vs PyTorch" 300 bash "$dir/scripts/gpu-bench.sh" "$dir/tofu"
     "$dir/tofu" plan --model mlp-4-4096 --batch 256 --workers 1 -o "$tmp/mlp.json" > /dev/null

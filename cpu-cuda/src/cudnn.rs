@@ -9,7 +9,8 @@
 //! [`crate::cudnn_conv`] (im2col into the caller's workspace, GEMMs by
 //! the `gemm` crate). Descriptors are checked against one another and
 //! every operand and the workspace against its device allocation, as
-//! cuDNN's `CUDNN_STATUS_BAD_PARAM`; β must be 0.
+//! cuDNN's `CUDNN_STATUS_BAD_PARAM`; β must be 0. Max pooling:
+//! [`crate::cudnn_pool`].
 
 use std::ffi::{c_char, c_int, c_void};
 
@@ -21,11 +22,11 @@ use crate::status::CUDA_SUCCESS;
 use crate::stream::Delay;
 
 /// `cudnnStatus_t` (cuDNN 9's values).
-type Status = c_int;
-const SUCCESS: Status = 0;
-const NOT_INITIALIZED: Status = 1001;
-const BAD_PARAM: Status = 2000;
-const NOT_SUPPORTED: Status = 3000;
+pub(crate) type Status = c_int;
+pub(crate) const SUCCESS: Status = 0;
+pub(crate) const NOT_INITIALIZED: Status = 1001;
+pub(crate) const BAD_PARAM: Status = 2000;
+pub(crate) const NOT_SUPPORTED: Status = 3000;
 
 /// The algorithm each direction offers: `CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM`,
 /// `CUDNN_CONVOLUTION_BWD_DATA_ALGO_1`, `CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1`.
@@ -53,13 +54,13 @@ pub struct AlgoPerf {
 
 /// A handle: the stream its work goes to.
 #[derive(Default)]
-struct Handle {
-    stream: usize,
+pub(crate) struct Handle {
+    pub(crate) stream: usize,
 }
 
 /// A tensor or filter descriptor: NCHW (KCRS) dims once set.
 #[derive(Default)]
-struct Dims(Option<[usize; 4]>);
+pub(crate) struct Dims(pub(crate) Option<[usize; 4]>);
 
 /// A convolution descriptor's settings: pads, strides, dilations
 /// (height, width), whether the filter is flipped.
@@ -69,20 +70,20 @@ type ConvSettings = ([usize; 2], [usize; 2], [usize; 2], bool);
 #[derive(Default)]
 struct ConvDesc(Option<ConvSettings>);
 
-fn make<T: Default>(out: *mut *mut c_void) -> Status {
+pub(crate) fn make<T: Default>(out: *mut *mut c_void) -> Status {
     match put(out, Box::into_raw(Box::<T>::default()) as *mut c_void) {
         CUDA_SUCCESS => SUCCESS,
         _ => BAD_PARAM,
     }
 }
 
-fn get<'a, T>(p: *mut c_void) -> Option<&'a mut T> {
+pub(crate) fn get<'a, T>(p: *mut c_void) -> Option<&'a mut T> {
     // SAFETY: a descriptor or handle made by `make::<T>`, alive until
     // destroyed (the C API's contract).
     (!p.is_null()).then(|| unsafe { &mut *(p as *mut T) })
 }
 
-fn free<T>(p: *mut c_void) -> Status {
+pub(crate) fn free<T>(p: *mut c_void) -> Status {
     if p.is_null() {
         return BAD_PARAM;
     }
@@ -103,14 +104,28 @@ pub extern "C" fn cudnnGetErrorString(s: Status) -> *const c_char {
     text.as_ptr() as *const c_char
 }
 
-#[no_mangle]
-pub extern "C" fn cudnnCreate(h: *mut *mut c_void) -> Status {
-    make::<Handle>(h)
-}
+/// Export the create and destroy functions of each descriptor (or handle)
+/// type: `create(out)` boxes a default one, `destroy(p)` frees it.
+macro_rules! descriptors {
+    ($($create:ident, $destroy:ident, $t:ty;)*) => {$(
+        #[no_mangle]
+        pub extern "C" fn $create(d: *mut *mut c_void) -> Status {
+            $crate::cudnn::make::<$t>(d)
+        }
 
-#[no_mangle]
-pub extern "C" fn cudnnDestroy(h: *mut c_void) -> Status {
-    free::<Handle>(h)
+        #[no_mangle]
+        pub extern "C" fn $destroy(d: *mut c_void) -> Status {
+            $crate::cudnn::free::<$t>(d)
+        }
+    )*};
+}
+pub(crate) use descriptors;
+
+descriptors! {
+    cudnnCreate, cudnnDestroy, Handle;
+    cudnnCreateTensorDescriptor, cudnnDestroyTensorDescriptor, Dims;
+    cudnnCreateFilterDescriptor, cudnnDestroyFilterDescriptor, Dims;
+    cudnnCreateConvolutionDescriptor, cudnnDestroyConvolutionDescriptor, ConvDesc;
 }
 
 #[no_mangle]
@@ -122,26 +137,6 @@ pub extern "C" fn cudnnSetStream(h: *mut c_void, stream: *mut c_void) -> Status 
         }
         None => NOT_INITIALIZED,
     }
-}
-
-#[no_mangle]
-pub extern "C" fn cudnnCreateTensorDescriptor(d: *mut *mut c_void) -> Status {
-    make::<Dims>(d)
-}
-
-#[no_mangle]
-pub extern "C" fn cudnnDestroyTensorDescriptor(d: *mut c_void) -> Status {
-    free::<Dims>(d)
-}
-
-#[no_mangle]
-pub extern "C" fn cudnnCreateFilterDescriptor(d: *mut *mut c_void) -> Status {
-    make::<Dims>(d)
-}
-
-#[no_mangle]
-pub extern "C" fn cudnnDestroyFilterDescriptor(d: *mut c_void) -> Status {
-    free::<Dims>(d)
 }
 
 /// Set 4-D dims: NCHW layout (format 0) and f32 (type 0) only.
@@ -184,16 +179,6 @@ pub extern "C" fn cudnnSetFilter4dDescriptor(
     w: c_int,
 ) -> Status {
     set_dims(d, format, dtype, [k, c, h, w])
-}
-
-#[no_mangle]
-pub extern "C" fn cudnnCreateConvolutionDescriptor(d: *mut *mut c_void) -> Status {
-    make::<ConvDesc>(d)
-}
-
-#[no_mangle]
-pub extern "C" fn cudnnDestroyConvolutionDescriptor(d: *mut c_void) -> Status {
-    free::<ConvDesc>(d)
 }
 
 #[no_mangle]
@@ -343,10 +328,10 @@ struct Call {
 }
 
 /// Check `call` and queue it on the handle's stream.
-fn queue(h: *mut c_void, alpha: *const c_void, beta: *const c_void, call: Call) -> Status {
-    let Some(h) = get::<Handle>(h) else {
+fn queue(h_ptr: *mut c_void, alpha: *const c_void, beta: *const c_void, call: Call) -> Status {
+    if get::<Handle>(h_ptr).is_none() {
         return NOT_INITIALIZED;
-    };
+    }
     if alpha.is_null() || beta.is_null() {
         return BAD_PARAM;
     }
@@ -377,31 +362,63 @@ fn queue(h: *mut c_void, alpha: *const c_void, beta: *const c_void, call: Call) 
         (py, ny * 4),
         (call.ws.0, ws_bytes),
     ];
-    if call.ws.1 < ws_bytes || spans.iter().any(|&(p, b)| check(p, b) != CUDA_SUCCESS) {
+    if call.ws.1 < ws_bytes {
+        return BAD_PARAM;
+    }
+    let (dir, ws) = (call.dir, call.ws.0);
+    launch(h_ptr, &spans, move |m| {
+        let col = m.rw(ws, ws_bytes / 4);
+        match dir {
+            Dir::Forward => conv.forward(alpha, m.ro(px, nx), m.ro(pw, nw), col, m.rw(py, ny)),
+            Dir::Data => conv.backward_data(alpha, m.ro(py, ny), m.ro(pw, nw), col, m.rw(px, nx)),
+            Dir::Filter => {
+                conv.backward_filter(alpha, m.ro(px, nx), m.ro(py, ny), col, m.rw(pw, nw))
+            }
+        }
+    })
+}
+
+/// Device memory as f32 slices, handed to the work of a queued cuDNN call
+/// ([`launch`]) whose operands were checked to lie inside allocations.
+pub(crate) struct Mem(());
+
+impl Mem {
+    /// `n` elements at `p`, read.
+    pub(crate) fn ro<'a>(&self, p: u64, n: usize) -> &'a [f32] {
+        // SAFETY: a checked operand of the call (see `launch`).
+        unsafe { std::slice::from_raw_parts(p as *const f32, n) }
+    }
+
+    /// `n` elements at `p`, written (a call's outputs and workspace do not
+    /// overlap its inputs).
+    #[allow(clippy::mut_from_ref)]
+    pub(crate) fn rw<'a>(&self, p: u64, n: usize) -> &'a mut [f32] {
+        // SAFETY: a checked operand of the call (see `launch`).
+        unsafe { std::slice::from_raw_parts_mut(p as *mut f32, n) }
+    }
+}
+
+/// Check that each (pointer, bytes) of `spans` lies inside one device
+/// allocation (`BAD_PARAM` otherwise) and queue `work` on handle `h`'s
+/// stream, with its random delay.
+pub(crate) fn launch(
+    h: *mut c_void,
+    spans: &[(u64, usize)],
+    work: impl FnOnce(Mem) + Send + 'static,
+) -> Status {
+    let Some(h) = get::<Handle>(h) else {
+        return NOT_INITIALIZED;
+    };
+    if spans.iter().any(|&(p, b)| check(p, b) != CUDA_SUCCESS) {
         return BAD_PARAM;
     }
     let Some(stream) = stream_of(h.stream as *mut c_void) else {
         return NOT_INITIALIZED;
     };
-    let (dir, ws) = (call.dir, call.ws.0);
     stream.enqueue(
         Delay::Random,
         Box::new(move || {
-            // SAFETY: each operand lies inside a device allocation (checked
-            // above); the output and the workspace are written, the inputs
-            // read, and a caller's buffers do not overlap.
-            unsafe {
-                let ro = |p: u64, n: usize| std::slice::from_raw_parts(p as *const f32, n);
-                let rw = |p: u64, n: usize| std::slice::from_raw_parts_mut(p as *mut f32, n);
-                let col = rw(ws, ws_bytes / 4);
-                match dir {
-                    Dir::Forward => conv.forward(alpha, ro(px, nx), ro(pw, nw), col, rw(py, ny)),
-                    Dir::Data => conv.backward_data(alpha, ro(py, ny), ro(pw, nw), col, rw(px, nx)),
-                    Dir::Filter => {
-                        conv.backward_filter(alpha, ro(px, nx), ro(py, ny), col, rw(pw, nw))
-                    }
-                }
-            }
+            work(Mem(()));
             CUDA_SUCCESS
         }),
     );

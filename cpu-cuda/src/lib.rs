@@ -14,7 +14,8 @@
 //! really wait ([`stream`]), kernels compiled from the generated CUDA C
 //! with g++ after the C++ shim of CUDA's execution model ([`module`],
 //! [`nvrtc`]), GEMM by the `gemm` crate ([`cublas`]), 2-D convolutions
-//! as im2col + GEMM ([`cudnn`], [`cudnn_conv`]), NCCL between the
+//! as im2col + GEMM and max pooling ([`cudnn`], [`cudnn_conv`],
+//! [`cudnn_pool`]), NCCL between the
 //! threads of one process and between processes ([`nccl`],
 //! [`nccl_net`]). Results under it are never GPU
 //! results.
@@ -35,6 +36,7 @@ mod api_tests;
 pub mod cublas;
 pub mod cudnn;
 pub mod cudnn_conv;
+pub mod cudnn_pool;
 pub mod device;
 pub mod driver;
 pub mod driver_mem;

@@ -4,8 +4,10 @@
 //! * [`KernelError`]: why preparing or running a kernel failed;
 //! * shape recognisers: [`gemm_shape`] (the matmul family as a
 //!   [`GemmShape`]), [`scatter_rows_shape`] (a scatter-add of rows as a
-//!   [`ScatterRows`]) and [`conv_shape`] (a 2-D convolution or one of its
-//!   gradients as a [`ConvShape`]), which a backend's library kernel runs;
+//!   [`ScatterRows`]), [`conv_shape`] (a 2-D convolution or one of its
+//!   gradients as a [`ConvShape`]) and [`pool_shape`] (a 2-D max pooling
+//!   or its gradient as a [`PoolShape`]), which a backend's library kernel
+//!   runs;
 //! * [`Layouts`] and [`window_layouts`]: where every buffer of one
 //!   worker's share of an op lies;
 //! * attribute helpers (`int_attr`, `only_attrs`, …) a kernel uses to decide
@@ -24,6 +26,7 @@ mod error;
 mod gemm_shape;
 pub mod index_range;
 mod layout;
+mod pool_shape;
 mod scatter_rows;
 mod table;
 
@@ -33,5 +36,6 @@ pub use error::KernelError;
 pub(crate) use gemm_shape::flat_shape;
 pub use gemm_shape::{gemm_shape, GemmShape, Trans};
 pub use layout::{window_layouts, Layouts};
+pub use pool_shape::{pool_shape, PoolShape};
 pub use scatter_rows::{scatter_rows_shape, ScatterRows};
 pub use table::{library_kernel, CudaForm, LibraryKernel, LIBRARY_KERNELS, SHAPE_RANKS};

@@ -26,6 +26,9 @@ pub enum CudaForm {
     /// cuDNN's convolution of the op's [`ConvShape`](super::ConvShape)
     /// ([`conv_shape`](super::conv_shape)), where cuDNN is present.
     Cudnn,
+    /// cuDNN's max pooling of the op's [`PoolShape`](super::PoolShape)
+    /// ([`pool_shape`](super::pool_shape)), where cuDNN is present.
+    CudnnPool,
     /// CUDA C generated from the op's spec, as for an op not in the table.
     Generated,
 }
@@ -81,6 +84,14 @@ const fn cudnn(op: &'static str, cpu: KernelFactory) -> LibraryKernel {
     LibraryKernel {
         cuda: CudaForm::Cudnn,
         ..self::cpu(op, "im2col+gemm", cpu)
+    }
+}
+
+/// A 2-D max pooling or its gradient: a direct loop, cuDNN.
+const fn cudnn_pool(op: &'static str, cpu: KernelFactory) -> LibraryKernel {
+    LibraryKernel {
+        cuda: CudaForm::CudnnPool,
+        ..self::cpu(op, "direct", cpu)
     }
 }
 
@@ -156,8 +167,8 @@ pub const LIBRARY_KERNELS: &[LibraryKernel] = &[
     cpu("adamw_update", "elementwise", optim::adamw),
     cpu("adagrad_update", "elementwise", optim::adagrad),
     cpu("rmsprop_update", "elementwise", optim::rmsprop),
-    cpu("maxpool2d", "direct", pool::maxpool2d),
-    cpu("maxpool2d_grad", "direct", pool::maxpool2d_grad),
+    cudnn_pool("maxpool2d", pool::maxpool2d),
+    cudnn_pool("maxpool2d_grad", pool::maxpool2d_grad),
     cpu("maxpool2d_ext", "direct", pool::maxpool2d_ext),
     cpu("maxpool2d_ext_grad", "direct", pool::maxpool2d_ext_grad),
     cpu("softmax", "rows", rows::softmax),

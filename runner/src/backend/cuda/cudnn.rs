@@ -1,33 +1,42 @@
-//! Convolutions through cuDNN on a [`CudaBackend`]: a `conv2d`,
-//! `conv2d_grad_x` or `conv2d_grad_w` instance the op table sends to cuDNN
-//! ([`crate::ops::conv_shape`] recognises it) is prepared as a
-//! [`CudnnConv`] (descriptors, cuDNN's algorithm, its workspace size) and
+//! Convolutions and max pooling through cuDNN on a [`CudaBackend`]: a
+//! `conv2d`, `conv2d_grad_x` or `conv2d_grad_w` instance the op table sends
+//! to cuDNN ([`crate::ops::conv_shape`] recognises it) is prepared as a
+//! [`CudnnCall`] (descriptors, cuDNN's algorithm, its workspace size) and
 //! launched as one cuDNN call on the backend's stream, with its workspace
-//! allocated for the call and freed in stream order after it.
+//! allocated for the call and freed in stream order after it; a
+//! `maxpool2d` or `maxpool2d_grad` ([`crate::ops::pool_shape`]) likewise,
+//! without a workspace.
 //!
 //! cuDNN is opened once per process ([`super::cudnn_api::cudnn`], from
 //! `TOFU_CUDNN_LIBRARY` or `libcudnn.so.9`, `libcudnn.so`); where it is
-//! absent, [`CudaBackend::cudnn_conv`] gives `None` and the backend
+//! absent, [`CudaBackend::cudnn_conv`] (and `cudnn_pool`) give `None` and the backend
 //! generates the op's CUDA C, as for any op. Which of the two happened is
-//! said once per process on stderr (`tofu: convolutions through cuDNN
-//! (…)` or `tofu: cuDNN not loaded (…)`).
+//! said once per process on stderr (`tofu: convolutions and max pooling
+//! through cuDNN (…)`, or cuDNN's load error, which ends in
+//! `… convolutions run as generated CUDA kernels`).
 
 use std::sync::{Mutex, Once};
 
-use super::cudnn_api::{cudnn, ConvDescs, Handle};
+use super::cudnn_api::{cudnn, ConvDescs, Handle, PoolDescs};
 use super::device::{device_err, CudaBackend};
 use super::kernel::check_lens;
 use super::{CudaBuffer, CudaKernel};
 use crate::backend::{Backend, BackendError};
-use crate::ops::ConvShape;
+use crate::ops::{ConvShape, PoolShape};
 
-/// A convolution prepared for cuDNN.
-pub struct CudnnConv {
+/// An op instance prepared for cuDNN.
+pub struct CudnnCall {
     /// The op.
     pub(super) op: String,
-    /// Its shape.
-    pub(super) shape: ConvShape,
-    descs: ConvDescs,
+    /// Elements of each input and of the output.
+    io: (Vec<usize>, usize),
+    descs: Descs,
+}
+
+/// What the call is.
+enum Descs {
+    Conv(ConvDescs),
+    Pool(PoolDescs),
 }
 
 /// Whether the injected fault `TOFU_CUDA_FAULT=cudnn-convolution-mode` is
@@ -66,7 +75,12 @@ impl CudaBackend {
                 self.bind()?;
                 let h = Handle::new(api, self.stream.cu_stream() as *mut _)
                     .map_err(|e| device_err(format!("{} at `{}`: {e}", "cuDNN", api.path)))?;
-                announce(|| format!("convolutions through cuDNN (`{}`)", api.path));
+                announce(|| {
+                    format!(
+                        "convolutions and max pooling through cuDNN (`{}`)",
+                        api.path
+                    )
+                });
                 Some(Mutex::new(h))
             }
         };
@@ -90,46 +104,75 @@ impl CudaBackend {
         let h = h.lock().expect("cuDNN handle");
         let descs = ConvDescs::new(&h, &shape, flip_fault())
             .map_err(|e| device_err(format!("`{op}` through cuDNN ({shape:?}): {e}")))?;
-        Ok(Some(CudaKernel::Cudnn(Box::new(CudnnConv {
+        let (ins, out) = shape.io();
+        Ok(Some(CudaKernel::Cudnn(Box::new(CudnnCall {
             op: op.to_string(),
-            shape,
-            descs,
+            io: (ins.to_vec(), out),
+            descs: Descs::Conv(descs),
         }))))
     }
 
-    /// Launch `k`: check the buffers' lengths, allocate its workspace,
-    /// queue the cuDNN call on the stream, free the workspace after it (in
-    /// stream order).
+    /// The cuDNN kernel of `op` of `shape`, `None` where cuDNN is absent
+    /// (the caller generates the op's CUDA C).
+    ///
+    /// Errors: cuDNN refuses the descriptors (an error naming the op).
+    pub(super) fn cudnn_pool(
+        &self,
+        op: &str,
+        shape: PoolShape,
+    ) -> Result<Option<CudaKernel>, BackendError> {
+        if self.cudnn_handle()?.is_none() {
+            return Ok(None);
+        }
+        let api = cudnn().map_err(BackendError::from)?;
+        let descs = PoolDescs::new(api, &shape)
+            .map_err(|e| device_err(format!("`{op}` through cuDNN ({shape:?}): {e}")))?;
+        Ok(Some(CudaKernel::Cudnn(Box::new(CudnnCall {
+            op: op.to_string(),
+            io: shape.io(),
+            descs: Descs::Pool(descs),
+        }))))
+    }
+
+    /// Launch `k`: check the buffers' lengths, allocate a convolution's
+    /// workspace, queue the cuDNN call on the stream, free the workspace
+    /// after it (in stream order).
     ///
     /// Errors: a buffer of the wrong length, no device memory for the
     /// workspace, cuDNN's refusal (naming the op).
     pub(super) fn run_cudnn(
         &self,
-        k: &CudnnConv,
+        k: &CudnnCall,
         inputs: &[&CudaBuffer],
         outputs: &mut [&mut CudaBuffer],
     ) -> Result<(), BackendError> {
-        let (want_in, want_out) = k.shape.io();
-        check_lens(&k.op, "input", &want_in, inputs.iter().map(|b| b.len))?;
-        check_lens(&k.op, "output", &[want_out], outputs.iter().map(|b| b.len))?;
+        check_lens(&k.op, "input", &k.io.0, inputs.iter().map(|b| b.len))?;
+        check_lens(&k.op, "output", &[k.io.1], outputs.iter().map(|b| b.len))?;
         let Some(h) = self.cudnn.get().and_then(Option::as_ref) else {
             return Err(device_err(format!("`{}`: no cuDNN handle", k.op)));
         };
-        let ws = self.alloc_workspace(k.descs.workspace.div_ceil(4).max(1))?;
-        self.bind()?;
-        let h = h.lock().expect("cuDNN handle");
-        // SAFETY: the buffers have the shape's lengths (checked above), the
-        // workspace the algorithm's bytes; each is freed in stream order,
-        // after the call has run.
-        let r = unsafe {
-            k.descs.run(
-                &h,
-                [inputs[0].ptr(), inputs[1].ptr()],
-                outputs[0].ptr_mut(),
-                ws.ptr(),
-            )
+        let ins: Vec<u64> = inputs.iter().map(|b| b.ptr()).collect();
+        let out = outputs[0].ptr_mut();
+        let r = match &k.descs {
+            Descs::Conv(d) => {
+                let ws = self.alloc_workspace(d.workspace.div_ceil(4).max(1))?;
+                self.bind()?;
+                let h = h.lock().expect("cuDNN handle");
+                // SAFETY: the buffers have the shape's lengths (checked
+                // above), the workspace the algorithm's bytes; each is
+                // freed in stream order, after the call has run.
+                let r = unsafe { d.run(&h, [ins[0], ins[1]], out, ws.ptr()) };
+                drop(ws);
+                r
+            }
+            Descs::Pool(d) => {
+                self.bind()?;
+                let h = h.lock().expect("cuDNN handle");
+                // SAFETY: the buffers have the shape's lengths (checked
+                // above) and are freed in stream order.
+                unsafe { d.run(&h, &ins, out) }
+            }
         };
-        drop(ws);
         r.map_err(|e| device_err(format!("`{}`: {e}", k.op)))
     }
 }

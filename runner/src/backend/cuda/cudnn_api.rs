@@ -4,8 +4,9 @@
 //! pointed at another file, so the functions the backend calls are
 //! resolved here, once per process, every one checked at open. Gives
 //! [`cudnn`] (the API or why not), [`Handle`] (a cuDNN handle on a
-//! stream) and [`ConvDescs`] (the descriptors, algorithm and workspace of
-//! one [`ConvShape`]), each destroyed on drop.
+//! stream), [`ConvDescs`] (the descriptors, algorithm and workspace of
+//! one [`ConvShape`]) and [`PoolDescs`] (those of one [`PoolShape`]), each
+//! destroyed on drop.
 
 use std::ffi::{c_int, c_void};
 use std::sync::OnceLock;
@@ -15,7 +16,7 @@ use libloading::Library;
 use super::library::{
     c_api, cudnn_candidates, open_first, LibraryError, CUDNN, CUDNN_ENV, CUDNN_FIX,
 };
-use crate::ops::{ConvKind, ConvShape};
+use crate::ops::{ConvKind, ConvShape, PoolShape};
 
 /// `cudnnStatus_t`: 0 is success.
 type Status = c_int;
@@ -30,6 +31,9 @@ const CONVOLUTION: c_int = 0;
 const CROSS_CORRELATION: c_int = 1;
 /// `CUDNN_FMA_MATH`: no TF32 (the CPU backend's FP32 results).
 const FMA_MATH: c_int = 3;
+/// `CUDNN_POOLING_MAX_DETERMINISTIC`, `CUDNN_PROPAGATE_NAN`.
+const MAX_DETERMINISTIC: c_int = 3;
+const PROPAGATE_NAN: c_int = 1;
 /// `CUDNN_DETERMINISTIC`.
 const DETERMINISTIC: c_int = 1;
 
@@ -79,6 +83,14 @@ c_api! {
         Ptr, *const c_void, Ptr, u64, Ptr, u64, Ptr, c_int, u64, usize, *const c_void, Ptr, u64);
     backward_data = "cudnnConvolutionBackwardData": fn(
         Ptr, *const c_void, Ptr, u64, Ptr, u64, Ptr, c_int, u64, usize, *const c_void, Ptr, u64);
+    create_pool = "cudnnCreatePoolingDescriptor": fn(*mut Ptr);
+    set_pool = "cudnnSetPooling2dDescriptor":
+        fn(Ptr, c_int, c_int, c_int, c_int, c_int, c_int, c_int, c_int);
+    destroy_pool = "cudnnDestroyPoolingDescriptor": fn(Ptr);
+    pool_forward = "cudnnPoolingForward":
+        fn(Ptr, Ptr, *const c_void, Ptr, u64, *const c_void, Ptr, u64);
+    pool_backward = "cudnnPoolingBackward": fn(
+        Ptr, Ptr, *const c_void, Ptr, u64, Ptr, u64, Ptr, u64, *const c_void, Ptr, u64);
     backward_filter = "cudnnConvolutionBackwardFilter": fn(
         Ptr, *const c_void, Ptr, u64, Ptr, u64, Ptr, c_int, u64, usize, *const c_void, Ptr, u64);
 }
@@ -339,20 +351,117 @@ impl ConvDescs {
 impl Drop for ConvDescs {
     fn drop(&mut self) {
         let api = self.api;
-        // SAFETY: each made by its create function (or null: skipped),
-        // destroyed once. Failures to destroy are not actionable.
+        let (t, f, c) = (api.destroy_tensor, api.destroy_filter, api.destroy_conv);
+        // SAFETY: each made by its create function (or null), destroyed once.
+        unsafe { destroy(&[(self.x, t), (self.y, t), (self.w, f), (self.conv, c)]) }
+    }
+}
+
+/// The descriptors of one max pooling (x and y tensors, the pooling);
+/// destroyed on drop.
+pub(super) struct PoolDescs {
+    api: &'static CudnnApi,
+    x: Ptr,
+    y: Ptr,
+    pool: Ptr,
+    grad: bool,
+}
+
+// SAFETY: descriptors are plain host structures, only read after set-up.
+unsafe impl Send for PoolDescs {}
+unsafe impl Sync for PoolDescs {}
+
+impl PoolDescs {
+    /// The descriptors of `s` (deterministic max pooling, NaN propagated).
+    ///
+    /// Errors: cuDNN's.
+    pub(super) fn new(api: &'static CudnnApi, s: &PoolShape) -> Result<Self, String> {
+        let mut d = PoolDescs {
+            api,
+            x: std::ptr::null_mut(),
+            y: std::ptr::null_mut(),
+            pool: std::ptr::null_mut(),
+            grad: s.grad,
+        };
+        let ((sh, ph), (sw, pw)) = (s.along_h, s.along_w);
+        // SAFETY: out-pointers to descriptors, then live descriptors with
+        // in-range arguments; a failure leaves the made ones to drop.
         unsafe {
-            for t in [self.x, self.y] {
-                if !t.is_null() {
-                    (api.destroy_tensor)(t);
-                }
-            }
-            if !self.w.is_null() {
-                (api.destroy_filter)(self.w);
-            }
-            if !self.conv.is_null() {
-                (api.destroy_conv)(self.conv);
-            }
+            api.check("cudnnCreateTensorDescriptor", (api.create_tensor)(&mut d.x))?;
+            api.check("cudnnCreateTensorDescriptor", (api.create_tensor)(&mut d.y))?;
+            api.check(
+                "cudnnCreatePoolingDescriptor",
+                (api.create_pool)(&mut d.pool),
+            )?;
+            let t = |p, hh, ww| (api.set_tensor)(p, NCHW, FLOAT, int(s.b), int(s.c), hh, ww);
+            api.check("cudnnSetTensor4dDescriptor (x)", t(d.x, int(s.h), int(s.w)))?;
+            api.check(
+                "cudnnSetTensor4dDescriptor (y)",
+                t(d.y, int(s.oh), int(s.ow)),
+            )?;
+            let (k, p, st) = (
+                (int(s.kh), int(s.kw)),
+                (int(ph), int(pw)),
+                (int(sh), int(sw)),
+            );
+            let set = (api.set_pool)(
+                d.pool,
+                MAX_DETERMINISTIC,
+                PROPAGATE_NAN,
+                k.0,
+                k.1,
+                p.0,
+                p.1,
+                st.0,
+                st.1,
+            );
+            api.check("cudnnSetPooling2dDescriptor", set)?;
+        }
+        Ok(d)
+    }
+
+    /// Queue the pooling (`ins` = [x]) or its gradient (`ins` = [x, y,
+    /// dy]) on `h`'s stream into `out` (y, or dx).
+    ///
+    /// # Safety
+    /// The pointers are device buffers of the shape's sizes, alive until
+    /// the stream has run the call.
+    pub(super) unsafe fn run(&self, h: &Handle, ins: &[u64], out: u64) -> Result<(), String> {
+        let (one, zero) = (1.0f32, 0.0f32);
+        let alpha = &one as *const f32 as *const c_void;
+        let beta = &zero as *const f32 as *const c_void;
+        let api = self.api;
+        let (x, y, pool) = (self.x, self.y, self.pool);
+        if self.grad {
+            let st = (api.pool_backward)(
+                h.ptr, pool, alpha, y, ins[1], y, ins[2], x, ins[0], beta, x, out,
+            );
+            api.check("cudnnPoolingBackward", st)
+        } else {
+            let st = (api.pool_forward)(h.ptr, pool, alpha, x, ins[0], beta, y, out);
+            api.check("cudnnPoolingForward", st)
+        }
+    }
+}
+
+impl Drop for PoolDescs {
+    fn drop(&mut self) {
+        let (t, p) = (self.api.destroy_tensor, self.api.destroy_pool);
+        // SAFETY: each made by its create function (or null), destroyed once.
+        unsafe { destroy(&[(self.x, t), (self.y, t), (self.pool, p)]) }
+    }
+}
+
+/// Destroy each non-null descriptor with its destroy function (a failure
+/// to destroy is not actionable).
+///
+/// # Safety
+/// Each pointer is null or a live descriptor of its function's kind, not
+/// used afterwards.
+unsafe fn destroy(descs: &[(Ptr, unsafe extern "C" fn(Ptr) -> Status)]) {
+    for &(p, f) in descs {
+        if !p.is_null() {
+            f(p);
         }
     }
 }

@@ -480,6 +480,11 @@ impl Backend for CudaBackend {
                     return Ok(k);
                 }
             }
+            LibraryForm::CudnnPool(shape) => {
+                if let Some(k) = self.cudnn_pool(&spec.name, shape)? {
+                    return Ok(k);
+                }
+            }
             LibraryForm::Generated => {}
         }
         let w = Window::whole(&b).map_err(|what| KernelError::Unsupported {

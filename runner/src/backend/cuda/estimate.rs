@@ -221,7 +221,7 @@ pub fn estimate_kernel(
         // cuDNN's presence is known only when a backend runs: the estimate
         // is the generated kernels' (the fallback), so plans do not depend
         // on the machine that made them.
-        LibraryForm::Cudnn(_) | LibraryForm::Generated => {}
+        LibraryForm::Cudnn(_) | LibraryForm::CudnnPool(_) | LibraryForm::Generated => {}
     }
     let whole;
     let w = match window {

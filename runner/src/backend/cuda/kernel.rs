@@ -57,8 +57,8 @@ pub enum CudaKernel {
         /// `scatter_add_rows`.
         function: CudaFunction,
     },
-    /// cuDNN's convolution ([`super::cudnn`]).
-    Cudnn(Box<super::cudnn::CudnnConv>),
+    /// A cuDNN convolution or max pooling ([`super::cudnn`]).
+    Cudnn(Box<super::cudnn::CudnnCall>),
     /// The CPU backend's kernel, through host copies.
     Host(<CpuBackend as Backend>::Kernel),
 }
