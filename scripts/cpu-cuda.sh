@@ -8,8 +8,10 @@
 # test suite builds them, unless --no-build),
 # links it in a fresh temporary directory under the names cudarc and
 # tofu's NCCL loader open (libcuda.so, libcuda.so.1, libnvrtc.so,
-# libcublas.so, libnccl.so.2, libnccl.so), puts that directory first on
-# LD_LIBRARY_PATH and names it in TOFU_NCCL_LIBRARY for COMMAND only, runs
+# libcublas.so, libcudnn.so.9, libcudnn.so, libnccl.so.2, libnccl.so), puts
+# that directory first on LD_LIBRARY_PATH and names it in TOFU_NCCL_LIBRARY
+# and TOFU_CUDNN_LIBRARY for COMMAND only (TOFU_CPU_CUDA_NO_CUDNN=1 leaves
+# cuDNN out, so the backend's generated convolutions run), runs
 # COMMAND and removes the directory; exits with COMMAND's status. The real
 # libraries are never touched or shadowed outside COMMAND.
 #
@@ -51,8 +53,16 @@ trap 'rm -rf "$DIR"' EXIT
 for name in libcuda.so libcuda.so.1 libnvrtc.so libcublas.so libnccl.so.2 libnccl.so; do
   ln -s "$LIB" "$DIR/$name"
 done
+if [ "${TOFU_CPU_CUDA_NO_CUDNN:-0}" = 1 ]; then
+  CUDNN="$DIR/no-libcudnn.so.9"
+else
+  ln -s "$LIB" "$DIR/libcudnn.so.9"
+  ln -s "$LIB" "$DIR/libcudnn.so"
+  CUDNN="$DIR/libcudnn.so.9"
+fi
 set +e
-LD_LIBRARY_PATH="$DIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" TOFU_NCCL_LIBRARY="$DIR/libnccl.so.2" "$@"
+LD_LIBRARY_PATH="$DIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" TOFU_NCCL_LIBRARY="$DIR/libnccl.so.2" \
+  TOFU_CUDNN_LIBRARY="$CUDNN" "$@"
 status=$?
 set -e
 exit $status

@@ -14,11 +14,15 @@
 #   bash DIR/gpu-check.sh run [DIR]           # on the GPU machine
 #       runs, in order, each step under a time limit (20 minutes in all):
 #         1. nvidia-smi and which CUDA libraries load (libcuda, NVRTC,
-#            cuBLAS, NCCL; from the system or PyTorch's wheels);
+#            cuBLAS, NCCL; from the system or PyTorch's wheels), and where
+#            cuDNN is (optional: exported as TOFU_CUDNN_LIBRARY for the
+#            steps after; without it convolutions run as generated kernels);
 #         2. the CUDA test executable with TOFU_REQUIRE_GPU=1, its tests at once (every op
 #            against the interpreter; the tiny zoo × every search × k on one
 #            GPU, host-staged; NCCL with world size 1);
-#         3. `tofu launch --nproc-per-node 1 -- run … --backend cuda`;
+#         3. `tofu launch --nproc-per-node 1 -- run … --backend cuda`, and
+#            cnn-8-64's steps verified against the CPU backend, the step's
+#            name saying whether its convolutions went through cuDNN;
 #         4. the GPU benchmark against PyTorch (scripts/gpu-bench.sh) and a
 #            per-operator profile (TOFU_PROFILE=1) of mlp-4-4096;
 #       and prints one summary table (step, status, seconds); the limits
@@ -143,10 +147,33 @@ for lib in ["libcuda.so.1", "libnvrtc.so.13", "libcublas.so.13", "libnccl.so.2"]
     ok = ok and found is not None
 raise SystemExit(0 if ok else 1)
 EOF
+    # cuDNN, from the system or PyTorch's wheel (optional).
+    if [[ -z "${TOFU_CUDNN_LIBRARY:-}" ]]; then
+        TOFU_CUDNN_LIBRARY=$(python3 - << 'EOF'
+import ctypes, glob, os, site
+dirs = [p for s in site.getsitepackages() for p in glob.glob(os.path.join(s, "nvidia", "cudnn", "lib"))]
+for cand in ["libcudnn.so.9"] + [os.path.join(d, "libcudnn.so.9") for d in dirs]:
+    try:
+        ctypes.CDLL(cand)
+        print(cand)
+        break
+    except OSError:
+        pass
+EOF
+        )
+        export TOFU_CUDNN_LIBRARY
+    fi
+    echo "cuDNN: ${TOFU_CUDNN_LIBRARY:-NOT FOUND (convolutions run as generated kernels)}"
     step "CUDA tests (TOFU_REQUIRE_GPU=1)" "${GPU_CHECK_TEST_LIMIT:-600}" env TOFU_REQUIRE_GPU=1 "$dir/cuda-tests" --nocapture
     "$dir/tofu" plan --model mlp-3-256 --batch 64 --workers 1 -o "$tmp/plan.json" > /dev/null
     step "tofu launch -- run --backend cuda" 120 \
         "$dir/tofu" launch --nproc-per-node 1 -- run "$tmp/plan.json" --backend cuda --steps 3 --json
+    "$dir/tofu" plan --model cnn-8-64 --batch 64 --workers 1 -o "$tmp/cnn.json" > /dev/null
+    timeout 120 "$dir/tofu" run "$tmp/cnn.json" --backend cuda --steps 3 --verify --json \
+        > "$tmp/cnn.out" 2> "$tmp/cnn.err"
+    local via="generated kernels"
+    grep -q "through cuDNN (" "$tmp/cnn.err" && via="cuDNN"
+    step "cnn-8-64 --verify, convs: $via" 10 grep -q '"verified": *true' "$tmp/cnn.out"
     step "GPU benchmark vs PyTorch" 300 bash "$dir/scripts/gpu-bench.sh" "$dir/tofu"
     "$dir/tofu" plan --model mlp-4-4096 --batch 256 --workers 1 -o "$tmp/mlp.json" > /dev/null
     step "per-op profile mlp-4-4096 b256" 120 \

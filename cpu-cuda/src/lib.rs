@@ -1,9 +1,10 @@
-//! tofu-cpu-cuda: a CPU stand-in of the CUDA driver, NVRTC, cuBLAS and
-//! NCCL, test equipment for CI on machines without a GPU. One shared
+//! tofu-cpu-cuda: a CPU stand-in of the CUDA driver, NVRTC, cuBLAS, cuDNN
+//! and NCCL, test equipment for CI on machines without a GPU. One shared
 //! library exports the entry points tofu's CUDA backend calls (through
 //! cudarc and its own NCCL loader) with their C signatures;
 //! `scripts/cpu-cuda.sh` links it under the real libraries' names
-//! (`libcuda.so`, `libnvrtc.so`, `libcublas.so`, `libnccl.so.2`) in a
+//! (`libcuda.so`, `libnvrtc.so`, `libcublas.so`, `libcudnn.so.9`,
+//! `libnccl.so.2`) in a
 //! directory of its own and puts that on the library path of one command.
 //!
 //! What it models (see README.md for what it does not): devices
@@ -12,7 +13,9 @@
 //! queues on their own threads with seeded random delays and events that
 //! really wait ([`stream`]), kernels compiled from the generated CUDA C
 //! with g++ after the C++ shim of CUDA's execution model ([`module`],
-//! [`nvrtc`]), GEMM by the `gemm` crate ([`cublas`]), NCCL between the
+//! [`nvrtc`]), GEMM by the `gemm` crate ([`cublas`]), 2-D convolutions
+//! as im2col + GEMM and max pooling ([`cudnn`], [`cudnn_conv`],
+//! [`cudnn_pool`]), NCCL between the
 //! threads of one process and between processes ([`nccl`],
 //! [`nccl_net`]). Results under it are never GPU
 //! results.
@@ -31,6 +34,9 @@
 #[cfg(test)]
 mod api_tests;
 pub mod cublas;
+pub mod cudnn;
+pub mod cudnn_conv;
+pub mod cudnn_pool;
 pub mod device;
 pub mod driver;
 pub mod driver_mem;

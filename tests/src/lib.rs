@@ -263,3 +263,58 @@ pub fn plan_and_verify(
     );
     v
 }
+
+/// Loss by step.
+pub fn losses(lines: &[serde_json::Value]) -> Vec<(u64, f64)> {
+    lines
+        .iter()
+        .filter_map(|l| Some((l.get("step")?.as_u64()?, l["loss"].as_f64()?)))
+        .collect()
+}
+
+/// The largest relative difference of `got`'s losses from `want`'s at the
+/// same steps (every step of `got` must be in `want`).
+pub fn max_rel(got: &[(u64, f64)], want: &[(u64, f64)]) -> f64 {
+    assert!(!got.is_empty(), "no steps");
+    got.iter()
+        .map(|&(s, g)| {
+            let w = want
+                .iter()
+                .find(|&&(t, _)| t == s)
+                .unwrap_or_else(|| panic!("step {s} is not in the oracle"))
+                .1;
+            (g - w).abs() / w.abs().max(1e-12)
+        })
+        .fold(0.0, f64::max)
+}
+
+/// Write `n` seeded grey `side`×`side` images and their labels to the
+/// `.safetensors` file `path` (`x[n, 1, side, side]` f32 in [0, 1),
+/// `labels[n]` u8 class ids 0–9), a data set for `tofu train --data PATH`
+/// that needs no download.
+pub fn write_images(path: &Path, n: usize, side: usize) {
+    let pixels = n * side * side;
+    let mut state = 0x9e37_79b9_7f4a_7c15u64;
+    let mut data: Vec<u8> = Vec::with_capacity(pixels * 4 + n);
+    for _ in 0..pixels {
+        state = state
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        let v = (state >> 40) as f32 / (1u64 << 24) as f32;
+        data.extend_from_slice(&v.to_le_bytes());
+    }
+    data.extend((0..n).map(|i| (i % 10) as u8));
+    let header = serde_json::json!({
+        "x": {"dtype": "F32", "shape": [n, 1, side, side], "data_offsets": [0, pixels * 4]},
+        "labels": {"dtype": "U8", "shape": [n], "data_offsets": [pixels * 4, pixels * 4 + n]},
+    })
+    .to_string();
+    let mut header = header.into_bytes();
+    while !header.len().is_multiple_of(8) {
+        header.push(b' ');
+    }
+    let mut file = (header.len() as u64).to_le_bytes().to_vec();
+    file.extend(header);
+    file.extend(data);
+    std::fs::write(path, file).expect("writing the images");
+}

@@ -3,7 +3,7 @@
 //! backends read it: the CPU's [`Registry`](crate::Registry) registers the
 //! [`LibraryKernel::cpu`] constructors (and the windowed ones,
 //! [`LibraryKernel::cpu_window`]); the CUDA backend runs
-//! [`LibraryKernel::cuda`] (cuBLAS, its scatter-add kernel, or CUDA C
+//! [`LibraryKernel::cuda`] (cuBLAS, its scatter-add kernel, cuDNN, or CUDA C
 //! generated from the spec). An op not listed runs through each backend's
 //! spec compiler (the CPU's compiled evaluator, CUDA's generated kernels),
 //! so adding a spec needs no line here.
@@ -23,6 +23,12 @@ pub enum CudaForm {
     /// [`ScatterRows`](super::ScatterRows)
     /// ([`scatter_rows_shape`](super::scatter_rows_shape)).
     ScatterAdd,
+    /// cuDNN's convolution of the op's [`ConvShape`](super::ConvShape)
+    /// ([`conv_shape`](super::conv_shape)), where cuDNN is present.
+    Cudnn,
+    /// cuDNN's max pooling of the op's [`PoolShape`](super::PoolShape)
+    /// ([`pool_shape`](super::pool_shape)), where cuDNN is present.
+    CudnnPool,
     /// CUDA C generated from the op's spec, as for an op not in the table.
     Generated,
 }
@@ -73,6 +79,22 @@ const fn scatter_add(op: &'static str, cpu: KernelFactory) -> LibraryKernel {
     }
 }
 
+/// A 2-D convolution or one of its gradients: im2col + gemm, cuDNN.
+const fn cudnn(op: &'static str, cpu: KernelFactory) -> LibraryKernel {
+    LibraryKernel {
+        cuda: CudaForm::Cudnn,
+        ..self::cpu(op, "im2col+gemm", cpu)
+    }
+}
+
+/// A 2-D max pooling or its gradient: a direct loop, cuDNN.
+const fn cudnn_pool(op: &'static str, cpu: KernelFactory) -> LibraryKernel {
+    LibraryKernel {
+        cuda: CudaForm::CudnnPool,
+        ..self::cpu(op, "direct", cpu)
+    }
+}
+
 impl LibraryKernel {
     /// With a CPU kernel for windowed shares.
     const fn with_window(self, f: WindowKernelFactory) -> LibraryKernel {
@@ -108,9 +130,9 @@ pub const LIBRARY_KERNELS: &[LibraryKernel] = &[
     cpu("conv1d", "im2col+gemm", conv::conv1d),
     cpu("conv1d_grad_x", "im2col+gemm", conv::conv1d_grad_x),
     cpu("conv1d_grad_w", "im2col+gemm", conv::conv1d_grad_w),
-    cpu("conv2d", "im2col+gemm", conv::conv2d),
-    cpu("conv2d_grad_x", "im2col+gemm", conv::conv2d_grad_x),
-    cpu("conv2d_grad_w", "im2col+gemm", conv::conv2d_grad_w),
+    cudnn("conv2d", conv::conv2d),
+    cudnn("conv2d_grad_x", conv::conv2d_grad_x),
+    cudnn("conv2d_grad_w", conv::conv2d_grad_w),
     cpu("conv2d_bias", "im2col+gemm", conv::conv2d),
     cpu("conv2d_group", "im2col+gemm", conv::conv2d),
     cpu("conv2d_group_bias", "im2col+gemm", conv::conv2d),
@@ -145,8 +167,8 @@ pub const LIBRARY_KERNELS: &[LibraryKernel] = &[
     cpu("adamw_update", "elementwise", optim::adamw),
     cpu("adagrad_update", "elementwise", optim::adagrad),
     cpu("rmsprop_update", "elementwise", optim::rmsprop),
-    cpu("maxpool2d", "direct", pool::maxpool2d),
-    cpu("maxpool2d_grad", "direct", pool::maxpool2d_grad),
+    cudnn_pool("maxpool2d", pool::maxpool2d),
+    cudnn_pool("maxpool2d_grad", pool::maxpool2d_grad),
     cpu("maxpool2d_ext", "direct", pool::maxpool2d_ext),
     cpu("maxpool2d_ext_grad", "direct", pool::maxpool2d_ext_grad),
     cpu("softmax", "rows", rows::softmax),

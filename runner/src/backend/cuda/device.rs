@@ -5,7 +5,8 @@
 //! Takes a device ordinal; gives [`CudaBuffer`]s (device memory counted by
 //! the same accounting as the CPU backend, plus the device's own measured
 //! use), kernels prepared once per op instance ([`CudaKernel`]: cuBLAS for
-//! the matmul family, CUDA C generated from the TDL spec for everything
+//! the matmul family, cuDNN for 2-D convolutions where it is present, CUDA
+//! C generated from the TDL spec for everything
 //! else, the CPU kernel through host copies for opaque functions), and
 //! region copies as one generated kernel. All work of a backend is ordered
 //! on its device's default stream; [`Backend::synchronize`] waits for it and
@@ -109,6 +110,9 @@ unsafe impl DeviceRepr for RegionArgs {}
 
 /// One rank's CUDA backend (see the module doc).
 pub struct CudaBackend {
+    /// The cuDNN handle, made on first use; `None` inside where cuDNN is
+    /// absent (first, so it is destroyed while the context lives).
+    pub(super) cudnn: OnceLock<Option<Mutex<super::cudnn_api::Handle>>>,
     pub(super) ctx: Arc<CudaContext>,
     pub(super) stream: Arc<CudaStream>,
     pub(super) blas: CudaBlas,
@@ -170,6 +174,7 @@ impl CudaBackend {
             .load_function("copy_region")
             .map_err(|e| device_err(format!("copy_region: {e}")))?;
         Ok(CudaBackend {
+            cudnn: OnceLock::new(),
             ctx,
             stream,
             blas,
@@ -470,6 +475,16 @@ impl Backend for CudaBackend {
                 })
             }
             LibraryForm::ScatterAdd(shape) => return self.scatter_rows(&spec.name, shape),
+            LibraryForm::Cudnn(shape) => {
+                if let Some(k) = self.cudnn_conv(&spec.name, shape)? {
+                    return Ok(k);
+                }
+            }
+            LibraryForm::CudnnPool(shape) => {
+                if let Some(k) = self.cudnn_pool(&spec.name, shape)? {
+                    return Ok(k);
+                }
+            }
             LibraryForm::Generated => {}
         }
         let w = Window::whole(&b).map_err(|what| KernelError::Unsupported {

@@ -218,7 +218,10 @@ pub fn estimate_kernel(
                 seconds: gpu.seconds(2, bytes, flops, gpu.f32_flops),
             });
         }
-        LibraryForm::Generated => {}
+        // cuDNN's presence is known only when a backend runs: the estimate
+        // is the generated kernels' (the fallback), so plans do not depend
+        // on the machine that made them.
+        LibraryForm::Cudnn(_) | LibraryForm::CudnnPool(_) | LibraryForm::Generated => {}
     }
     let whole;
     let w = match window {

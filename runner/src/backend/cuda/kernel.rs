@@ -57,16 +57,20 @@ pub enum CudaKernel {
         /// `scatter_add_rows`.
         function: CudaFunction,
     },
+    /// A cuDNN convolution or max pooling ([`super::cudnn`]).
+    Cudnn(Box<super::cudnn::CudnnCall>),
     /// The CPU backend's kernel, through host copies.
     Host(<CpuBackend as Backend>::Kernel),
 }
 
 impl CudaKernel {
-    /// How it runs: `"cublas"`, `"nvrtc"` or `"host"`.
+    /// How it runs: `"cublas"`, `"scatter-add"`, `"cudnn"`, `"nvrtc"` or
+    /// `"host"`.
     pub fn provider(&self) -> &'static str {
         match self {
             CudaKernel::Gemm { .. } => "cublas",
             CudaKernel::ScatterRows { .. } => "scatter-add",
+            CudaKernel::Cudnn(_) => "cudnn",
             CudaKernel::Generated { .. } => "nvrtc",
             CudaKernel::Host(_) => "host",
         }
@@ -229,6 +233,7 @@ impl CudaBackend {
                     .map(|_| ())
                     .map_err(|e| device_err(format!("`{op}`: launch: {e}")))
             }
+            CudaKernel::Cudnn(k) => self.run_cudnn(k, inputs, outputs),
             CudaKernel::Host(k) => self.run_on_host(k, inputs, outputs),
             CudaKernel::Generated {
                 op,
@@ -439,7 +444,7 @@ fn attrs_of(b: &Binding) -> Attrs {
     a
 }
 
-fn check_lens(
+pub(super) fn check_lens(
     op: &str,
     what: &'static str,
     want: &[usize],

@@ -1,5 +1,5 @@
-//! Finding the shared libraries the CUDA backend loads itself (NCCL), and
-//! the typed error of a library that cannot be used.
+//! Finding the shared libraries the CUDA backend loads itself (NCCL,
+//! cuDNN), and the typed error of a library that cannot be used.
 //!
 //! cudarc 0.19.10 opens NCCL only as `libnccl.so`, `libnccl.so.13`, `.12`,
 //! … `.9` or `.1`, never as `libnccl.so.2`, the one name NCCL's runtime
@@ -80,6 +80,31 @@ pub fn nccl_candidates(explicit: Option<&str>) -> Vec<String> {
     names
 }
 
+/// Environment variable naming the cuDNN library to open (a path or a
+/// file name), tried before the usual names.
+pub const CUDNN_ENV: &str = "TOFU_CUDNN_LIBRARY";
+
+/// cuDNN, in words.
+pub const CUDNN: &str = "libcudnn (cuDNN)";
+
+/// How to get cuDNN (without it, convolutions run as generated kernels).
+pub const CUDNN_FIX: &str = "install cuDNN 9 (the `libcudnn9-cuda-13` package or `pip install \
+     nvidia-cudnn-cu13`, then add its `lib` folder to LD_LIBRARY_PATH), or name the \
+     library in TOFU_CUDNN_LIBRARY; without it convolutions run as generated CUDA kernels";
+
+/// The names cuDNN is opened under, in order: `explicit` (the value of
+/// [`CUDNN_ENV`], if set), then `libcudnn.so.9` (cuDNN 9's soname, the one
+/// the runtime package and the wheel ship), then `libcudnn.so`.
+pub fn cudnn_candidates(explicit: Option<&str>) -> Vec<String> {
+    let mut names: Vec<String> = explicit
+        .filter(|s| !s.is_empty())
+        .map(str::to_string)
+        .into_iter()
+        .collect();
+    names.extend(["libcudnn.so.9".to_string(), "libcudnn.so".to_string()]);
+    names
+}
+
 /// Open the first of `candidates` that `open` accepts; gives it and the
 /// name it opened under.
 ///
@@ -105,6 +130,69 @@ pub fn open_first<L, E: std::fmt::Display>(
         fix,
     })
 }
+
+/// Declare `$api`, a library's C functions the backend calls (each
+/// returning the library's status type `$status`, 0 for success) and its
+/// error-string function `$err`, with `resolve(lib, path)`, which looks
+/// every one up (a missing one is [`LibraryError::Symbol`] naming
+/// `$library` and `$fix`), and `words(status)`, the library's text for a
+/// status. Used by the NCCL and cuDNN loaders.
+macro_rules! c_api {
+    ($(#[$doc:meta])* $api:ident: $status:ty, $library:expr, $fix:expr, $err:literal;
+     $($field:ident = $symbol:literal : fn($($arg:ty),*);)*) => {
+        $(#[$doc])*
+        pub(super) struct $api {
+            _lib: libloading::Library,
+            /// The name it was opened under (for messages; NCCL's name no
+            /// message needs).
+            #[allow(dead_code)]
+            pub(super) path: String,
+            $(pub(super) $field: unsafe extern "C" fn($($arg),*) -> $status,)*
+            error_string: unsafe extern "C" fn($status) -> *const std::ffi::c_char,
+        }
+
+        impl $api {
+            /// Resolve every function in `lib` (opened as `path`).
+            fn resolve(lib: libloading::Library, path: &str) -> Result<Self, LibraryError> {
+                let missing = |symbol| LibraryError::Symbol {
+                    library: $library,
+                    path: path.to_string(),
+                    symbol,
+                    fix: $fix,
+                };
+                // SAFETY: each symbol is the library's function of that name
+                // with the signature declared here (its C header's).
+                unsafe {
+                    $(let $field = *lib
+                        .get::<unsafe extern "C" fn($($arg),*) -> $status>(
+                            concat!($symbol, "\0").as_bytes(),
+                        )
+                        .map_err(|_| missing($symbol))?;)*
+                    let error_string = *lib
+                        .get::<unsafe extern "C" fn($status) -> *const std::ffi::c_char>(
+                            concat!($err, "\0").as_bytes(),
+                        )
+                        .map_err(|_| missing($err))?;
+                    Ok($api { _lib: lib, path: path.to_string(), $($field,)* error_string })
+                }
+            }
+
+            /// The library's words for `status`.
+            fn words(&self, status: $status) -> String {
+                // SAFETY: the error-string function returns a static C
+                // string (or null).
+                let p = unsafe { (self.error_string)(status) };
+                if p.is_null() {
+                    "unknown error".into()
+                } else {
+                    // SAFETY: non-null, NUL-terminated, static.
+                    unsafe { std::ffi::CStr::from_ptr(p) }.to_string_lossy().into_owned()
+                }
+            }
+        }
+    };
+}
+pub(super) use c_api;
 
 /// Run `f`, turning a panic inside it (cudarc panics where a library
 /// lacks a function it needs, e.g. a driver older than the CUDA 13 API it
@@ -178,6 +266,20 @@ mod tests {
         assert_eq!(c[0], "/opt/nccl/lib/libnccl.so.2.27.3");
         assert_eq!(c[1], "libnccl.so.2");
         assert_eq!(nccl_candidates(Some("")), nccl_candidates(None));
+    }
+
+    #[test]
+    fn cudnn_is_found_under_an_explicit_name_then_its_soname() {
+        let c = cudnn_candidates(Some("/opt/cudnn/libcudnn.so.9.8.0"));
+        assert_eq!(
+            c,
+            [
+                "/opt/cudnn/libcudnn.so.9.8.0",
+                "libcudnn.so.9",
+                "libcudnn.so"
+            ]
+        );
+        assert_eq!(cudnn_candidates(Some("")), ["libcudnn.so.9", "libcudnn.so"]);
     }
 
     #[test]

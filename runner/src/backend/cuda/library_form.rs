@@ -6,7 +6,8 @@
 use tdl::Binding;
 
 use crate::ops::{
-    gemm_shape, library_kernel, scatter_rows_shape, CudaForm, GemmShape, ScatterRows,
+    conv_shape, gemm_shape, library_kernel, pool_shape, scatter_rows_shape, ConvShape, CudaForm,
+    GemmShape, PoolShape, ScatterRows,
 };
 
 /// The kernel an instance takes.
@@ -16,6 +17,11 @@ pub(crate) enum LibraryForm {
     Cublas(GemmShape),
     /// The scatter-add of rows kernel ([`super::scatter`]).
     ScatterAdd(ScatterRows),
+    /// cuDNN's convolution (the backend generates CUDA C instead where
+    /// cuDNN is absent).
+    Cudnn(ConvShape),
+    /// cuDNN's max pooling (generated CUDA C where cuDNN is absent).
+    CudnnPool(PoolShape),
     /// CUDA C generated from the spec (no library kernel, or an instance
     /// the library kernel does not fit).
     Generated,
@@ -27,6 +33,8 @@ pub(crate) fn library_form(b: &Binding) -> LibraryForm {
     let library = match form {
         Some(CudaForm::Cublas) => gemm_shape(b).map(LibraryForm::Cublas),
         Some(CudaForm::ScatterAdd) => scatter_rows_shape(b).map(LibraryForm::ScatterAdd),
+        Some(CudaForm::Cudnn) => conv_shape(b).map(LibraryForm::Cudnn),
+        Some(CudaForm::CudnnPool) => pool_shape(b).map(LibraryForm::CudnnPool),
         Some(CudaForm::Generated) | None => None,
     };
     library.unwrap_or(LibraryForm::Generated)

@@ -1,5 +1,6 @@
 //! The CUDA backend (feature `cuda`): device memory, cuBLAS for the matmul
-//! family, every other operator as CUDA C generated from its TDL spec and
+//! family, cuDNN for 2-D convolutions where it is installed, every other
+//! operator as CUDA C generated from its TDL spec and
 //! compiled with NVRTC; communicators on device buffers: NCCL (one GPU per
 //! rank) and host-staged (ranks sharing a GPU).
 //!
@@ -34,6 +35,10 @@ pub use stand_in::{
 
 #[cfg(feature = "cuda")]
 mod buffer;
+#[cfg(feature = "cuda")]
+mod cudnn;
+#[cfg(feature = "cuda")]
+mod cudnn_api;
 #[cfg(feature = "cuda")]
 mod device;
 #[cfg(feature = "cuda")]

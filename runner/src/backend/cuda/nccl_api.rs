@@ -5,12 +5,12 @@
 //! communicator aborted on drop without panicking; and [`grouped`], which
 //! ends every group it starts.
 
-use std::ffi::{c_char, c_int, c_void, CStr};
+use std::ffi::{c_char, c_int, c_void};
 use std::sync::OnceLock;
 
 use libloading::Library;
 
-use super::library::{nccl_candidates, open_first, LibraryError, NCCL, NCCL_ENV, NCCL_FIX};
+use super::library::{c_api, nccl_candidates, open_first, LibraryError, NCCL, NCCL_ENV, NCCL_FIX};
 
 /// `ncclResult_t`: 0 is success.
 type Status = c_int;
@@ -30,43 +30,9 @@ pub(super) struct UniqueId {
     pub internal: [c_char; 128],
 }
 
-macro_rules! nccl_api {
-    ($($field:ident = $symbol:literal : fn($($arg:ty),*);)*) => {
-        /// The NCCL functions the backend calls.
-        pub(super) struct NcclApi {
-            _lib: Library,
-            $(pub(super) $field: unsafe extern "C" fn($($arg),*) -> Status,)*
-            error_string: unsafe extern "C" fn(Status) -> *const c_char,
-        }
-
-        impl NcclApi {
-            /// Resolve every function in `lib` (opened as `path`).
-            fn resolve(lib: Library, path: &str) -> Result<Self, LibraryError> {
-                let missing = |symbol| LibraryError::Symbol {
-                    library: NCCL,
-                    path: path.to_string(),
-                    symbol,
-                    fix: NCCL_FIX,
-                };
-                // SAFETY: each symbol is NCCL 2's function of that name with
-                // the signature declared here (nccl.h).
-                unsafe {
-                    $(let $field = *lib
-                        .get::<unsafe extern "C" fn($($arg),*) -> Status>(
-                            concat!($symbol, "\0").as_bytes(),
-                        )
-                        .map_err(|_| missing($symbol))?;)*
-                    let error_string = *lib
-                        .get::<unsafe extern "C" fn(Status) -> *const c_char>(b"ncclGetErrorString\0")
-                        .map_err(|_| missing("ncclGetErrorString"))?;
-                    Ok(NcclApi { _lib: lib, $($field,)* error_string })
-                }
-            }
-        }
-    };
-}
-
-nccl_api! {
+c_api! {
+    /// The NCCL functions the backend calls.
+    NcclApi: Status, NCCL, NCCL_FIX, "ncclGetErrorString";
     get_unique_id = "ncclGetUniqueId": fn(*mut UniqueId);
     comm_init_rank = "ncclCommInitRank": fn(*mut CommPtr, c_int, UniqueId, c_int);
     comm_init_all = "ncclCommInitAll": fn(*mut CommPtr, c_int, *const c_int);
@@ -105,15 +71,7 @@ impl NcclApi {
         if status == 0 {
             return Ok(());
         }
-        // SAFETY: ncclGetErrorString returns a static C string (or null).
-        let p = unsafe { (self.error_string)(status) };
-        let text = if p.is_null() {
-            "unknown error".into()
-        } else {
-            // SAFETY: non-null, NUL-terminated, static.
-            unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
-        };
-        Err(format!("{text} (ncclResult_t {status})"))
+        Err(format!("{} (ncclResult_t {status})", self.words(status)))
     }
 }
 
@@ -323,6 +281,7 @@ mod tests {
         let lib = unsafe { Library::new("libc.so.6") }.expect("libc");
         Box::leak(Box::new(NcclApi {
             _lib: lib,
+            path: "libc.so.6".into(),
             get_unique_id: unreached(),
             comm_init_rank: unreached(),
             comm_init_all: unreached(),
