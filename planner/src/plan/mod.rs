@@ -83,6 +83,7 @@ pub mod planned;
 pub mod report;
 pub mod request;
 pub mod searches;
+mod shards;
 pub mod specs;
 pub mod summary;
 pub mod tile;
