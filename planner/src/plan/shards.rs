@@ -8,7 +8,7 @@
 //! [`super::cost::CostMemo`], looked up millions of times per plan at
 //! cluster scale (issue 44).
 
-use std::hash::{BuildHasher, Hash, Hasher};
+use std::hash::BuildHasher;
 use std::sync::Mutex;
 
 use rustc_hash::{FxBuildHasher, FxHashMap as HashMap};
@@ -24,9 +24,7 @@ impl<V: Copy> Shards<V> {
     /// `self[key]`, or `f()` stored there (computed outside the lock; a
     /// poisoned lock only skips the cache).
     pub(crate) fn get_or(&self, key: Vec<u32>, f: impl FnOnce() -> V) -> V {
-        let mut h = FxBuildHasher.build_hasher();
-        key.hash(&mut h);
-        let shard = &self.0[h.finish() as usize % SHARDS];
+        let shard = &self.0[FxBuildHasher.hash_one(&key) as usize % SHARDS];
         if let Some(v) = shard.lock().ok().and_then(|m| m.get(&key).copied()) {
             return v;
         }
