@@ -37,13 +37,13 @@
 use rustc_hash::FxHashMap as HashMap;
 use std::cell::RefCell;
 use std::rc::Rc;
-use std::sync::Mutex;
 
 use super::cluster::LinkLoad;
 use super::decisions::Decisions;
 /// Kept at its old path (`plan::cost::OpChoice`).
 pub use super::decisions::OpChoice;
 use super::model::Model;
+use super::shards::Shards;
 use super::tile::{by_level, digits, part, Region};
 use crate::graph::{Graph, OpId};
 
@@ -81,35 +81,22 @@ pub struct CostModel<'a> {
 #[derive(Debug, Default)]
 pub struct CostMemo {
     /// [`memo_key`] → input elements fetched, or output elements and whether staged.
-    elems: Mutex<HashMap<Vec<u32>, (u64, bool)>>,
+    elems: Shards<(u64, bool)>,
     /// [`memo_key`] followed by the topology's words → bytes and seconds per
     /// link level ([`super::topology`]'s `input_load`/`output_load`).
-    loads: Mutex<HashMap<Vec<u32>, LinkLoad>>,
+    loads: Shards<LinkLoad>,
 }
 
 impl CostMemo {
     /// The element count under `key`, computed by `f` the first time.
     fn elems_or(&self, key: Vec<u32>, f: impl FnOnce() -> (u64, bool)) -> (u64, bool) {
-        cached(&self.elems, key, f)
+        self.elems.get_or(key, f)
     }
 
     /// The link load under `key`, computed by `f` the first time.
     pub(crate) fn load_or(&self, key: Vec<u32>, f: impl FnOnce() -> LinkLoad) -> LinkLoad {
-        cached(&self.loads, key, f)
+        self.loads.get_or(key, f)
     }
-}
-
-/// `map[key]`, or `f()` stored there (computed outside the lock; a poisoned
-/// lock only skips the cache).
-fn cached<V: Copy>(map: &Mutex<HashMap<Vec<u32>, V>>, key: Vec<u32>, f: impl FnOnce() -> V) -> V {
-    if let Some(v) = map.lock().ok().and_then(|m| m.get(&key).copied()) {
-        return v;
-    }
-    let v = f();
-    if let Ok(mut m) = map.lock() {
-        m.insert(key, v);
-    }
-    v
 }
 
 /// One word list naming an (op kind, input?, slot, factors, choices, splits)

@@ -46,9 +46,11 @@ impl CostModel<'_> {
         let access = &self.model.op(op).access;
         let tiles = self.all_tiles(&tensor.shape, splits);
         let boxes = self.all_boxes(op, choices);
-        // Receivers of one needed region whose canonical owners agree.
-        let mut index: HashMap<(Region, Vec<usize>), usize> = HashMap::default();
-        let mut groups: Vec<(Region, Vec<usize>)> = Vec::new();
+        // Receivers of one needed region whose canonical owners agree: by
+        // (the need's index, the worker's digits at the replicated levels
+        // as one mixed-radix number).
+        let mut index: HashMap<(usize, usize), usize> = HashMap::default();
+        let mut groups: Vec<(usize, Vec<usize>)> = Vec::new();
         // The canonical owners' tiles partition the tensor when every level
         // cuts a dim of it or is replicated: then a worker whose tile holds
         // all it needs fetches nothing.
@@ -57,35 +59,37 @@ impl CostModel<'_> {
                 .iter()
                 .all(|s| s.is_none_or(|d| (d as usize) < tensor.shape.len()));
         // Workers with one box need one region: computed once per box.
-        let mut needs: HashMap<&[(i64, i64)], (Region, u64)> = HashMap::default();
+        let mut by_box: HashMap<&[(i64, i64)], usize> = HashMap::default();
+        let mut needs: Vec<(Region, u64)> = Vec::new();
         for w in 0..workers {
-            let (need, volume) = needs.entry(&boxes[w]).or_insert_with(|| {
+            let n = *by_box.entry(&boxes[w]).or_insert_with(|| {
                 let need = access.input_region(slot, &boxes[w]);
                 let volume = need.volume();
-                (need, volume)
+                needs.push((need, volume));
+                needs.len() - 1
             });
-            let volume = *volume;
-            if volume == 0 || (partition && need.overlap(&tiles[w]) == volume) {
+            let (need, volume) = &needs[n];
+            if *volume == 0 || (partition && need.overlap(&tiles[w]) == *volume) {
                 continue;
             }
-            let need = need.clone();
             let dw = &self.digits[w];
-            let replicated: Vec<usize> = (0..splits.len())
+            let replicated = (0..splits.len())
                 .filter(|&l| splits[l].is_none())
-                .map(|l| dw[l])
-                .collect();
-            let g = *index.entry((need.clone(), replicated)).or_insert_with(|| {
-                groups.push((need, Vec::new()));
+                .fold(0, |code, l| code * self.factors[l] + dw[l]);
+            let g = *index.entry((n, replicated)).or_insert_with(|| {
+                groups.push((n, Vec::new()));
                 groups.len() - 1
             });
             groups[g].1.push(w);
         }
-        for (need, members) in &groups {
-            let mut owners = Vec::new();
+        let mut owners = Vec::new();
+        for (n, members) in &groups {
+            let need = &needs[*n].0;
+            owners.clear();
             self.owners(need, &tensor.shape, splits, members[0], &mut owners);
             let owners: Vec<(usize, u64)> = owners
-                .into_iter()
-                .map(|u| (u, need.overlap(&tiles[u])))
+                .iter()
+                .map(|&u| (u, need.overlap(&tiles[u])))
                 .filter(|&(_, v)| v > 0)
                 .collect();
             tally.fan_by_sender(&owners, members, elem);
@@ -126,7 +130,7 @@ impl CostModel<'_> {
             }
             let f = factors[level];
             let split = splits.get(level).copied();
-            let digits = match split {
+            let mut digits = match split {
                 Some(None) => dw[level]..dw[level] + 1,
                 _ => 0..f,
             };
@@ -146,9 +150,12 @@ impl CostModel<'_> {
                 }
                 return;
             };
-            // Cut dim d in place, restored after the sub-trees.
+            // Cut dim d in place, restored after the sub-trees; only the
+            // parts meeting the need are walked.
             let (lo, hi) = region.0[d];
             let (n_lo, n_hi) = need.0[d];
+            let meeting = super::tile::parts_meeting((lo, hi), f, (n_lo, n_hi));
+            digits = digits.start.max(meeting.start)..digits.end.min(meeting.end);
             for i in digits {
                 let (a, b) = super::tile::part((lo, hi), f, i);
                 if b.min(n_hi) <= a.max(n_lo) {
@@ -264,13 +271,12 @@ impl CostModel<'_> {
         let chunks = self.all_tiles(shape, &virt);
         let outs = assemble(&mut tally, (&entries, &own), &chunks, (elem, contributions));
         // Replica groups: workers whose digits agree at every split level.
-        let mut groups: HashMap<Vec<usize>, Vec<usize>> = HashMap::default();
+        let mut groups: HashMap<usize, Vec<usize>> = HashMap::default();
         for w in 0..workers {
             let d = &self.digits[w];
             let key = (0..splits.len())
                 .filter(|&l| splits[l].is_some())
-                .map(|l| d[l])
-                .collect();
+                .fold(0, |code, l| code * self.factors[l] + d[l]);
             groups.entry(key).or_default().push(w);
         }
         let mut gathers = 0;
@@ -329,11 +335,10 @@ fn assemble(
     let mut ranges: Vec<Vec<(i64, i64)>> = vec![Vec::new(); dims];
     for b in &boxes {
         for (d, r) in b.0.iter().enumerate().take(dims) {
-            if !ranges[d].contains(r) {
-                ranges[d].push(*r);
-            }
+            ranges[d].push(*r);
         }
     }
+    let ranges: Vec<Ranges> = ranges.into_iter().map(Ranges::new).collect();
     // Per box, the owners whose tile meets it and how much.
     let mut receivers: Vec<Vec<(usize, u64)>> = vec![Vec::new(); boxes.len()];
     let mut total = 0;
@@ -371,19 +376,48 @@ fn assemble(
     total
 }
 
+/// The distinct ranges of one dim, sorted, and the longest one's length:
+/// the ranges meeting `[a, b)` start in `(a − longest, b)`, found by binary
+/// search instead of testing every range (a box per worker at a level of
+/// many parts, issue 44).
+struct Ranges {
+    sorted: Vec<(i64, i64)>,
+    longest: i64,
+}
+
+impl Ranges {
+    fn new(mut sorted: Vec<(i64, i64)>) -> Self {
+        sorted.sort_unstable();
+        sorted.dedup();
+        let longest = sorted.iter().map(|r| r.1 - r.0).max().unwrap_or(0);
+        Ranges { sorted, longest }
+    }
+
+    /// The ranges meeting `t`, in order.
+    fn meeting(&self, t: (i64, i64)) -> Vec<(i64, i64)> {
+        let meets = |r: &(i64, i64)| r.1.min(t.1) > r.0.max(t.0);
+        let from = self.sorted.partition_point(|r| r.0 <= t.0 - self.longest);
+        let to = self.sorted.partition_point(|r| r.0 < t.1);
+        self.sorted[from..to.max(from)]
+            .iter()
+            .copied()
+            .filter(meets)
+            .collect()
+    }
+}
+
 /// Call `f` with every box of `index` (boxes named by their ranges, one of
 /// `ranges[d]` per dim) that meets `tile` in every dim.
 fn for_meeting(
     tile: &Region,
-    ranges: &[Vec<(i64, i64)>],
+    ranges: &[Ranges],
     index: &HashMap<&Region, usize>,
     f: &mut dyn FnMut(usize),
 ) {
-    let meets = |a: (i64, i64), b: (i64, i64)| a.1.min(b.1) > a.0.max(b.0);
     let per_dim: Vec<Vec<(i64, i64)>> = ranges
         .iter()
         .zip(&tile.0)
-        .map(|(rs, &t)| rs.iter().copied().filter(|&r| meets(r, t)).collect())
+        .map(|(rs, &t)| rs.meeting(t))
         .collect();
     if per_dim.iter().any(Vec::is_empty) {
         return;

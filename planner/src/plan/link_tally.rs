@@ -16,8 +16,6 @@
 //! hold (a worker to itself, a worker's own result) are taken out with
 //! [`Tally::remove`].
 
-use rustc_hash::FxHashMap as HashMap;
-
 use super::cluster::{Link, LinkLoad, Topology};
 
 const INTER: usize = Link::InterNode as usize;
@@ -30,6 +28,10 @@ pub(crate) struct Tally<'t> {
     node: Vec<Option<usize>>,
     /// Per worker, per level: (sent, received) bytes.
     per: Vec<[(u64, u64); 2]>,
+    /// Per node, a fan's sum (zero between fans).
+    scratch: Vec<u64>,
+    /// The nodes whose scratch is not zero.
+    touched: Vec<usize>,
 }
 
 impl<'t> Tally<'t> {
@@ -42,11 +44,14 @@ impl<'t> Tally<'t> {
                 let (first, last) = (v * s / g, (v * s + s - 1) / g);
                 (first == last).then_some(first)
             })
-            .collect();
+            .collect::<Vec<_>>();
+        let nodes = node.iter().flatten().max().map_or(0, |n| n + 1);
         Tally {
             topo,
+            scratch: vec![0; nodes],
             node,
             per: vec![[(0, 0); 2]; workers],
+            touched: Vec::new(),
         }
     }
 
@@ -76,22 +81,33 @@ impl<'t> Tally<'t> {
         self.per[dst][l].1 -= bytes;
     }
 
-    /// Per node, the sum of `weight` over `items`, and the sum over all.
-    fn per_node(&self, items: impl Iterator<Item = (usize, u64)>) -> (HashMap<usize, u64>, u64) {
-        let mut by = HashMap::default();
+    /// Per node, the sum of the weights of `items` (into `self.scratch`,
+    /// the nodes touched listed in `self.touched`), and the sum over all.
+    fn per_node(&mut self, items: impl Iterator<Item = (usize, u64)>) -> u64 {
         let mut all = 0;
         for (w, x) in items {
             if let Some(n) = self.node[w] {
-                *by.entry(n).or_insert(0) += x;
+                if self.scratch[n] == 0 {
+                    self.touched.push(n);
+                }
+                self.scratch[n] += x;
             }
             all += x;
         }
-        (by, all)
+        all
     }
 
-    /// Add `(bytes, total)` split by whether `w`'s node holds `bytes` of it.
-    fn split(&mut self, w: usize, by: &HashMap<usize, u64>, all: u64, sent: bool, mul: u64) {
-        let intra = self.node[w].and_then(|n| by.get(&n).copied()).unwrap_or(0);
+    /// Zero what [`Tally::per_node`] left in the scratch.
+    fn clear_scratch(&mut self) {
+        for n in self.touched.drain(..) {
+            self.scratch[n] = 0;
+        }
+    }
+
+    /// Add `(bytes, total)` split by whether `w`'s node holds `bytes` of it
+    /// (the per-node sums of [`Tally::per_node`]).
+    fn split(&mut self, w: usize, all: u64, sent: bool, mul: u64) {
+        let intra = self.node[w].map_or(0, |n| self.scratch[n]);
         let p = &mut self.per[w];
         let (a, b) = ((all - intra) * mul, intra * mul);
         if sent {
@@ -106,27 +122,31 @@ impl<'t> Tally<'t> {
     /// Every `(src, n)` of `srcs` sends `n · elem` bytes to every worker of
     /// `dsts`, itself included (take such pairs out with [`Tally::remove`]).
     pub(crate) fn fan_by_sender(&mut self, srcs: &[(usize, u64)], dsts: &[usize], elem: u64) {
-        let (count, n) = self.per_node(dsts.iter().map(|&d| (d, 1)));
+        let n = self.per_node(dsts.iter().map(|&d| (d, 1)));
         for &(u, x) in srcs {
-            self.split(u, &count, n, true, x * elem);
+            self.split(u, n, true, x * elem);
         }
-        let (sum, total) = self.per_node(srcs.iter().copied());
+        self.clear_scratch();
+        let total = self.per_node(srcs.iter().copied());
         for &d in dsts {
-            self.split(d, &sum, total, false, elem);
+            self.split(d, total, false, elem);
         }
+        self.clear_scratch();
     }
 
     /// Every worker of `srcs` sends `n · elem` bytes to every `(dst, n)` of
     /// `dsts`, itself included (take such pairs out with [`Tally::remove`]).
     pub(crate) fn fan_by_receiver(&mut self, srcs: &[usize], dsts: &[(usize, u64)], elem: u64) {
-        let (count, n) = self.per_node(srcs.iter().map(|&s| (s, 1)));
+        let n = self.per_node(srcs.iter().map(|&s| (s, 1)));
         for &(w, x) in dsts {
-            self.split(w, &count, n, false, x * elem);
+            self.split(w, n, false, x * elem);
         }
-        let (sum, total) = self.per_node(dsts.iter().copied());
+        self.clear_scratch();
+        let total = self.per_node(dsts.iter().copied());
         for &s in srcs {
-            self.split(s, &sum, total, true, elem);
+            self.split(s, total, true, elem);
         }
+        self.clear_scratch();
     }
 
     /// The load of everything added: bytes per level (all receivers

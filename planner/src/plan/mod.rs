@@ -85,6 +85,7 @@ pub mod repeats;
 pub mod report;
 pub mod request;
 pub mod searches;
+mod shards;
 pub mod specs;
 pub mod summary;
 pub mod tile;

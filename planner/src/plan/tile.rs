@@ -15,6 +15,28 @@ pub fn part((lo, hi): (i64, i64), p: usize, i: usize) -> (i64, i64) {
     (lo + a, lo + b)
 }
 
+/// The parts `i` of `p` of the range `[lo, hi)` ([`part`]) that meet
+/// `[a, b)`: a run of consecutive parts, found without cutting every part
+/// (the owners of a region at a level of many parts, issue 44).
+pub fn parts_meeting((lo, hi): (i64, i64), p: usize, (a, b): (i64, i64)) -> std::ops::Range<usize> {
+    let n = (hi - lo).max(0);
+    let (x, y) = ((a - lo).max(0), (b - lo).min(n));
+    if x >= y || p == 0 {
+        return 0..0;
+    }
+    let (base, rem) = (n / p as i64, n % p as i64);
+    // The part holding element x (0 ≤ x < n; base > 0 past the long parts).
+    let of = |x: i64| -> usize {
+        let long = rem * (base + 1);
+        if x < long {
+            (x / (base + 1)) as usize
+        } else {
+            (rem + (x - long) / base) as usize
+        }
+    };
+    of(x)..of(y - 1) + 1
+}
+
 /// The digits of `rank` in the mixed radix of the level factors
 /// (`factors[0]` is the outermost level): worker `rank` is in group
 /// `digits[0]` at level 0, sub-group `digits[1]` at level 1, …
@@ -90,6 +112,29 @@ mod tests {
                     next = hi;
                 }
                 assert_eq!(next, 3 + n);
+            }
+        }
+    }
+
+    /// The parts `parts_meeting` names are exactly the non-empty parts
+    /// meeting the range (against cutting every part).
+    #[test]
+    fn parts_meeting_are_the_parts_that_meet() {
+        for n in 0..14 {
+            for p in 1..9 {
+                for a in -2..n + 2 {
+                    for b in a..n + 3 {
+                        let want: Vec<usize> = (0..p)
+                            .filter(|&i| {
+                                let (x, y) = part((5, 5 + n), p, i);
+                                y.min(5 + b) > x.max(5 + a)
+                            })
+                            .collect();
+                        let got: Vec<usize> =
+                            parts_meeting((5, 5 + n), p, (5 + a, 5 + b)).collect();
+                        assert_eq!(got, want, "n {n} p {p} [{a}, {b})");
+                    }
+                }
             }
         }
     }
