@@ -134,8 +134,10 @@ class Lm(nn.Module):
         mask = torch.triu(torch.full((seq, seq), -1e9), diagonal=1)
         self.register_buffer("mask", mask, persistent=False)
         # Distinct LayerNorm parameters: the dynamo exporter's optimizer
-        # merges initializers of equal values (every LayerNorm's ones and
-        # zeros) into one tensor, which then trains as one shared parameter.
+        # (optimize=True) merges initializers of equal values (every
+        # LayerNorm's ones and zeros) into one tensor, which then trains as
+        # one shared parameter. The export below uses optimize=False; the
+        # perturbation keeps the model the same either way.
         with torch.no_grad():
             for mod in self.modules():
                 if isinstance(mod, nn.LayerNorm):
@@ -165,7 +167,8 @@ def models():
         "cnn": dict(make=Cnn, input="x", shape=(1, 8, 8), data="digits", batch=32, steps=300, lr=0.1,
                     optimize=False),
         "lstm": dict(make=Lstm, input="x", shape=(8, 8), data="digits", batch=32, steps=400, lr=0.5),
-        "lm": dict(make=lambda: Lm(SEQ), input="ids", shape=(SEQ,), data="kjv", batch=16, steps=300, lr=0.3),
+        "lm": dict(make=lambda: Lm(SEQ), input="ids", shape=(SEQ,), data="kjv", batch=16, steps=300, lr=0.3,
+                   optimize=False),
     }
 
 
@@ -176,10 +179,11 @@ def export(model, example, path, input_name, exporter, optimize=True):
         torch.onnx.export(model, (example,), path, dynamo=False, opset_version=17,
                           training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False, **kwargs)
     else:
-        # optimize=False for a model with batch norm: the dynamo exporter's
-        # optimizer folds batch norm into the convolutions (inference mode);
-        # tofu trains BatchNormalization nodes on the batch's statistics, as
-        # PyTorch's train() does.
+        # optimize=False: the dynamo exporter's optimizer folds batch norm
+        # into the convolutions (inference mode) and merges equal
+        # initializers; without it tofu trains BatchNormalization nodes on
+        # the batch's statistics, as PyTorch's train() does, and imports
+        # torch.split as SplitToSequence + SequenceAt.
         torch.onnx.export(model, (example,), path, dynamo=True, optimize=optimize, **kwargs)
 
 
