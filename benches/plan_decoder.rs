@@ -81,6 +81,7 @@ fn child(case: &str) {
         loss: None,
         class_ids: true,
         optimizer: "momentum".into(),
+        weight_decay: 0.0,
         opaque_unsupported: false,
         op_map: vec![],
     };

@@ -318,6 +318,25 @@ impl Graph {
         set
     }
 
+    /// Set the weight decay λ of a training graph built with one
+    /// ([`crate::training_graph_with`]): the `alpha` of its
+    /// `decay/<w>` operators, as `tofu train PLAN --weight-decay` does.
+    /// Gives how many operators were set (0: the graph was built without
+    /// weight decay, so there is nothing to set).
+    pub fn set_weight_decay(&mut self, lambda: f64) -> usize {
+        let mut set = 0;
+        for op in self.ops.iter_mut().filter(|o| {
+            o.role == OpRole::Backward
+                && o.spec == "scale"
+                && o.name.starts_with(crate::training::DECAY_PREFIX)
+        }) {
+            op.attrs
+                .insert("alpha".to_string(), tdl::AttrValue::Float(lambda));
+            set += 1;
+        }
+        set
+    }
+
     /// Every tensor (index = [`TensorId`]).
     pub fn tensors(&self) -> &[Tensor] {
         &self.tensors

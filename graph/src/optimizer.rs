@@ -48,6 +48,17 @@ pub fn checked_lr(lr: Option<f64>) -> Result<Option<f64>, String> {
     }
 }
 
+/// `--weight-decay λ` checked: a finite number ≥ 0.
+///
+/// Errors: any other value, in words naming the flag.
+pub fn checked_weight_decay(lambda: f64) -> Result<f64, String> {
+    if lambda.is_finite() && lambda >= 0.0 {
+        Ok(lambda)
+    } else {
+        Err(format!("--weight-decay {lambda}: must be a number ≥ 0"))
+    }
+}
+
 impl Default for Optimizer {
     /// Momentum SGD (lr 0.1, momentum 0.9): MXNet's default for the paper's
     /// benchmarks, and what Table 1's sizes count (one state tensor per weight).

@@ -19,6 +19,10 @@
 //!   `sum/<tensor>/<k>`, so partials die early in the schedule), the last sum
 //!   is the total gradient `grad/<tensor>`, and the sums join the tensor's
 //!   group.
+//! * **Weight decay** ([`training_graph_with`], PyTorch's `weight_decay` of
+//!   SGD and Adam: L2, coupled): per weight with a gradient, one more
+//!   contribution `scale<alpha = weight_decay>(w)` named `decay/<w>`, summed
+//!   into the total gradient like any other, so the update sees g + λ·w.
 //! * **Update**: per weight with a gradient, one optimizer op in the weight's
 //!   group: `sgd_update`, `momentum_update` (state: velocity) or
 //!   `adam_update` (state: m and v), whose outputs replace the weight and the
@@ -30,6 +34,10 @@
 //! missing spec.
 
 use std::collections::HashMap;
+
+/// Name prefix of the weight-decay operators (`decay/<w>`,
+/// [`training_graph_with`]; [`Graph::set_weight_decay`](super::Graph::set_weight_decay) finds them by it).
+pub const DECAY_PREFIX: &str = "decay/";
 
 use tdl::{
     AttrValue, Attrs, BinOp, Binding, Builtin, Expr, ExprKind, GradArg, Library, TensorRef, Type,
@@ -52,6 +60,21 @@ pub fn training_graph(
     forward: &Graph,
     lib: &Library,
     optimizer: &Optimizer,
+) -> Result<Graph, GraphError> {
+    training_graph_with(forward, lib, optimizer, 0.0)
+}
+
+/// [`training_graph`] with L2 weight decay `weight_decay` (λ ≥ 0, PyTorch
+/// SGD's and Adam's `weight_decay`): every trained weight's total gradient
+/// gains the contribution λ·w (`decay/<w>`, a `scale` op) before its update.
+/// λ = 0 adds nothing (the graph of [`training_graph`]).
+///
+/// Errors: those of [`training_graph`].
+pub fn training_graph_with(
+    forward: &Graph,
+    lib: &Library,
+    optimizer: &Optimizer,
+    weight_decay: f64,
 ) -> Result<Graph, GraphError> {
     let loss = forward.loss().ok_or(GraphError::NoLoss)?;
     let lt = forward.tensor(loss);
@@ -104,6 +127,9 @@ pub fn training_graph(
     let mut updates = Vec::new();
     for w in weights {
         if pass.contribs.contains_key(&w) {
+            if weight_decay != 0.0 {
+                pass.decay(w, weight_decay)?;
+            }
             let g = pass.total_or_zero(w)?;
             updates.push((w, g));
         }
@@ -267,33 +293,49 @@ impl Backward<'_> {
             self.contribs.insert(t, Partial { acc: p, count: 1 });
             return Ok(());
         };
-        let (name, group) = {
-            let tt = self.ins.graph.tensor(t);
-            (tt.name.clone(), tt.group)
-        };
         let k = prev.count;
+        let name = format!("sum/{}/{k}", self.ins.graph.tensor(t).name);
+        let acc = self.gradient_op("add", &name, vec![prev.acc, p], Attrs::new(), t)?;
+        self.contribs.insert(t, Partial { acc, count: k + 1 });
+        Ok(())
+    }
+
+    /// One backward operator `name` of spec `spec` in `of`'s group whose one
+    /// output (`<name>.out`) is a gradient of `of`.
+    fn gradient_op(
+        &mut self,
+        spec: &str,
+        name: &str,
+        inputs: Vec<TensorId>,
+        attrs: Attrs,
+        of: TensorId,
+    ) -> Result<TensorId, GraphError> {
+        let group = self.ins.graph.tensor(of).group;
         let (o, _) = self.ins.insert(
-            "add",
-            &format!("sum/{name}/{k}"),
-            vec![prev.acc, p],
-            Attrs::new(),
+            spec,
+            name,
+            inputs,
+            attrs,
             OpRole::Backward,
             group,
             |_, _, _| OutputMeta {
-                name: format!("sum/{name}/{k}.out"),
+                name: format!("{name}.out"),
                 role: TensorRole::Gradient,
                 group,
-                grad_of: Some(t),
+                grad_of: Some(of),
             },
         )?;
-        self.contribs.insert(
-            t,
-            Partial {
-                acc: o[0],
-                count: k + 1,
-            },
-        );
-        Ok(())
+        Ok(o[0])
+    }
+
+    /// Weight decay: the contribution `decay/<w> = scale<alpha = λ>(w)` to
+    /// `w`'s gradient, in `w`'s group.
+    fn decay(&mut self, w: TensorId, lambda: f64) -> Result<(), GraphError> {
+        let name = format!("{DECAY_PREFIX}{}", self.ins.graph.tensor(w).name);
+        let mut attrs = Attrs::new();
+        attrs.insert("alpha".to_string(), AttrValue::Float(lambda));
+        let d = self.gradient_op("scale", &name, vec![w], attrs, w)?;
+        self.accumulate(w, d)
     }
 
     /// The total gradient of `t` (named `grad/<t>` and linked from `t`): its

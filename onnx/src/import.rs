@@ -59,6 +59,9 @@ pub struct Options {
     pub class_ids: bool,
     /// Optimizer of the training graph (default: momentum).
     pub optimizer: Option<Optimizer>,
+    /// L2 weight decay λ of the training graph (0: none;
+    /// [`graph::training_graph_with`]).
+    pub weight_decay: f64,
     /// Import unsupported nodes as opaque operators instead of failing.
     pub opaque_unsupported: bool,
     /// `--op-map`: `"DOMAIN::OP"` → the name of the spec a node of no table

@@ -50,6 +50,9 @@ pub struct ImportOptions {
     /// `--optimizer`: sgd, momentum or adam.
     #[serde(default = "sgd")]
     pub optimizer: String,
+    /// `--weight-decay`: L2 weight decay λ (recorded only when set).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub weight_decay: f64,
     /// `--opaque-unsupported`.
     #[serde(default)]
     pub opaque_unsupported: bool,
@@ -64,6 +67,10 @@ pub struct ImportOptions {
 
 fn yes() -> bool {
     true
+}
+
+fn is_zero(v: &f64) -> bool {
+    *v == 0.0
 }
 
 fn sgd() -> String {
@@ -142,6 +149,7 @@ impl ImportOptions {
             Optimizer::from_name(&self.optimizer)
                 .ok_or_else(|| ImportOptionsError::Optimizer(self.optimizer.clone()))?,
         );
+        opts.weight_decay = self.weight_decay;
         Ok(opts)
     }
 
@@ -221,6 +229,7 @@ mod tests {
             loss: Some("y".into()),
             class_ids: false,
             optimizer: "adam".into(),
+            weight_decay: 0.0,
             opaque_unsupported: true,
             op_map: vec![],
         }

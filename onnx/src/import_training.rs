@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 use std::path::Path;
 
-use graph::{training_graph, Graph};
+use graph::{training_graph_with, Graph};
 use tdl::Library;
 
 use crate::error::OnnxError;
@@ -138,7 +138,7 @@ pub(crate) fn training_step(
     s.loss = Some(loss_name);
     let fwd = l.b.finish(loss).map_err(|e| graph_err(path, "loss", e))?;
     let optimizer = opts.optimizer.unwrap_or_default();
-    training_graph(&fwd, library, &optimizer).map_err(|e| {
+    training_graph_with(&fwd, library, &optimizer, opts.weight_decay).map_err(|e| {
         let graph::GraphError::NoGradient { op, spec, .. } = &e else {
             return graph_err(path, "training graph", e);
         };

@@ -37,6 +37,7 @@ fn inference() -> ImportOptions {
         loss: None,
         class_ids: false,
         optimizer: "sgd".into(),
+        weight_decay: 0.0,
         opaque_unsupported: false,
         op_map: vec![],
     }

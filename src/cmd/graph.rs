@@ -71,7 +71,7 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
     }
     let name = args.model.as_deref().unwrap_or_default();
     let (model, graph) =
-        Model::named_training(name, args.batch, &args.optimizer, &lib).map_err(lib_err)?;
+        Model::named_training(name, args.batch, (&args.optimizer, 0.0), &lib).map_err(lib_err)?;
     if let Some(path) = &args.output {
         format::save(&graph, path).into_diagnostic()?;
     }

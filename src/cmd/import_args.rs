@@ -50,6 +50,7 @@ impl ImportArgs {
             loss: self.loss.clone(),
             class_ids: training && !self.soft_labels,
             optimizer: optimizer.to_string(),
+            weight_decay: 0.0,
             opaque_unsupported: self.opaque_unsupported,
             op_map: self.op_map.clone(),
         }

@@ -27,7 +27,7 @@ use std::process::ExitCode;
 
 use interval::cache::StrategyCache;
 use miette::IntoDiagnostic;
-use planner::graph::{format, Graph};
+use planner::graph::{checked_lr, checked_weight_decay, format, Graph};
 use planner::plan::options::parse_bytes;
 use planner::plan::report::Report;
 use planner::plan::request::PlanRequest;
@@ -58,6 +58,12 @@ pub struct Args {
     /// Optimizer of a zoo model: sgd, momentum or adam.
     #[arg(long, default_value = "momentum")]
     optimizer: String,
+    /// Learning rate of the optimizer (default: the optimizer's); recorded in the plan.
+    #[arg(long)]
+    lr: Option<f64>,
+    /// L2 weight decay λ of every weight (PyTorch SGD's and Adam's `weight_decay`); recorded in the plan.
+    #[arg(long, default_value_t = 0.0)]
+    weight_decay: f64,
     /// critical-dp, ilp, data-parallel, allrow-greedy, spartan, equal-chop or
     /// megatron (the list `planner::plan::searches::SEARCHES`).
     #[arg(long, default_value = "critical-dp")]
@@ -117,7 +123,9 @@ type Loaded = (String, Graph, Library, Option<serde_json::Value>);
 impl Args {
     /// The ONNX import options of the flags.
     fn import_options(&self) -> onnx::ImportOptions {
-        (self.import).options(self.batch, &self.optimizer, !self.inference)
+        let mut o = (self.import).options(self.batch, &self.optimizer, !self.inference);
+        o.weight_decay = self.weight_decay;
+        o
     }
 }
 
@@ -154,8 +162,9 @@ fn load_graph(args: &Args, lib: Library) -> miette::Result<Loaded> {
                     "--inference applies to an ONNX model, not to the zoo model `{name}`"
                 ));
             }
-            let (m, g) = planner::zoo::Model::named_training(name, args.batch, &args.optimizer, &lib)
-                .map_err(lib_err)?;
+            let opt = (args.optimizer.as_str(), args.weight_decay);
+            let (m, g) =
+                planner::zoo::Model::named_training(name, args.batch, opt, &lib).map_err(lib_err)?;
             Ok((m.name(), g, lib, None))
         }
         (None, None) => Err(miette::miette!(
@@ -208,7 +217,11 @@ fn options(args: &Args) -> miette::Result<PlanOptions> {
 /// Run `tofu plan`.
 pub fn run(args: Args) -> miette::Result<ExitCode> {
     let mut request = request(&args)?;
-    let (name, graph, lib, import) = load_graph(&args, args.specs.library()?)?;
+    checked_weight_decay(args.weight_decay).map_err(|e| miette::miette!("{e}"))?;
+    let (name, mut graph, lib, import) = load_graph(&args, args.specs.library()?)?;
+    if let Some(lr) = checked_lr(args.lr).map_err(|e| miette::miette!("{e}"))? {
+        graph.set_learning_rate(lr);
+    }
     request.opts = options(&args)?;
     let results = request
         .run(&graph, &lib, &StrategyCache::new())

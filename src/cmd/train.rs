@@ -21,7 +21,7 @@ use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Mutex;
 
-use planner::graph::{checked_lr, Optimizer};
+use planner::graph::{checked_lr, checked_weight_decay, Optimizer};
 use planner::plan::SearchKind;
 use runner::choose::ExecChoice;
 use train::data::Data;
@@ -57,14 +57,18 @@ fn prepared(args: &Args, train_set: &Data) -> miette::Result<Prepared> {
         }
         let lr = checked_lr(args.lr).map_err(|e| miette::miette!("{e}"))?;
         let specs = args.specs.sources()?;
-        return prepare::from_plan_file(path, &specs, train_set.samples(), lr).map_err(lib_err);
+        let wd = args.weight_decay.map(checked_weight_decay).transpose();
+        let hyper = (lr, wd.map_err(|e| miette::miette!("{e}"))?);
+        return prepare::from_plan_file(path, &specs, train_set.samples(), hyper).map_err(lib_err);
     }
     let name = args
         .model
         .as_deref()
         .expect("clap requires a plan or --model");
     let data = (train_set, args.batch.unwrap_or(64));
-    prepare::from_zoo(name, data, &optimizer(args)?, args.workers, search).map_err(lib_err)
+    let wd = checked_weight_decay(args.weight_decay.unwrap_or(0.0))
+        .map_err(|e| miette::miette!("{e}"))?;
+    prepare::from_zoo(name, data, (&optimizer(args)?, wd), args.workers, search).map_err(lib_err)
 }
 
 /// The run's options: steps, checkpoints, evaluation, and the state it
@@ -114,7 +118,9 @@ fn from_onnx(
     search: SearchKind,
     train_set: &Data,
 ) -> miette::Result<Prepared> {
-    let opts = args.import.options(args.batch, &args.optimizer, true);
+    let mut opts = args.import.options(args.batch, &args.optimizer, true);
+    opts.weight_decay = checked_weight_decay(args.weight_decay.unwrap_or(0.0))
+        .map_err(|e| miette::miette!("{e}"))?;
     let lib = args.specs.library()?;
     let imported =
         onnx::load_graph_with(path, &lib, &opts.options().map_err(lib_err)?).map_err(lib_err)?;

@@ -48,6 +48,9 @@ pub struct Args {
     /// Learning rate of the optimizer: a zoo model's (default: the optimizer's, 0.1 for SGD), or the one a plan file was planned with, overridden.
     #[arg(long)]
     pub lr: Option<f64>,
+    /// L2 weight decay λ of every weight (PyTorch SGD's and Adam's `weight_decay`; default 0), or the one a plan file was planned with, overridden.
+    #[arg(long)]
+    pub weight_decay: Option<f64>,
     /// Search of a zoo model's plan (as `tofu plan --search`).
     #[arg(long, default_value = "critical-dp")]
     pub search: String,

@@ -162,20 +162,23 @@ fn square(n: usize) -> Option<usize> {
 }
 
 /// The zoo model `name` sized to `data` with batch `batch` ([`sized_zoo`]),
-/// planned for `workers` workers with `search` and `optimizer` (as `tofu
-/// plan --model` does) and prepared for it.
+/// planned for `workers` workers with `search` and `optimizer` with L2
+/// weight decay `weight_decay` (as `tofu plan --model` does) and prepared
+/// for it.
 ///
 /// Errors: [`TrainError::Model`] (name, graph, plan or program generation).
 pub fn from_zoo(
     name: &str,
     (data, batch): (&Data, usize),
-    optimizer: &Optimizer,
+    (optimizer, weight_decay): (&Optimizer, f64),
     workers: usize,
     search: SearchKind,
 ) -> Result<Prepared, TrainError> {
     let model = sized_zoo(name, data, batch)?;
     let lib = Library::shipped().map_err(err)?;
-    let graph = model.training(&lib, optimizer).map_err(err)?;
+    let graph = model
+        .training_with(&lib, optimizer, weight_decay)
+        .map_err(err)?;
     from_graph((graph, &lib, None), workers, search, data.samples())
 }
 
@@ -205,18 +208,18 @@ pub fn from_graph(
 /// Load a plan file (`tofu plan -o`) with the user specs it records
 /// (checked against `specs`, the `--specs` files given now:
 /// [`PlanFile::load_with_specs`]), check its recorded costs and prepare
-/// it for `data`, its optimizer's learning rate set to `lr` where given
-/// ([`Graph::set_learning_rate`]; the plan's partition does not depend on
-/// it).
+/// it for `data`, its optimizer's learning rate set to `lr` and its weight
+/// decay to `weight_decay` where given ([`Graph::set_learning_rate`],
+/// [`Graph::set_weight_decay`]; the plan's partition depends on neither).
 ///
 /// Errors: [`TrainError::Model`] naming the file, also for `lr` on a plan
-/// whose updates have no learning rate or a recorded spec that differs
-/// from `specs`.
+/// whose updates have no learning rate, `weight_decay` on a plan made
+/// without weight decay, or a recorded spec that differs from `specs`.
 pub fn from_plan_file(
     path: &Path,
     specs: &[(String, String)],
     data: &dyn Samples,
-    lr: Option<f64>,
+    (lr, weight_decay): (Option<f64>, Option<f64>),
 ) -> Result<Prepared, TrainError> {
     let named = |e: &dyn std::fmt::Display| TrainError::Model(format!("{}: {e}", path.display()));
     let (mut plan, lib) =
@@ -225,6 +228,13 @@ pub fn from_plan_file(
         if plan.graph.set_learning_rate(lr) == 0 {
             return Err(named(&format!(
                 "--lr {lr}: the plan's graph has no optimizer update with a learning rate (was it planned with --inference?)"
+            )));
+        }
+    }
+    if let Some(wd) = weight_decay {
+        if plan.graph.set_weight_decay(wd) == 0 {
+            return Err(named(&format!(
+                "--weight-decay {wd}: the plan was made without weight decay, so its graph has no decay terms to set; plan it with `tofu plan --weight-decay`"
             )));
         }
     }
@@ -439,7 +449,14 @@ mod tests {
         };
         let data = Data::Classes(d);
         let sgd = Optimizer::Sgd { lr: 0.1 };
-        let prep = from_zoo("mlp-2-8", (&data, 8), &sgd, 2, SearchKind::CriticalDp).unwrap();
+        let prep = from_zoo(
+            "mlp-2-8",
+            (&data, 8),
+            (&sgd, 0.0),
+            2,
+            SearchKind::CriticalDp,
+        )
+        .unwrap();
         assert_eq!(prep.world(), 2);
         assert_eq!(prep.unpartitioned.programs.len(), 1);
         assert_eq!(prep.batch, 8);

@@ -26,7 +26,7 @@ pub mod wresnet;
 
 use tdl::Library;
 
-use crate::{training_graph, Graph, GraphError, Optimizer};
+use crate::{training_graph_with, Graph, GraphError, Optimizer};
 
 pub use bert::BertConfig;
 pub use cnn::CnnConfig;
@@ -184,17 +184,19 @@ impl Model {
     }
 
     /// The model `name` (at `batch`, when given) and its training graph
-    /// with the optimizer named `optimizer` (sgd, momentum or adam): what
-    /// `tofu graph --model` and `tofu plan --model` build.
+    /// with the optimizer named `optimizer` (sgd, momentum or adam) and L2
+    /// weight decay `weight_decay` (0: none): what `tofu graph --model` and
+    /// `tofu plan --model` build.
     ///
-    /// Errors: an unknown model or optimizer, batch 0, a graph the specs
-    /// reject, in words.
+    /// Errors: an unknown model or optimizer, batch 0, a weight decay that
+    /// is negative or not finite, a graph the specs reject, in words.
     pub fn named_training(
         name: &str,
         batch: Option<usize>,
-        optimizer: &str,
+        (optimizer, weight_decay): (&str, f64),
         lib: &Library,
     ) -> Result<(Model, Graph), String> {
+        crate::optimizer::checked_weight_decay(weight_decay)?;
         let mut model = Model::parse(name).map_err(|e| e.to_string())?;
         if let Some(b) = batch {
             if b == 0 {
@@ -205,7 +207,9 @@ impl Model {
         let optimizer = Optimizer::from_name(optimizer).ok_or_else(|| {
             format!("unknown optimizer `{optimizer}`: expected sgd, momentum or adam")
         })?;
-        let graph = model.training(lib, &optimizer).map_err(|e| e.to_string())?;
+        let graph = model
+            .training_with(lib, &optimizer, weight_decay)
+            .map_err(|e| e.to_string())?;
         Ok((model, graph))
     }
 
@@ -213,8 +217,21 @@ impl Model {
     ///
     /// Errors: [`ZooError::Graph`].
     pub fn training(&self, lib: &Library, optimizer: &Optimizer) -> Result<Graph, ZooError> {
+        self.training_with(lib, optimizer, 0.0)
+    }
+
+    /// [`Model::training`] with L2 weight decay `weight_decay`
+    /// ([`training_graph_with`]).
+    ///
+    /// Errors: [`ZooError::Graph`].
+    pub fn training_with(
+        &self,
+        lib: &Library,
+        optimizer: &Optimizer,
+        weight_decay: f64,
+    ) -> Result<Graph, ZooError> {
         let fwd = self.forward(lib)?;
-        training_graph(&fwd, lib, optimizer).map_err(|source| ZooError::Graph {
+        training_graph_with(&fwd, lib, optimizer, weight_decay).map_err(|source| ZooError::Graph {
             model: self.name(),
             source: Box::new(source),
         })
