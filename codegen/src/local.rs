@@ -14,10 +14,16 @@
 //!    the share's box, and every dim the expressions use its global value
 //!    (so `x / N`, counts and positions keep their meaning).
 //!
+//! A `let` statement binds variables of its own, which the box leaves
+//! whole: each takes the box of the variable that every read of its
+//! temporary indexes it with, bare (`first[b, c, …]` read at the output's
+//! cut `b` is computed on `b`'s range), so a temporary computed per batch
+//! row runs locally on a batch-split tile (see [`let_boxes`]).
+//!
 //! Otherwise the share runs through the compiled evaluator with a window
 //! (global coordinates), which is always exact but slower.
 
-use tdl::{Attrs, Binding, Expr, ExprKind, Index, OpSpec, TensorRef};
+use tdl::{Attrs, Binding, Expr, ExprKind, Index, OpSpec, Stmt, TensorRef};
 
 /// Whether the share runs on local shapes (see the module doc). `spec` and
 /// `attrs` are the op's (unexpanded) spec and attributes, `b` their binding
@@ -46,6 +52,10 @@ pub fn runs_locally(
             .zip(&b.input_shapes)
             .all(|(r, s)| r.iter().zip(s).all(|(&(l, h), &n)| l == 0 && h == n as i64));
     }
+    let Some(var_box) = let_boxes(&b.spec.stmts, var_box, &full) else {
+        return false;
+    };
+    let var_box = &var_box[..];
     let cut: Vec<bool> = full.iter().zip(var_box).map(|(f, b)| f != b).collect();
     // Per input dim: the cut variable indexing it (bare), or None; false if a cut var is used otherwise.
     let mut dim_var: Vec<Vec<Option<Option<usize>>>> =
@@ -93,6 +103,66 @@ pub fn runs_locally(
         }
     }
     dims_used.iter().all(|&d| lb.dims.get(d) == b.dims.get(d))
+}
+
+/// `var_box` with each `let` variable given the box of the variable its
+/// temporary's reads index it with, where every read uses the same bare
+/// variable and that variable is cut; `None` when a cut variable indexes a
+/// temporary's dim some reads do not index with it (the temporary's rows
+/// and the reads' would not line up). Later statements go first, so a
+/// temporary read by another takes that one's boxes.
+fn let_boxes(
+    stmts: &[Stmt],
+    var_box: &[(i64, i64)],
+    full: &[(i64, i64)],
+) -> Option<Vec<(i64, i64)>> {
+    let mut bx = var_box.to_vec();
+    for (k, s) in stmts.iter().enumerate().rev() {
+        if !matches!(s.target, TensorRef::Local(_)) {
+            continue;
+        }
+        // Per read of the temporary: per dim, the bare variable indexing it.
+        let mut reads: Vec<Vec<Option<usize>>> = Vec::new();
+        for later in &stmts[k + 1..] {
+            later.body.visit(&mut |e| {
+                if let ExprKind::Read { tensor, indices } = &e.kind {
+                    if *tensor == s.target {
+                        reads.push(indices.iter().map(bare_var).collect());
+                    }
+                }
+            });
+        }
+        for (d, lv) in s.vars.iter().enumerate() {
+            let lv = lv.0 as usize;
+            let vs: Vec<Option<usize>> =
+                reads.iter().map(|r| r.get(d).copied().flatten()).collect();
+            let cut: Vec<usize> = vs
+                .iter()
+                .flatten()
+                .copied()
+                .filter(|&w| bx[w] != full[w])
+                .collect();
+            match (vs.first().copied().flatten(), cut.is_empty()) {
+                (_, true) => {}
+                (Some(v), false) if vs.iter().all(|&w| w == Some(v)) && bx[lv] == full[lv] => {
+                    bx[lv] = bx[v];
+                }
+                _ => return None,
+            }
+        }
+    }
+    Some(bx)
+}
+
+/// The variable an index is, bare.
+fn bare_var(ix: &Index) -> Option<usize> {
+    match ix {
+        Index::Expr(x) => match x.kind {
+            ExprKind::Var(v) => Some(v.0 as usize),
+            _ => None,
+        },
+        _ => None,
+    }
 }
 
 fn walk(
