@@ -122,11 +122,7 @@ type LetBoxes = (Vec<(i64, i64)>, Vec<usize>);
 /// temporary's dim some reads do not index with it (the temporary's rows
 /// and the reads' would not line up). Later statements go first, so a
 /// temporary read by another takes that one's boxes.
-fn let_boxes(
-    stmts: &[Stmt],
-    var_box: &[(i64, i64)],
-    full: &[(i64, i64)],
-) -> Option<LetBoxes> {
+fn let_boxes(stmts: &[Stmt], var_box: &[(i64, i64)], full: &[(i64, i64)]) -> Option<LetBoxes> {
     let mut bx = var_box.to_vec();
     let mut root: Vec<usize> = (0..bx.len()).collect();
     for (k, s) in stmts.iter().enumerate().rev() {
