@@ -255,9 +255,8 @@ fn cnn_on_fashion_mnist_under_the_stand_in_gives_the_cpu_losses() {
 /// it, at k = 2 too (measured: 14 and 14 at k = 1, 22 and 22 at k = 2,
 /// the held-out evaluation's included; before codegen ran the batch-split
 /// `maxpool2d_grad` locally — its `let first` made it windowed, generated
-/// kernels, `codegen/tests/local_mode.rs` — 0 backward at k = 2).
-/// Negative control:
-/// asking cuDNN for a true convolution (the filter flipped,
+/// kernels, `codegen/tests/local_mode.rs` — 6 backward of 22 at k = 2).
+/// Negative control: asking cuDNN for a true convolution (the filter flipped,
 /// `TOFU_CUDA_FAULT=cudnn-convolution-mode`) instead of the spec's
 /// cross-correlation runs and gives other losses.
 #[test]
@@ -269,28 +268,13 @@ fn a_cnn_through_cudnn_gives_the_cpu_losses() {
     let data = dir.join("images.safetensors");
     tofu_tests::write_images(&data, 96, 28);
     let data = data.to_string_lossy().into_owned();
-    let model = |workers: &'static str| {
-        [
-            "--model",
-            "cnn-2-8",
-            "--workers",
-            workers,
-            "--batch",
-            "8",
-            "--data",
-        ]
-        .map(str::to_string)
-        .into_iter()
-        .chain([data.clone()])
-        .collect::<Vec<String>>()
-    };
     let steps = ["--steps", "4"];
     let trace = [("TOFU_CPU_CUDA_TRACE_CUDNN", "1")];
     // cuDNN pooling calls (forward, backward), per worker count.
     let mut calls = Vec::new();
     for workers in ["1", "2"] {
-        let model = model(workers);
-        let model = strs(&model);
+        let model = ["--model", "cnn-2-8", "--workers", workers, "--batch", "8"];
+        let model = [&model[..], &["--data", &data]].concat();
         let want = losses(&lines(&cpu_of(&model, &steps), "cpu"));
         assert_eq!(want.len(), 4);
         let o = stand_in_of(&model, &[], &steps, 4, &trace);
@@ -304,13 +288,8 @@ fn a_cnn_through_cudnn_gives_the_cpu_losses() {
         calls.push([count("cudnnPoolingForward"), count("cudnnPoolingBackward")]);
         if workers == "1" {
             let fault = [("TOFU_CUDA_FAULT", "cudnn-convolution-mode")];
-            let rel = max_rel(
-                &losses(&lines(
-                    &stand_in_of(&model, &[], &steps, 4, &fault),
-                    "fault",
-                )),
-                &want,
-            );
+            let o = stand_in_of(&model, &[], &steps, 4, &fault);
+            let rel = max_rel(&losses(&lines(&o, "fault")), &want);
             assert!(rel > TOL, "flipped filters gave the CPU losses ({rel:e})");
         }
     }
