@@ -244,17 +244,21 @@ fn cnn_on_fashion_mnist_under_the_stand_in_gives_the_cpu_losses() {
 
 /// Convolutions and max pooling through cuDNN (issue 37, item 4): cnn-2-8
 /// (two 3×3 convolutions, padding 1, each followed by a 2×2 max pooling)
-/// on 96 seeded 28×28 images for 4 steps on one worker: its `conv2d`,
-/// `conv2d_grad_x`, `conv2d_grad_w`, `maxpool2d` and `maxpool2d_grad` go
-/// through the stand-in's cuDNN (on the stream's thread, seeded delays) and
-/// give the CPU backend's losses (its own kernels) within [`TOL`] at every
-/// step (measured: 0 on these images, 1.0e-7 on others). Negative control:
-/// asking cuDNN for a true convolution (the filter flipped,
+/// on 96 seeded 28×28 images for 4 steps on one worker and on two (one
+/// process, a rank per device, NCCL): its `conv2d`, `conv2d_grad_x`,
+/// `conv2d_grad_w`, `maxpool2d` and `maxpool2d_grad` go through the
+/// stand-in's cuDNN (on the stream's thread, seeded delays) and give the
+/// CPU backend's losses at the same worker count (its own kernels) within
+/// [`TOL`] at every step (measured: 0 on these images at k = 1, 1.0e-7 on
+/// others; 0 at k = 2). The stand-in's trace (`TOFU_CPU_CUDA_TRACE_CUDNN`)
+/// shows every pooling run forward through cuDNN also run backward through
+/// it, at k = 2 too (measured: 14 and 14 at k = 1, 22 and 22 at k = 2,
+/// the held-out evaluation's included; before codegen ran the batch-split
+/// `maxpool2d_grad` locally — its `let first` made it windowed, generated
+/// kernels, `codegen/tests/local_mode.rs` — 6 backward of 22 at k = 2).
+/// Negative control: asking cuDNN for a true convolution (the filter flipped,
 /// `TOFU_CUDA_FAULT=cudnn-convolution-mode`) instead of the spec's
-/// cross-correlation runs and gives other losses. One worker: at k = 2
-/// each rank's `maxpool2d_grad` runs as generated kernels (the pooling
-/// shape recogniser declines its tiles), so cuDNN's pooling gradient would
-/// go untested there.
+/// cross-correlation runs and gives other losses.
 #[test]
 fn a_cnn_through_cudnn_gives_the_cpu_losses() {
     if !ready() {
@@ -264,33 +268,38 @@ fn a_cnn_through_cudnn_gives_the_cpu_losses() {
     let data = dir.join("images.safetensors");
     tofu_tests::write_images(&data, 96, 28);
     let data = data.to_string_lossy().into_owned();
-    let model = [
-        "--model",
-        "cnn-2-8",
-        "--workers",
-        "1",
-        "--batch",
-        "8",
-        "--data",
-        &data,
-    ];
     let steps = ["--steps", "4"];
-    let want = losses(&lines(&cpu_of(&model, &steps), "cpu"));
-    assert_eq!(want.len(), 4);
-    let args = steps.to_vec();
-    let o = stand_in_of(&model, &[], &args, 4, &[]);
-    let got = losses(&lines(&o, "cuda"));
-    let rel = max_rel(&got, &want);
-    println!("cnn-2-8 through cuDNN: max relative difference of the 4 losses: {rel:e}");
-    assert!(rel <= TOL, "{rel:e} > {TOL:e}");
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert!(err.contains("through cuDNN ("), "{err}");
-    let fault = [("TOFU_CUDA_FAULT", "cudnn-convolution-mode")];
-    let rel = max_rel(
-        &losses(&lines(&stand_in_of(&model, &[], &args, 4, &fault), "fault")),
-        &want,
-    );
-    assert!(rel > TOL, "flipped filters gave the CPU losses ({rel:e})");
+    let trace = [("TOFU_CPU_CUDA_TRACE_CUDNN", "1")];
+    // cuDNN pooling calls (forward, backward), per worker count.
+    let mut calls = Vec::new();
+    for workers in ["1", "2"] {
+        let model = ["--model", "cnn-2-8", "--workers", workers, "--batch", "8"];
+        let model = [&model[..], &["--data", &data]].concat();
+        let want = losses(&lines(&cpu_of(&model, &steps), "cpu"));
+        assert_eq!(want.len(), 4);
+        let o = stand_in_of(&model, &[], &steps, 4, &trace);
+        let got = losses(&lines(&o, "cuda"));
+        let rel = max_rel(&got, &want);
+        println!("cnn-2-8 at k = {workers} through cuDNN: max relative difference of the 4 losses: {rel:e}");
+        assert!(rel <= TOL, "k = {workers}: {rel:e} > {TOL:e}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains("through cuDNN ("), "{err}");
+        let count = |call: &str| err.matches(&format!("cpu-cuda: cudnn {call}\n")).count();
+        calls.push([count("cudnnPoolingForward"), count("cudnnPoolingBackward")]);
+        if workers == "1" {
+            let fault = [("TOFU_CUDA_FAULT", "cudnn-convolution-mode")];
+            let o = stand_in_of(&model, &[], &steps, 4, &fault);
+            let rel = max_rel(&losses(&lines(&o, "fault")), &want);
+            assert!(rel > TOL, "flipped filters gave the CPU losses ({rel:e})");
+        }
+    }
+    println!("cuDNN pooling (forward, backward) calls at k = 1, 2: {calls:?}");
+    for [fwd, bwd] in &calls {
+        assert!(
+            *fwd >= 4 * 2 && bwd == fwd,
+            "pooling calls (forward, backward): {calls:?}"
+        );
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -366,7 +366,12 @@ fn queue(h_ptr: *mut c_void, alpha: *const c_void, beta: *const c_void, call: Ca
         return BAD_PARAM;
     }
     let (dir, ws) = (call.dir, call.ws.0);
-    launch(h_ptr, &spans, move |m| {
+    let what = [
+        "cudnnConvolutionForward",
+        "cudnnConvolutionBackwardData",
+        "cudnnConvolutionBackwardFilter",
+    ][dir as usize];
+    launch(h_ptr, what, &spans, move |m| {
         let col = m.rw(ws, ws_bytes / 4);
         match dir {
             Dir::Forward => conv.forward(alpha, m.ro(px, nx), m.ro(pw, nw), col, m.rw(py, ny)),
@@ -400,9 +405,12 @@ impl Mem {
 
 /// Check that each (pointer, bytes) of `spans` lies inside one device
 /// allocation (`BAD_PARAM` otherwise) and queue `work` on handle `h`'s
-/// stream, with its random delay.
+/// stream, with its random delay. `what` names the call: with
+/// `TOFU_CPU_CUDA_TRACE_CUDNN` set, each queued call says
+/// `cpu-cuda: cudnn WHAT` on stderr (how tests see which ops reached cuDNN).
 pub(crate) fn launch(
     h: *mut c_void,
+    what: &str,
     spans: &[(u64, usize)],
     work: impl FnOnce(Mem) + Send + 'static,
 ) -> Status {
@@ -415,6 +423,10 @@ pub(crate) fn launch(
     let Some(stream) = stream_of(h.stream as *mut c_void) else {
         return NOT_INITIALIZED;
     };
+    static TRACE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    if *TRACE.get_or_init(|| std::env::var_os("TOFU_CPU_CUDA_TRACE_CUDNN").is_some()) {
+        eprintln!("cpu-cuda: cudnn {what}");
+    }
     stream.enqueue(
         Delay::Random,
         Box::new(move || {

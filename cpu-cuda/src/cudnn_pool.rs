@@ -139,7 +139,12 @@ fn queue(h: *mut c_void, pool: Pool, beta: *const c_void, ptrs: [u64; 4], grad: 
     } else {
         [(ptrs[0], nx), (ptrs[3], ny), (ptrs[3], ny), (ptrs[3], ny)]
     };
-    launch(h, &spans.map(|(p, n)| (p, n * 4)), move |m| {
+    let what = if grad {
+        "cudnnPoolingBackward"
+    } else {
+        "cudnnPoolingForward"
+    };
+    launch(h, what, &spans.map(|(p, n)| (p, n * 4)), move |m| {
         if grad {
             let (x, y, dy) = (m.ro(ptrs[0], nx), m.ro(ptrs[1], ny), m.ro(ptrs[2], ny));
             pool.backward(x, y, dy, m.rw(ptrs[3], nx));
