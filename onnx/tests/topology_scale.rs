@@ -89,4 +89,49 @@ fn fans_give_the_plan_of_every_piece() {
             assert_eq!(got, want, "{at}");
         }
     }
+    shared_slot_tables_give_every_pair_priced_afresh((&g, &lib), topo, &fast);
+}
+
+/// Every level problem of the kept plan's prefixes, built with the shared
+/// cost memo (each slot's table of (choice, layout) costs computed once per
+/// operator kind and decisions, link loads by fans) is the problem built
+/// with every pair of every slot priced afresh, piece by piece: the same
+/// configurations and the same node and edge costs, to the bit. (Checked to
+/// fail when the table's key leaves out the slot's layouts.) Called from
+/// the test above: the piecewise switch is process-wide, so the two must
+/// not run at once.
+fn shared_slot_tables_give_every_pair_priced_afresh(
+    (g, lib): (&planner::graph::Graph, &tdl::Library),
+    topo: Topology,
+    fast: &Planned,
+) {
+    use planner::plan::coarsen::coarsen;
+    use planner::plan::cost::CostMemo;
+    use planner::plan::level::{LayoutRule, LevelInput};
+
+    let cache = interval::cache::StrategyCache::new();
+    let model = planner::plan::model::Model::new(g, lib, &cache).unwrap();
+    let clusters = coarsen(g, &model);
+    let memo = CostMemo::default();
+    for rule in [LayoutRule::Free, LayoutRule::TensorParallel] {
+        for level in 0..fast.factors.len() {
+            let input = |memo| LevelInput {
+                graph: g,
+                model: &model,
+                clusters: &clusters,
+                factors: &fast.factors,
+                rule,
+                tensor_parallel: true,
+                topology: Some(&topo),
+                memo,
+            };
+            set_piecewise_loads(true);
+            let want = input(None).build(&fast.decisions, level);
+            set_piecewise_loads(false);
+            let got = input(Some(&memo)).build(&fast.decisions, level);
+            let at = format!("level {level} under {rule:?}");
+            assert!(got.configs == want.configs, "configurations at {at}");
+            assert!(got.problem == want.problem, "costs at {at}");
+        }
+    }
 }

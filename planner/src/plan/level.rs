@@ -311,6 +311,33 @@ impl LevelInput<'_> {
             .collect()
     }
 
+    /// The costs of one slot's distinct (choice, layout) pairs, choices
+    /// major: the outer levels' decisions followed by each pair, priced by
+    /// `cm` (bytes, or with a topology nanoseconds).
+    fn slot_table(&self, cm: &CostModel<'_>, s: &SlotTable<'_>) -> Vec<f64> {
+        let (o, (is_input, j)) = (s.op, s.pair);
+        let (chs, lys) = s.cells;
+        let mut oc = s.prefix.0.to_vec();
+        oc.push(OpChoice::Replicate);
+        let mut sp = s.prefix.1.to_vec();
+        sp.push(None);
+        let last = oc.len() - 1;
+        let mut table = Vec::with_capacity(chs.len() * lys.len());
+        for &ch in chs {
+            oc[last] = ch;
+            for &l in lys {
+                sp[last] = l;
+                table.push(match (self.topology, is_input) {
+                    (Some(t), true) => cm.input_load(o, j, &oc, &sp, t).nanos(),
+                    (Some(t), false) => cm.output_load(o, j, &oc, &sp, t).nanos(),
+                    (None, true) => cm.input_bytes(o, j, &oc, &sp) as f64,
+                    (None, false) => cm.output_bytes(o, j, &oc, &sp) as f64,
+                });
+            }
+        }
+        table
+    }
+
     /// Build the problem of `level` given the outer levels' decisions.
     pub fn build(&self, d: &Decisions, level: usize) -> LevelProblem {
         let graph = self.graph;
@@ -348,6 +375,7 @@ impl LevelInput<'_> {
             })
             .collect();
         let mut edges: HashMap<(usize, usize), Vec<f64>> = HashMap::default();
+        let mut tables: HashMap<Vec<u32>, std::rc::Rc<Vec<f64>>> = HashMap::default();
         for (oi, op) in graph.ops().iter().enumerate() {
             let o = OpId(oi as u32);
             let Some((a, ochoices)) = &op_home[oi] else {
@@ -364,24 +392,23 @@ impl LevelInput<'_> {
                     continue;
                 };
                 // The few distinct choices and layouts of this slot; each
-                // pair costed once.
+                // pair costed once, and the table shared by every slot of
+                // an operator of the same kind under the same decisions.
                 let (chs, ch_idx) = distinct(ochoices);
                 let (lys, ly_idx) = distinct(layouts);
-                let mut table = Vec::with_capacity(chs.len() * lys.len());
-                for &ch in &chs {
-                    for &l in &lys {
-                        let mut oc = d.ops[oi][..level].to_vec();
-                        oc.push(ch);
-                        let mut sp = d.tensors[t.index()][..level].to_vec();
-                        sp.push(l);
-                        table.push(match (self.topology, is_input) {
-                            (Some(t), true) => cm.input_load(o, j, &oc, &sp, t).nanos(),
-                            (Some(t), false) => cm.output_load(o, j, &oc, &sp, t).nanos(),
-                            (None, true) => cm.input_bytes(o, j, &oc, &sp) as f64,
-                            (None, false) => cm.output_bytes(o, j, &oc, &sp) as f64,
-                        });
-                    }
-                }
+                let slot = SlotTable {
+                    op: o,
+                    pair: (is_input, j),
+                    prefix: (&d.ops[oi][..level], &d.tensors[t.index()][..level]),
+                    cells: (&chs, &lys),
+                };
+                let table = match self.memo {
+                    Some(_) => tables
+                        .entry(slot.key(self.model.op(o).kind))
+                        .or_insert_with(|| std::rc::Rc::new(self.slot_table(&cm, &slot)))
+                        .clone(),
+                    None => std::rc::Rc::new(self.slot_table(&cm, &slot)),
+                };
                 let nly = lys.len();
                 if a == b {
                     for (k, (ci, li)) in ch_idx.iter().zip(&ly_idx).enumerate() {
@@ -420,6 +447,44 @@ impl LevelInput<'_> {
             problem: Problem { nodes, edges },
             configs,
         }
+    }
+}
+
+/// One operator slot of a level problem: what [`LevelInput::slot_table`]
+/// prices.
+struct SlotTable<'s> {
+    op: OpId,
+    /// (input?, slot index).
+    pair: (bool, usize),
+    /// The operator's choices and the tensor's splits at the outer levels.
+    prefix: (&'s [OpChoice], &'s [Option<u32>]),
+    /// The slot's distinct choices and layouts at this level.
+    cells: (&'s [OpChoice], &'s [Option<u32>]),
+}
+
+impl SlotTable<'_> {
+    /// The words naming this table among the slots of one level problem
+    /// (one graph, one [`Model`], one list of factors): with a
+    /// [`CostMemo`], operators of one `kind` cost the same under the same
+    /// decisions (the memo's own key, [`super::cost::memo_key`]), so every
+    /// slot with these words has this table.
+    fn key(&self, kind: u32) -> Vec<u32> {
+        const NONE: u32 = u32::MAX;
+        let choice = |c: &OpChoice| match c {
+            OpChoice::Strategy(s) => *s,
+            OpChoice::Replicate => NONE,
+        };
+        let split = |s: &Option<u32>| s.unwrap_or(NONE);
+        let (oc, sp) = self.prefix;
+        let (chs, lys) = self.cells;
+        let mut k = Vec::with_capacity(5 + oc.len() + sp.len() + chs.len() + lys.len());
+        k.extend([kind, u32::from(self.pair.0), self.pair.1 as u32]);
+        k.extend(oc.iter().map(choice));
+        k.extend(sp.iter().map(split));
+        k.push(chs.len() as u32);
+        k.extend(chs.iter().map(choice));
+        k.extend(lys.iter().map(split));
+        k
     }
 }
 
