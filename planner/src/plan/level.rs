@@ -15,9 +15,11 @@ use super::cluster::Topology;
 use super::coarsen::Cluster;
 use super::cost::{CostMemo, CostModel};
 use super::decisions::{is_gradient_contribution, OpChoice};
+use super::decisions::{is_partial, PARTIAL};
 /// Kept at their old paths (`plan::level::Decisions`, …).
 pub use super::decisions::{Decisions, LayoutRule, REPLICATE_MAX_BYTES};
 use super::model::Model;
+use super::partial::{self, INFEASIBLE};
 use crate::graph::{Graph, OpId, TensorId};
 use crate::search::{Edge, Node, Problem};
 
@@ -61,6 +63,9 @@ pub struct LevelInput<'a> {
     /// Costs shared across levels and candidates ([`CostMemo`]); `None`:
     /// every level costs its pairs afresh (same results).
     pub memo: Option<&'a CostMemo>,
+    /// Offer partial-sum layouts and linear choices at levels of factor > 1
+    /// ([`super::options::PlanOptions::partial_sums`], issue 41).
+    pub partial_sums: bool,
 }
 
 impl LevelInput<'_> {
@@ -129,7 +134,7 @@ impl LevelInput<'_> {
                 OpChoice::Strategy(s) => m.strategies.strategies[*s as usize].splits.iter().all(|sv| {
                     matches!(sv.kind, interval::strategy::SplitKind::Output { axis } if axis == dim)
                 }),
-                OpChoice::Replicate => false,
+                OpChoice::Replicate | OpChoice::Linear(_) => false,
             })
             .unwrap_or(OpChoice::Replicate)
     }
@@ -207,6 +212,12 @@ impl LevelInput<'_> {
             .collect()
     }
 
+    /// Whether partial sums are offered at `level` (the option, a factor
+    /// above 1, costs in bytes).
+    fn partial_here(&self, level: usize) -> bool {
+        self.partial_sums && self.factors[level] > 1 && self.topology.is_none()
+    }
+
     /// Every configuration of a cluster at `level`.
     pub fn configs(&self, c: &Cluster, d: &Decisions, level: usize) -> Vec<ClusterConfig> {
         let all_tensors = |layouts: &[Option<u32>]| -> Vec<(TensorId, Option<u32>)> {
@@ -219,7 +230,7 @@ impl LevelInput<'_> {
         if c.tied_axis || !c.tensor_slots.is_empty() {
             // Enumerate the first tensor slot's layouts; other tensor slots and
             // every op follow that dim.
-            let root: Vec<Option<u32>> = match c.tensor_slots.first() {
+            let mut root: Vec<Option<u32>> = match c.tensor_slots.first() {
                 Some(slot) => self.rule.layouts(
                     self.graph,
                     self.factors,
@@ -230,6 +241,11 @@ impl LevelInput<'_> {
                 ),
                 None => vec![None],
             };
+            let partial_ok =
+                |t: TensorId| self.partial_here(level) && partial::eligible(self.graph, t);
+            if c.tensor_slots.first().is_some_and(|s| partial_ok(s[0])) {
+                root.push(Some(PARTIAL));
+            }
             let mut configs: Vec<ClusterConfig> = root
                 .into_iter()
                 .map(|l| {
@@ -245,20 +261,28 @@ impl LevelInput<'_> {
                                 level,
                                 self.tensor_parallel,
                             );
-                            if opts.contains(&l) {
+                            if opts.contains(&l) || (is_partial(l) && partial_ok(s[0])) {
                                 l
                             } else {
                                 opts[0]
                             }
                         })
                         .collect();
+                    let tensors = all_tensors(&layouts);
                     let ops = c.op_slots.iter().flat_map(|s| {
-                        let ch = self.follow(s[0], l, d, level);
+                        let ch = if is_partial(l) {
+                            let partial = |t: TensorId| {
+                                tensors.iter().any(|(u, x)| *u == t && is_partial(*x))
+                            };
+                            partial::follow_partial(self.graph, self.model, s[0], partial)
+                        } else {
+                            self.follow(s[0], l, d, level)
+                        };
                         s.iter().map(move |o| (*o, ch))
                     });
                     ClusterConfig {
                         ops: ops.collect(),
-                        tensors: all_tensors(&layouts),
+                        tensors,
                     }
                 })
                 .collect();
@@ -269,7 +293,13 @@ impl LevelInput<'_> {
         let per_slot: Vec<Vec<OpChoice>> = c
             .op_slots
             .iter()
-            .map(|s| self.choices(s[0], d, level))
+            .map(|s| {
+                let mut ch = self.choices(s[0], d, level);
+                if self.partial_here(level) {
+                    ch.extend(partial::linear_choices(self.graph, self.model, s[0]));
+                }
+                ch
+            })
             .collect();
         let mut configs: Vec<Vec<OpChoice>> = vec![Vec::new()];
         for (i, opts) in per_slot.iter().enumerate() {
@@ -377,8 +407,8 @@ impl LevelInput<'_> {
                         table.push(match (self.topology, is_input) {
                             (Some(t), true) => cm.input_load(o, j, &oc, &sp, t).nanos(),
                             (Some(t), false) => cm.output_load(o, j, &oc, &sp, t).nanos(),
-                            (None, true) => cm.input_bytes(o, j, &oc, &sp) as f64,
-                            (None, false) => cm.output_bytes(o, j, &oc, &sp) as f64,
+                            (None, true) => as_cost(cm.input_bytes(o, j, &oc, &sp)),
+                            (None, false) => as_cost(cm.output_bytes(o, j, &oc, &sp)),
                         });
                     }
                 }
@@ -420,6 +450,15 @@ impl LevelInput<'_> {
             problem: Problem { nodes, edges },
             configs,
         }
+    }
+}
+
+/// A pair's bytes as a problem cost ([`INFEASIBLE`] is `f64::INFINITY`).
+fn as_cost(bytes: u64) -> f64 {
+    if bytes == INFEASIBLE {
+        f64::INFINITY
+    } else {
+        bytes as f64
     }
 }
 
