@@ -218,6 +218,106 @@ impl LevelInput<'_> {
         self.partial_sums && self.factors[level] > 1 && self.topology.is_none()
     }
 
+    /// The partial-sum variant of a tensor cluster's configuration `cfg`
+    /// (issue 41): its eligible tensors that no op outside the cluster reads
+    /// (the contributions to a summed gradient and the partial sums of
+    /// them) held [`PARTIAL`], and the ops reading them linear in them
+    /// ([`partial::follow_partial`]; the producers of the partial sums
+    /// cutting a `Sum` reduction). `None` when no tensor qualifies.
+    fn partial_variant(
+        &self,
+        c: &Cluster,
+        d: &Decisions,
+        level: usize,
+        cfg: &ClusterConfig,
+    ) -> Option<ClusterConfig> {
+        let inside: Vec<TensorId> = c.tensors().collect();
+        let ops: Vec<OpId> = c.ops().collect();
+        let g = self.graph;
+        let linear_reader = |o: &OpId, t: TensorId| {
+            let masks = partial::linear_choices(g, self.model, *o);
+            let mut slots = g.op(*o).inputs.iter().enumerate().filter(|(_, u)| **u == t);
+            slots.all(|(i, _)| {
+                masks
+                    .iter()
+                    .any(|c| matches!(c, OpChoice::Linear(m) if m & (1 << i) != 0))
+            })
+        };
+        let internal = |t: TensorId| {
+            let readers = g.consumers(t);
+            partial::eligible(g, t)
+                && !readers.is_empty()
+                && readers
+                    .iter()
+                    .all(|o| ops.contains(o) && linear_reader(o, t))
+        };
+        let tensors: Vec<(TensorId, Option<u32>)> = cfg
+            .tensors
+            .iter()
+            .map(|&(t, l)| (t, if internal(t) { Some(PARTIAL) } else { l }))
+            .collect();
+        if tensors == cfg.tensors {
+            return None;
+        }
+        let partial = |t: TensorId| {
+            inside.contains(&t) && tensors.iter().any(|(u, x)| *u == t && is_partial(*x))
+        };
+        let ops = cfg
+            .ops
+            .iter()
+            .map(|&(o, ch)| {
+                let op = self.graph.op(o);
+                if op.inputs.iter().chain(&op.outputs).any(|t| partial(*t)) {
+                    let strategies = self.choices(o, d, level);
+                    let choice = partial::follow_partial(g, self.model, o, partial, &strategies);
+                    (o, choice.unwrap_or(ch))
+                } else {
+                    (o, ch)
+                }
+            })
+            .collect();
+        Some(ClusterConfig { ops, tensors })
+    }
+
+    /// The configuration of a tensor cluster whose first tensor is held
+    /// [`PARTIAL`] (when it may be): its other eligible tensors too, the
+    /// rest as the rule's first layout, its ops as
+    /// [`partial::follow_partial`] says (else replicated).
+    fn partial_root(&self, c: &Cluster, d: &Decisions, level: usize) -> Option<ClusterConfig> {
+        let g = self.graph;
+        let root = c.tensor_slots.first()?[0];
+        if !partial::eligible(g, root) {
+            return None;
+        }
+        let tensors: Vec<(TensorId, Option<u32>)> = c
+            .tensor_slots
+            .iter()
+            .flat_map(|s| {
+                let l = if partial::eligible(g, s[0]) {
+                    Some(PARTIAL)
+                } else {
+                    let layouts =
+                        self.rule
+                            .layouts(g, self.factors, s[0], d, level, self.tensor_parallel);
+                    layouts[0]
+                };
+                s.iter().map(move |t| (*t, l))
+            })
+            .collect();
+        let partial = |t: TensorId| tensors.iter().any(|(u, x)| *u == t && is_partial(*x));
+        let ops = c
+            .op_slots
+            .iter()
+            .flat_map(|s| {
+                let strategies = self.choices(s[0], d, level);
+                let ch = partial::follow_partial(g, self.model, s[0], partial, &strategies)
+                    .unwrap_or(OpChoice::Replicate);
+                s.iter().map(move |o| (*o, ch))
+            })
+            .collect();
+        Some(ClusterConfig { ops, tensors })
+    }
+
     /// Every configuration of a cluster at `level`.
     pub fn configs(&self, c: &Cluster, d: &Decisions, level: usize) -> Vec<ClusterConfig> {
         let all_tensors = |layouts: &[Option<u32>]| -> Vec<(TensorId, Option<u32>)> {
@@ -230,7 +330,7 @@ impl LevelInput<'_> {
         if c.tied_axis || !c.tensor_slots.is_empty() {
             // Enumerate the first tensor slot's layouts; other tensor slots and
             // every op follow that dim.
-            let mut root: Vec<Option<u32>> = match c.tensor_slots.first() {
+            let root: Vec<Option<u32>> = match c.tensor_slots.first() {
                 Some(slot) => self.rule.layouts(
                     self.graph,
                     self.factors,
@@ -241,11 +341,6 @@ impl LevelInput<'_> {
                 ),
                 None => vec![None],
             };
-            let partial_ok =
-                |t: TensorId| self.partial_here(level) && partial::eligible(self.graph, t);
-            if c.tensor_slots.first().is_some_and(|s| partial_ok(s[0])) {
-                root.push(Some(PARTIAL));
-            }
             let mut configs: Vec<ClusterConfig> = root
                 .into_iter()
                 .map(|l| {
@@ -261,31 +356,31 @@ impl LevelInput<'_> {
                                 level,
                                 self.tensor_parallel,
                             );
-                            if opts.contains(&l) || (is_partial(l) && partial_ok(s[0])) {
+                            if opts.contains(&l) {
                                 l
                             } else {
                                 opts[0]
                             }
                         })
                         .collect();
-                    let tensors = all_tensors(&layouts);
                     let ops = c.op_slots.iter().flat_map(|s| {
-                        let ch = if is_partial(l) {
-                            let partial = |t: TensorId| {
-                                tensors.iter().any(|(u, x)| *u == t && is_partial(*x))
-                            };
-                            partial::follow_partial(self.graph, self.model, s[0], partial)
-                        } else {
-                            self.follow(s[0], l, d, level)
-                        };
+                        let ch = self.follow(s[0], l, d, level);
                         s.iter().map(move |o| (*o, ch))
                     });
                     ClusterConfig {
                         ops: ops.collect(),
-                        tensors,
+                        tensors: all_tensors(&layouts),
                     }
                 })
                 .collect();
+            if self.partial_here(level) {
+                let variants = configs
+                    .iter()
+                    .filter_map(|cfg| self.partial_variant(c, d, level, cfg))
+                    .collect::<Vec<_>>();
+                configs.extend(variants);
+                configs.extend(self.partial_root(c, d, level));
+            }
             configs.extend(self.split_contributions(c, d, level, &configs));
             return configs;
         }

@@ -123,10 +123,16 @@ impl CostModel<'_> {
     ) -> u64 {
         let m = self.model.op(op);
         let mut partial_levels = Vec::new();
+        let mut group = 1u64;
         for (l, s) in splits.iter().enumerate() {
             let partial = is_partial(*s);
             let ok = match choices.get(l) {
-                Some(OpChoice::Linear(_)) => partial,
+                Some(OpChoice::Linear(_)) => {
+                    if !partial {
+                        group *= self.factors[l] as u64;
+                    }
+                    true
+                }
                 Some(OpChoice::Strategy(st)) if partial => {
                     m.strategies.strategies.get(*st as usize).is_some_and(|st| {
                         st.splits.iter().any(|sv| {
@@ -149,6 +155,9 @@ impl CostModel<'_> {
             if partial {
                 partial_levels.push(l);
             }
+        }
+        if group > 1 {
+            return self.reduced_linear_output(op, slot, choices, splits, group);
         }
         let o = self.graph.op(op);
         let shape = &self.graph.tensor(o.outputs[slot]).shape;
@@ -182,6 +191,51 @@ impl CostModel<'_> {
             total -= produced[w].1.overlap(tile);
         }
         total
+    }
+
+    /// Output elements of a [`OpChoice::Linear`] op whose output is not
+    /// partial at some of its linear levels (groups of `group` workers that
+    /// differ only there each hold a partial of their region): the cheaper
+    /// of reducing every worker's tile directly from the group's other
+    /// partials and a ring all-reduce of the group's regions (2(G − 1)·N),
+    /// plus the output's cost with those levels replicated.
+    fn reduced_linear_output(
+        &self,
+        op: OpId,
+        slot: usize,
+        choices: &[OpChoice],
+        splits: &[Option<u32>],
+        group: u64,
+    ) -> u64 {
+        let replicated: Vec<OpChoice> = choices
+            .iter()
+            .zip(splits)
+            .map(|(c, s)| match c {
+                OpChoice::Linear(_) if !is_partial(*s) => OpChoice::Replicate,
+                c => *c,
+            })
+            .collect();
+        let rest = if involved(&replicated, splits) {
+            self.partial_output_elems(op, slot, &replicated, splits)
+        } else {
+            self.output_elems(op, slot, &replicated, splits).0
+        };
+        if rest == INFEASIBLE {
+            return INFEASIBLE;
+        }
+        let access = &self.model.op(op).access;
+        let shape = &self.graph.tensor(self.graph.op(op).outputs[slot]).shape;
+        let tiles = self.all_tiles(shape, &summed(splits));
+        let boxes = self.all_boxes(op, choices);
+        let (mut own, mut held) = (0u64, 0u64);
+        for (b, tile) in boxes.iter().zip(tiles.iter()) {
+            let region = access.output_region(slot, b).0;
+            own += region.overlap(tile);
+            held += region.volume();
+        }
+        let direct = (group - 1) * own;
+        let staged = 2 * (group - 1) * held / group;
+        rest + direct.min(staged)
     }
 }
 
@@ -219,15 +273,19 @@ pub fn linear_choices(graph: &Graph, model: &Model, op: OpId) -> Vec<OpChoice> {
 }
 
 /// The choice of `op` in a cluster laid out partial: linear in the set of
-/// its inputs in `partial` (the cluster's tensors), when the op is linear in
-/// that set, else in its largest linear set containing it; replicated
-/// when there is none (its partial outputs are then infeasible).
+/// its inputs in `partial` (the cluster's partial tensors) when there are
+/// some, the op is linear in that set (else in its largest linear set
+/// containing it); with none, the first of `strategies` (the op's candidate
+/// choices at the level) that cuts a `Sum` reduction of its first output
+/// (the producer of partial sums: a row-parallel matmul), else its largest
+/// linear set (fed partial sums from outside); else `None`.
 pub fn follow_partial(
     graph: &Graph,
     model: &Model,
     op: OpId,
     partial: impl Fn(TensorId) -> bool,
-) -> OpChoice {
+    strategies: &[OpChoice],
+) -> Option<OpChoice> {
     let o = graph.op(op);
     let want = o
         .inputs
@@ -235,11 +293,34 @@ pub fn follow_partial(
         .enumerate()
         .filter(|(_, t)| partial(**t))
         .fold(0u32, |m, (i, _)| m | (1 << i));
-    let choices = linear_choices(graph, model, op);
     let mask = |c: &OpChoice| match c {
         OpChoice::Linear(m) => *m,
         _ => 0,
     };
+    if want == 0 {
+        let sts = &model.op(op).strategies.strategies;
+        let reduces = |c: &&OpChoice| match c {
+            OpChoice::Strategy(s) => sts.get(*s as usize).is_some_and(|st| {
+                st.splits.iter().any(|sv| {
+                    sv.output == 0
+                        && matches!(
+                            sv.kind,
+                            interval::strategy::SplitKind::Reduction {
+                                reducer: tdl::Reducer::Sum
+                            }
+                        )
+                })
+            }),
+            _ => false,
+        };
+        let reducing = strategies.iter().find(reduces).copied();
+        return reducing.or_else(|| {
+            // Fed partial sums from outside the cluster: the largest set.
+            let choices = linear_choices(graph, model, op);
+            choices.into_iter().max_by_key(|c| mask(c).count_ones())
+        });
+    }
+    let choices = linear_choices(graph, model, op);
     choices
         .iter()
         .find(|c| mask(c) == want)
@@ -250,5 +331,4 @@ pub fn follow_partial(
                 .max_by_key(|c| mask(c).count_ones())
         })
         .copied()
-        .unwrap_or(OpChoice::Replicate)
 }
