@@ -18,7 +18,7 @@ fn graph(lib: &Library) -> Graph {
     let (k, n) = (32 * 1024, 64 * 1024);
     let mut b = GraphBuilder::new(lib, "two-projections");
     let normal = Fill::Normal { std: 1.0 };
-    let g1 = b.input("g1", &[1, n], DType::F32, normal.clone()).unwrap();
+    let g1 = b.input("g1", &[1, n], DType::F32, normal).unwrap();
     let g2 = b.input("g2", &[1, n], DType::F32, normal).unwrap();
     let w1 = b.weight("w1", &[k, n], 0.1).unwrap();
     let w2 = b.weight("w2", &[k, n], 0.1).unwrap();

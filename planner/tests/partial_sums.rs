@@ -27,7 +27,7 @@ const N: usize = 2 * K;
 fn graph(lib: &Library) -> Graph {
     let mut b = GraphBuilder::new(lib, "two-projections");
     let normal = Fill::Normal { std: 1.0 };
-    let g1 = b.input("g1", &[1, N], DType::F32, normal.clone()).unwrap();
+    let g1 = b.input("g1", &[1, N], DType::F32, normal).unwrap();
     let g2 = b.input("g2", &[1, N], DType::F32, normal).unwrap();
     let w1 = b.weight("w1", &[K, N], 0.1).unwrap();
     let w2 = b.weight("w2", &[K, N], 0.1).unwrap();
