@@ -18,7 +18,8 @@
 use interval::cache::StrategyCache;
 use planner::graph::{DType, Fill, Graph, GraphBuilder};
 use planner::plan::decisions::{OpChoice, PARTIAL};
-use planner::plan::{plan_with, PlanOptions, Planned, SearchKind};
+use planner::plan::model::Model;
+use planner::plan::{exact_cost, plan_with, PlanOptions, Planned, SearchKind};
 use tdl::Library;
 
 const K: usize = 32 * 1024;
@@ -67,4 +68,21 @@ fn summed_input_gradients_are_reduced_once_with_partial_sums() {
         let add = g.ops().iter().position(|o| o.name == "sum").unwrap();
         assert_eq!(d.ops[add], [OpChoice::Linear(0b11)]);
     }
+}
+
+/// The plan's recorded bytes are its decisions' exact cost, and the rule
+/// that makes `add(partial, whole)` wrong (the whole addend would be
+/// counted once per worker) is enforced: with `dx2` whole while `add`
+/// stays linear in both inputs, the plan is infeasible (`u64::MAX`,
+/// saturated), not cheaper.
+#[test]
+fn a_linear_op_on_a_whole_input_is_infeasible() {
+    let lib = Library::shipped().unwrap();
+    let g = graph(&lib);
+    let on = planned(&g, &lib, SearchKind::CriticalDp, true);
+    let model = Model::new(&g, &lib, &StrategyCache::new()).unwrap();
+    let mut d = on.decisions.clone();
+    assert_eq!(exact_cost(&g, &model, &on.factors, &d).0, on.comm_bytes);
+    d.tensors[tensor(&g, "dx2")] = vec![None];
+    assert_eq!(exact_cost(&g, &model, &on.factors, &d).0, u64::MAX);
 }
