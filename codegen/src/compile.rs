@@ -21,9 +21,11 @@ use crate::generate::{generate_in, Programs};
 /// Errors: [`CodegenError::Tampered`] / [`CodegenError::Mismatch`] for a
 /// plan file whose recorded costs differ from its decisions (an edited
 /// tile); as [`crate::generate()`] for decisions that do not fit or a
-/// missing spec; [`CodegenError::Invalid`] naming the rank for programs the
+/// missing spec; [`CodegenError::PartialSums`] for a plan with partial-sum
+/// layouts (checked first); [`CodegenError::Invalid`] naming the rank for programs the
 /// verifier rejects.
 pub fn compile(plan: &BoundPlan, lib: &Library) -> Result<Programs, CodegenError> {
+    crate::generate::partial_free(&plan.graph, &plan.decisions)?;
     let cm = plan.cost();
     plan.check_recorded(&cm).map_err(|e| match e {
         RecordedError::Mismatch(m) => CodegenError::Mismatch(m),

@@ -40,6 +40,18 @@ pub enum CodegenError {
         /// What is wrong.
         message: String,
     },
+    /// A plan holding a tensor as per-worker partial sums, or running an
+    /// operator on them (`tofu plan --partial-sums`, issue 41): the
+    /// planner can cost such plans, codegen cannot emit them yet.
+    #[error("{what} `{name}` uses partial sums at level {level} (a plan made with `tofu plan --partial-sums`); partial layouts are not executable yet (issue 41): plan again without --partial-sums")]
+    PartialSums {
+        /// "tensor" or "operator".
+        what: &'static str,
+        /// Its name.
+        name: String,
+        /// The recursion level (outermost 0).
+        level: usize,
+    },
     /// A program file that cannot be read ([`program::ProgramError`]).
     #[error(transparent)]
     Program(#[from] program::ProgramError),

@@ -222,6 +222,33 @@ pub fn generate_in(
     })
 }
 
+/// No tensor held as partial sums and no operator linear in them at any
+/// level: [`CodegenError::PartialSums`] names the first (tensors first).
+pub(crate) fn partial_free(graph: &Graph, d: &Decisions) -> Result<(), CodegenError> {
+    use planner::plan::decisions::is_partial;
+    let tensors = graph.tensors().iter().zip(&d.tensors);
+    for (t, s) in tensors {
+        if let Some(level) = s.iter().position(|x| is_partial(*x)) {
+            return Err(CodegenError::PartialSums {
+                what: "tensor",
+                name: t.name.clone(),
+                level,
+            });
+        }
+    }
+    for (op, c) in graph.ops().iter().zip(&d.ops) {
+        let linear = |c: &planner::plan::OpChoice| matches!(c, planner::plan::OpChoice::Linear(_));
+        if let Some(level) = c.iter().position(linear) {
+            return Err(CodegenError::PartialSums {
+                what: "operator",
+                name: op.name.clone(),
+                level,
+            });
+        }
+    }
+    Ok(())
+}
+
 /// Decisions that fit the graph: one entry per tensor/op and level, split
 /// dims within rank, strategy indices that exist, f32 operator outputs.
 fn check_fit(
@@ -246,6 +273,7 @@ fn check_fit(
             graph.ops().len()
         ));
     }
+    partial_free(graph, d)?;
     for (t, s) in graph.tensors().iter().zip(&d.tensors) {
         if s.len() != factors.len() {
             return bad(format!(

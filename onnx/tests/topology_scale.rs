@@ -124,6 +124,7 @@ fn shared_slot_tables_give_every_pair_priced_afresh(
                 tensor_parallel: true,
                 topology: Some(&topo),
                 memo,
+                partial_sums: false,
             };
             set_piecewise_loads(true);
             let want = input(None).build(&fast.decisions, level);

@@ -42,6 +42,7 @@ fn enumerate(g: &Graph, lib: &Library, factor: usize) -> Vec<(u64, u64)> {
         tensor_parallel: false,
         topology: None,
         memo: None,
+        partial_sums: false,
     };
     let lp = input.build(&Decisions::empty(g), 0);
     let sizes: Vec<usize> = lp.configs.iter().map(Vec::len).collect();

@@ -35,6 +35,7 @@ fn chosen(g: &Graph, model: &Model, choices: &[Vec<OpChoice>], name: &str) -> Ve
         .map(|c| match c {
             OpChoice::Strategy(i) => model.op(o).strategies.strategies[*i as usize].name.clone(),
             OpChoice::Replicate => "replicate".into(),
+            OpChoice::Linear(mask) => format!("linear {mask:#b}"),
         })
         .collect()
 }

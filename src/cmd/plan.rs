@@ -78,6 +78,10 @@ pub struct Args {
     /// (exit 2).
     #[arg(long, value_parser = parse_bytes)]
     device_memory: Option<u64>,
+    /// Let the search keep gradients and activations as per-worker partial
+    /// sums, reduced once (issue 41). Experimental: `tofu run` refuses such plans.
+    #[arg(long)]
+    partial_sums: bool,
     /// Print the frontier of communication per step against memory per
     /// worker (JSON field `pareto`); the plan summarised and written with
     /// -o is point --pareto-point (default 0, the fewest bytes).
@@ -210,6 +214,7 @@ fn options(args: &Args) -> miette::Result<PlanOptions> {
         device_memory: args.device_memory,
         tensor_parallel: args.tensor_parallel,
         topology,
+        partial_sums: args.partial_sums,
         ..PlanOptions::default()
     })
 }

@@ -61,6 +61,8 @@ pub(crate) struct Candidates<'a> {
     /// The graph has weights Megatron-LM splits
     /// ([`has_tensor_parallel_weights`]).
     tensor_parallel: bool,
+    /// Offer partial-sum layouts ([`PlanOptions::partial_sums`]).
+    partial_sums: bool,
 }
 
 /// Level problems by (candidate index, level, the outer levels' decisions).
@@ -103,6 +105,7 @@ impl<'a> Candidates<'a> {
             problems: Mutex::default(),
             costs: CostMemo::default(),
             tensor_parallel: has_tensor_parallel_weights(graph),
+            partial_sums: opts.partial_sums,
         })
     }
 
@@ -234,6 +237,7 @@ fn plan_levels(
         tensor_parallel: ctx.tensor_parallel,
         topology: topology.as_ref(),
         memo: Some(&ctx.costs),
+        partial_sums: ctx.partial_sums,
     };
     let mut decisions = Decisions::empty(graph);
     let mut levels = Vec::new();

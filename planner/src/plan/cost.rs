@@ -43,6 +43,7 @@ use super::decisions::Decisions;
 /// Kept at its old path (`plan::cost::OpChoice`).
 pub use super::decisions::OpChoice;
 use super::model::Model;
+use super::partial::{self, to_bytes};
 use super::shards::Shards;
 use super::tile::{by_level, digits, part, Region};
 use crate::graph::{Graph, OpId};
@@ -117,8 +118,12 @@ pub(crate) fn memo_key(
     k.extend(choices.iter().map(|c| match c {
         OpChoice::Strategy(s) => *s,
         OpChoice::Replicate => NONE,
+        OpChoice::Linear(mask) => 0xFFFF_0000 | mask,
     }));
-    k.extend(splits.iter().map(|s| s.unwrap_or(NONE)));
+    k.extend(splits.iter().map(|s| match s {
+        Some(super::decisions::PARTIAL) => NONE - 1,
+        s => s.unwrap_or(NONE),
+    }));
     k
 }
 
@@ -279,7 +284,16 @@ impl<'a> CostModel<'a> {
         choices: &[OpChoice],
         splits: &[Option<u32>],
     ) -> u64 {
-        if self.workers <= 1 || splits.iter().all(Option::is_none) {
+        if self.workers <= 1 {
+            return 0;
+        }
+        if partial::involved(choices, splits) {
+            let e = self.memoized((op, true, slot), choices, splits, || {
+                (self.partial_input_elems(op, slot, choices, splits), false)
+            });
+            return to_bytes(e.0, self.dtype_bytes(op, slot, true));
+        }
+        if splits.iter().all(Option::is_none) {
             return 0;
         }
         let elems = self.memoized((op, true, slot), choices, splits, || {
@@ -289,7 +303,7 @@ impl<'a> CostModel<'a> {
     }
 
     /// Elements of [`CostModel::input_bytes`] (some split level assumed).
-    fn input_elems(
+    pub(crate) fn input_elems(
         &self,
         op: OpId,
         slot: usize,
@@ -323,7 +337,10 @@ impl<'a> CostModel<'a> {
         choices: &[OpChoice],
         splits: &[Option<u32>],
     ) -> u64 {
-        self.output_elems(op, slot, choices, splits).0 * self.dtype_bytes(op, slot, false)
+        to_bytes(
+            self.output_elems(op, slot, choices, splits).0,
+            self.dtype_bytes(op, slot, false),
+        )
     }
 
     /// Elements of [`CostModel::output_bytes`], and whether the output is
@@ -343,7 +360,11 @@ impl<'a> CostModel<'a> {
             return (0, false);
         }
         self.memoized((op, false, slot), choices, splits, || {
-            self.output_elems_uncached(op, slot, choices, splits)
+            if partial::involved(choices, splits) {
+                (self.partial_output_elems(op, slot, choices, splits), false)
+            } else {
+                self.output_elems_uncached(op, slot, choices, splits)
+            }
         })
     }
 
@@ -526,7 +547,7 @@ impl<'a> CostModel<'a> {
                                 })
                         })
                     }
-                    OpChoice::Replicate => None,
+                    OpChoice::Replicate | OpChoice::Linear(_) => None,
                 };
                 Some(axis.unwrap_or(largest))
             })
@@ -564,11 +585,14 @@ pub fn exact_cost_in(cm: &CostModel<'_>, d: &Decisions) -> (u64, Vec<u64>) {
         let o = OpId(i as u32);
         let chs = &d.ops[i];
         for (j, t) in op.inputs.iter().enumerate() {
-            per_op[i] += cm.input_bytes(o, j, chs, &d.tensors[t.index()]);
+            per_op[i] = per_op[i].saturating_add(cm.input_bytes(o, j, chs, &d.tensors[t.index()]));
         }
         for (j, t) in op.outputs.iter().enumerate() {
-            per_op[i] += cm.output_bytes(o, j, chs, &d.tensors[t.index()]);
+            per_op[i] = per_op[i].saturating_add(cm.output_bytes(o, j, chs, &d.tensors[t.index()]));
         }
     }
-    (per_op.iter().sum(), per_op)
+    (
+        per_op.iter().fold(0u64, |a, b| a.saturating_add(*b)),
+        per_op,
+    )
 }

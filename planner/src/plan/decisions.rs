@@ -19,6 +19,23 @@ pub enum OpChoice {
     Strategy(u32),
     /// Every worker of the group computes the whole op (no valid split).
     Replicate,
+    /// Every worker of the group applies the op to its partial sums of the
+    /// inputs in the bit mask (bit i = input i, a set the op is linear in,
+    /// [`tdl::linear_input_sets`]), which must be [`PARTIAL`] at the level,
+    /// and holds its outputs as partial sums (issue 41; only under
+    /// `PlanOptions::partial_sums`). Geometry as [`OpChoice::Replicate`].
+    Linear(u32),
+}
+
+/// The split-dim sentinel of a tensor held as per-worker *partial sums* at a
+/// level (issue 41): every worker of the level holds a full-extent buffer
+/// (geometry as replicated) and the value is their sum. Only plans made
+/// with `PlanOptions::partial_sums` contain it; codegen refuses it for now.
+pub const PARTIAL: u32 = u32::MAX;
+
+/// Whether a tensor's layout at a level is [`PARTIAL`].
+pub fn is_partial(layout: Option<u32>) -> bool {
+    layout == Some(PARTIAL)
 }
 
 /// Tensors at most this large (bytes) may be replicated on every worker

@@ -98,8 +98,20 @@ pub fn plan_with_model(
         t.check_workers(workers)?;
     }
     let start = Instant::now();
+    // With partial sums, the plans without them compete too (first, so a
+    // tie keeps the executable one): the level-by-level search can be led
+    // by a cheap partial layout at an outer level to a dearer whole plan.
+    let mut plans = if opts.partial_sums {
+        let plain = PlanOptions {
+            partial_sums: false,
+            ..opts
+        };
+        Candidates::with_model(graph, model.clone(), workers, search, &plain)?.plan_all(None)?
+    } else {
+        Vec::new()
+    };
     let ctx = Candidates::with_model(graph, model, workers, search, &opts)?;
-    let plans = ctx.plan_all(None)?;
+    plans.extend(ctx.plan_all(None)?);
     let free = plans
         .iter()
         .map(|b| &b.plan)

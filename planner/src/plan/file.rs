@@ -235,6 +235,7 @@ impl PlanFile {
                             .get(*s as usize)
                             .map_or_else(|| format!("#{s}"), |st| st.name.clone()),
                         OpChoice::Replicate => "replicate".to_string(),
+                        OpChoice::Linear(_) => "linear (partial sums)".to_string(),
                     })
                     .collect(),
                 comm_bytes: planned.op_comm_bytes[i],
@@ -319,7 +320,7 @@ impl PlanFile {
                 .splits
                 .iter()
                 .flatten()
-                .find(|d| **d as usize >= t.shape.len())
+                .find(|d| **d != super::decisions::PARTIAL && **d as usize >= t.shape.len())
             {
                 return Err(format!(
                     "tensor `{}` is split along dim {d} but has rank {}",

@@ -15,9 +15,11 @@ use super::cluster::Topology;
 use super::coarsen::Cluster;
 use super::cost::{CostMemo, CostModel};
 use super::decisions::{is_gradient_contribution, OpChoice};
+use super::decisions::{is_partial, PARTIAL};
 /// Kept at their old paths (`plan::level::Decisions`, …).
 pub use super::decisions::{Decisions, LayoutRule, REPLICATE_MAX_BYTES};
 use super::model::Model;
+use super::partial::{self, INFEASIBLE};
 use crate::graph::{Graph, OpId, TensorId};
 use crate::search::{Edge, Node, Problem};
 
@@ -61,6 +63,9 @@ pub struct LevelInput<'a> {
     /// Costs shared across levels and candidates ([`CostMemo`]); `None`:
     /// every level costs its pairs afresh (same results).
     pub memo: Option<&'a CostMemo>,
+    /// Offer partial-sum layouts and linear choices at levels of factor > 1
+    /// ([`super::options::PlanOptions::partial_sums`], issue 41).
+    pub partial_sums: bool,
 }
 
 impl LevelInput<'_> {
@@ -129,7 +134,7 @@ impl LevelInput<'_> {
                 OpChoice::Strategy(s) => m.strategies.strategies[*s as usize].splits.iter().all(|sv| {
                     matches!(sv.kind, interval::strategy::SplitKind::Output { axis } if axis == dim)
                 }),
-                OpChoice::Replicate => false,
+                OpChoice::Replicate | OpChoice::Linear(_) => false,
             })
             .unwrap_or(OpChoice::Replicate)
     }
@@ -207,6 +212,112 @@ impl LevelInput<'_> {
             .collect()
     }
 
+    /// Whether partial sums are offered at `level` (the option, a factor
+    /// above 1, costs in bytes).
+    fn partial_here(&self, level: usize) -> bool {
+        self.partial_sums && self.factors[level] > 1 && self.topology.is_none()
+    }
+
+    /// The partial-sum variant of a tensor cluster's configuration `cfg`
+    /// (issue 41): its eligible tensors that no op outside the cluster reads
+    /// (the contributions to a summed gradient and the partial sums of
+    /// them) held [`PARTIAL`], and the ops reading them linear in them
+    /// ([`partial::follow_partial`]; the producers of the partial sums
+    /// cutting a `Sum` reduction). `None` when no tensor qualifies.
+    fn partial_variant(
+        &self,
+        c: &Cluster,
+        d: &Decisions,
+        level: usize,
+        cfg: &ClusterConfig,
+    ) -> Option<ClusterConfig> {
+        let inside: Vec<TensorId> = c.tensors().collect();
+        let ops: Vec<OpId> = c.ops().collect();
+        let g = self.graph;
+        let linear_reader = |o: &OpId, t: TensorId| {
+            let masks = partial::linear_choices(g, self.model, *o);
+            let mut slots = g.op(*o).inputs.iter().enumerate().filter(|(_, u)| **u == t);
+            slots.all(|(i, _)| {
+                masks
+                    .iter()
+                    .any(|c| matches!(c, OpChoice::Linear(m) if m & (1 << i) != 0))
+            })
+        };
+        let internal = |t: TensorId| {
+            let readers = g.consumers(t);
+            partial::eligible(g, t)
+                && !readers.is_empty()
+                && readers
+                    .iter()
+                    .all(|o| ops.contains(o) && linear_reader(o, t))
+        };
+        let tensors: Vec<(TensorId, Option<u32>)> = cfg
+            .tensors
+            .iter()
+            .map(|&(t, l)| (t, if internal(t) { Some(PARTIAL) } else { l }))
+            .collect();
+        if tensors == cfg.tensors {
+            return None;
+        }
+        let partial = |t: TensorId| {
+            inside.contains(&t) && tensors.iter().any(|(u, x)| *u == t && is_partial(*x))
+        };
+        let ops = cfg
+            .ops
+            .iter()
+            .map(|&(o, ch)| {
+                let op = self.graph.op(o);
+                if op.inputs.iter().chain(&op.outputs).any(|t| partial(*t)) {
+                    let strategies = self.choices(o, d, level);
+                    let choice = partial::follow_partial(g, self.model, o, partial, &strategies);
+                    (o, choice.unwrap_or(ch))
+                } else {
+                    (o, ch)
+                }
+            })
+            .collect();
+        Some(ClusterConfig { ops, tensors })
+    }
+
+    /// The configuration of a tensor cluster whose first tensor is held
+    /// [`PARTIAL`] (when it may be): its other eligible tensors too, the
+    /// rest as the rule's first layout, its ops as
+    /// [`partial::follow_partial`] says (else replicated).
+    fn partial_root(&self, c: &Cluster, d: &Decisions, level: usize) -> Option<ClusterConfig> {
+        let g = self.graph;
+        let root = c.tensor_slots.first()?[0];
+        if !partial::eligible(g, root) {
+            return None;
+        }
+        let tensors: Vec<(TensorId, Option<u32>)> = c
+            .tensor_slots
+            .iter()
+            .flat_map(|s| {
+                let l = if partial::eligible(g, s[0]) {
+                    Some(PARTIAL)
+                } else {
+                    let layouts =
+                        self.rule
+                            .layouts(g, self.factors, s[0], d, level, self.tensor_parallel);
+                    layouts[0]
+                };
+                s.iter().map(move |t| (*t, l))
+            })
+            .collect();
+        let partial = |t: TensorId| tensors.iter().any(|(u, x)| *u == t && is_partial(*x));
+        let ops = c
+            .op_slots
+            .iter()
+            .flat_map(|s| {
+                let strategies = self.choices(s[0], d, level);
+                let ch = partial::follow_partial(g, self.model, s[0], partial, &strategies)
+                    .unwrap_or(OpChoice::Replicate);
+                s.iter().map(move |o| (*o, ch))
+            })
+            .collect();
+        Some(ClusterConfig { ops, tensors })
+    }
+
     /// Every configuration of a cluster at `level`.
     pub fn configs(&self, c: &Cluster, d: &Decisions, level: usize) -> Vec<ClusterConfig> {
         let all_tensors = |layouts: &[Option<u32>]| -> Vec<(TensorId, Option<u32>)> {
@@ -262,6 +373,14 @@ impl LevelInput<'_> {
                     }
                 })
                 .collect();
+            if self.partial_here(level) {
+                let variants = configs
+                    .iter()
+                    .filter_map(|cfg| self.partial_variant(c, d, level, cfg))
+                    .collect::<Vec<_>>();
+                configs.extend(variants);
+                configs.extend(self.partial_root(c, d, level));
+            }
             configs.extend(self.split_contributions(c, d, level, &configs));
             return configs;
         }
@@ -269,7 +388,13 @@ impl LevelInput<'_> {
         let per_slot: Vec<Vec<OpChoice>> = c
             .op_slots
             .iter()
-            .map(|s| self.choices(s[0], d, level))
+            .map(|s| {
+                let mut ch = self.choices(s[0], d, level);
+                if self.partial_here(level) {
+                    ch.extend(partial::linear_choices(self.graph, self.model, s[0]));
+                }
+                ch
+            })
             .collect();
         let mut configs: Vec<Vec<OpChoice>> = vec![Vec::new()];
         for (i, opts) in per_slot.iter().enumerate() {
@@ -330,8 +455,8 @@ impl LevelInput<'_> {
                 table.push(match (self.topology, is_input) {
                     (Some(t), true) => cm.input_load(o, j, &oc, &sp, t).nanos(),
                     (Some(t), false) => cm.output_load(o, j, &oc, &sp, t).nanos(),
-                    (None, true) => cm.input_bytes(o, j, &oc, &sp) as f64,
-                    (None, false) => cm.output_bytes(o, j, &oc, &sp) as f64,
+                    (None, true) => as_cost(cm.input_bytes(o, j, &oc, &sp)),
+                    (None, false) => as_cost(cm.output_bytes(o, j, &oc, &sp)),
                 });
             }
         }
@@ -470,11 +595,18 @@ impl SlotTable<'_> {
     /// slot with these words has this table.
     fn key(&self, kind: u32) -> Vec<u32> {
         const NONE: u32 = u32::MAX;
+        // Strategies and masks are small: the top bit tells them apart, and
+        // a partial layout is not replication.
         let choice = |c: &OpChoice| match c {
             OpChoice::Strategy(s) => *s,
             OpChoice::Replicate => NONE,
+            OpChoice::Linear(mask) => 0x8000_0000 | mask,
         };
-        let split = |s: &Option<u32>| s.unwrap_or(NONE);
+        let split = |s: &Option<u32>| match s {
+            None => NONE,
+            Some(PARTIAL) => NONE - 1,
+            Some(d) => *d,
+        };
         let (oc, sp) = self.prefix;
         let (chs, lys) = self.cells;
         let mut k = Vec::with_capacity(5 + oc.len() + sp.len() + chs.len() + lys.len());
@@ -485,6 +617,15 @@ impl SlotTable<'_> {
         k.extend(chs.iter().map(choice));
         k.extend(lys.iter().map(split));
         k
+    }
+}
+
+/// A pair's bytes as a problem cost ([`INFEASIBLE`] is `f64::INFINITY`).
+fn as_cost(bytes: u64) -> f64 {
+    if bytes == INFEASIBLE {
+        f64::INFINITY
+    } else {
+        bytes as f64
     }
 }
 

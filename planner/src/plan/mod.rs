@@ -80,6 +80,7 @@ pub mod model;
 pub mod op_groups;
 pub mod options;
 pub mod pareto;
+pub mod partial;
 pub mod planned;
 pub mod repeats;
 pub mod report;

@@ -78,6 +78,10 @@ pub struct OpModel {
     /// strategies and costs under the same decisions; the per-kind memo of
     /// [`super::cost::CostMemo`] relies on it). Numbered from 0 in op order.
     pub kind: u32,
+    /// Every set of its inputs it is linear in, as bit masks (bit i = input
+    /// i; [`tdl::linear_input_sets`]): where a partial-sum layout may flow
+    /// through it (issue 41).
+    pub linear_sets: Arc<Vec<u32>>,
 }
 
 /// Per-operator facts for a whole graph (see the module doc).
@@ -94,6 +98,7 @@ impl Model {
     pub fn new(graph: &Graph, lib: &Library, cache: &StrategyCache) -> Result<Model, ModelError> {
         let mut ops = Vec::with_capacity(graph.ops().len());
         let mut kinds: HashMap<String, u32> = HashMap::default();
+        let mut linear: HashMap<String, Arc<Vec<u32>>> = HashMap::default();
         for op in graph.ops() {
             let (spec, binding) = graph.bind_op(lib, op).map_err(ModelError::from_bind)?;
             let shapes = graph.input_shapes(op);
@@ -105,10 +110,15 @@ impl Model {
                 })?;
             let n = kinds.len() as u32;
             let kind = *kinds.entry(signature(graph, op)).or_insert(n);
+            let linear_sets = linear
+                .entry(op.spec.clone())
+                .or_insert_with(|| Arc::new(tdl::linear_input_sets(spec)))
+                .clone();
             ops.push(OpModel {
                 access: OpAccess::new(&binding),
                 strategies,
                 kind,
+                linear_sets,
             });
         }
         Ok(Model { ops })

@@ -29,6 +29,12 @@ pub struct PlanOptions {
     /// the ILP's time limit); a limit that stops a level is the plan's
     /// [`Planned::stop_reason`](super::Planned::stop_reason).
     pub limits: SearchLimits,
+    /// Let the searches hold activations and gradients as per-worker
+    /// partial sums and reduce them once, where a non-linear consumer needs
+    /// them (issue 41; `tofu plan --partial-sums`). Off by default: plans
+    /// with partial layouts are not executable yet (codegen refuses them).
+    /// Costed in bytes only (ignored with a topology).
+    pub partial_sums: bool,
 }
 
 impl PlanOptions {
