@@ -254,8 +254,10 @@ impl<'l> GraphBuilder<'l> {
     /// ([`Tensor::updates`]): a state a forward op updates in place, such as
     /// batch normalization's running statistics (ONNX BatchNormalization's
     /// `running_mean` / `running_var`, PyTorch's buffers). `t` takes the
-    /// weight's role, so layouts and memory treat the pair as one weight, and
-    /// every step's run carries it into `replaced`.
+    /// weight's role and tensor group (Tofu §4.2.1: one group, one layout,
+    /// as an optimizer's output), so the planner gives the pair one layout
+    /// and memory counts them as one weight, and every step's run carries
+    /// it into `replaced`.
     ///
     /// Errors: [`GraphError::Invalid`] naming `t` when no operator produces
     /// it, and naming `replaced` when it is not a weight leaf, when its shape
@@ -299,8 +301,10 @@ impl<'l> GraphBuilder<'l> {
                 ),
             ));
         }
+        let group = old.group;
         let tensor = self.ins.graph.tensor_mut(t);
         tensor.role = TensorRole::Weight;
+        tensor.group = group;
         tensor.updates = Some(replaced);
         Ok(())
     }

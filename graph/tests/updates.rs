@@ -45,6 +45,7 @@ fn a_running_statistic_becomes_the_next_value_of_its_weight() {
     for (next, state) in st.iter().zip([mean, var]) {
         assert_eq!(g.tensor(*next).updates, Some(state));
         assert_eq!(g.tensor(*next).role, TensorRole::Weight);
+        assert_eq!(g.tensor(*next).group, g.tensor(state).group);
     }
     // Buffers, not parameters (PyTorch's count), but memory kept all the same.
     let mem = MemoryReport::of(g);

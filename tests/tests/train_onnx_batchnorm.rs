@@ -1,6 +1,6 @@
 //! Batch normalization's running statistics train (issue 38): an ONNX
 //! model `x[16, 1, 8, 8] → Conv 1×1 (3 channels) → BatchNormalization →
-//! Flatten → Gemm → logits`, trained by `tofu train MODEL.onnx` on 2
+//! Flatten → Gemm → logits`, trained by `tofu train MODEL.onnx` on 2 and 4
 //! workers on scikit-learn's digits with `--save-onnx`. The saved model's
 //! `running_mean` / `running_var` are the node's running statistics after
 //! the run, as PyTorch's `train()` leaves its buffers — for the node in
@@ -114,8 +114,9 @@ fn running_statistics_train_and_are_saved_into_the_model() {
     }
     let conv = [0.5, -1.5, 2.0, 0.25, 0.0, -0.75];
     let (mean, var) = ([0.3, -0.2, 0.1], [2.0, 0.5, 1.5]);
-    for (training_mode, momentum) in [(false, 0.9), (true, 0.8)] {
-        let dir = temp_dir(&format!("train-onnx-bn-{training_mode}"));
+    let cases = [(false, 0.9, "2"), (true, 0.8, "2"), (false, 0.9, "4")];
+    for (training_mode, momentum, workers) in cases {
+        let dir = temp_dir(&format!("train-onnx-bn-{training_mode}-{workers}"));
         let onnx = dir.join("bn.onnx");
         std::fs::write(&onnx, bn_model(training_mode, momentum, &conv, &mean, &var)).unwrap();
         let (batches, out) = (dir.join("batches.safetensors"), dir.join("trained.onnx"));
@@ -125,7 +126,7 @@ fn running_statistics_train_and_are_saved_into_the_model() {
             "train",
             o,
             "--workers",
-            "2",
+            workers,
             "--data",
             "digits",
             "--weights",
@@ -157,7 +158,7 @@ fn running_statistics_train_and_are_saved_into_the_model() {
                 let tol = 1e-5 * (1.0 + want[c].abs());
                 assert!(
                     (got[c] as f64 - want[c]).abs() <= tol,
-                    "training_mode {training_mode}: {name}[{c}] = {} vs {}",
+                    "training_mode {training_mode}, {workers} workers: {name}[{c}] = {} vs {}",
                     got[c],
                     want[c]
                 );

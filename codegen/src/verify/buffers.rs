@@ -85,6 +85,39 @@ pub(super) fn check_declarations(
     Ok(())
 }
 
+/// Every carry of `p` (an updated tensor's kept tile becoming next step's
+/// tile of the tensor it replaces: optimizer outputs, batch norm's running
+/// statistics) joins two tiles of one region, or neither side is on this
+/// rank. The runner moves a kept tile only between equal regions, so a
+/// carry that fails this would silently keep the old value.
+/// Errors: the first carry that does not.
+pub(super) fn check_carries(p: &Program) -> Result<(), String> {
+    let name = |b: program::BufId| p.buffers[b as usize].region.0.clone();
+    for c in &p.carries {
+        let ok = match (c.from_buf, c.to_buf) {
+            (Some(f), Some(t)) => p.buffers[f as usize].region == p.buffers[t as usize].region,
+            (None, None) => true,
+            _ => false,
+        };
+        if !ok {
+            let tensor = |t: program::TensorId| {
+                p.tensors
+                    .iter()
+                    .find(|i| i.id == t)
+                    .map_or_else(|| format!("#{}", t.0), |i| i.name.clone())
+            };
+            return Err(format!(
+                "the update `{}` (kept region {:?}) cannot replace `{}` (tile {:?}): an updated tensor must have the layout of the tensor it replaces",
+                tensor(c.from),
+                c.from_buf.map(name),
+                tensor(c.to),
+                c.to_buf.map(name)
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// The instruction's name in messages.
 fn kind(i: &Instr) -> &'static str {
     match i {
@@ -197,5 +230,48 @@ impl Walk<'_, '_> {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::program::{Buffer, Carry, TensorId, FORMAT, VERSION};
+
+    /// A program with tiles of `w'` (tensor 1) and `w` (tensor 0) over
+    /// `from` and `to`, and the carry `w' → w`.
+    fn carrying(from: Region, to: Region) -> Program {
+        let tile = |tensor: u32, region: Region| Buffer {
+            tensor: TensorId(tensor),
+            elems: region.volume(),
+            region,
+            tile: true,
+        };
+        Program {
+            format: FORMAT.into(),
+            version: VERSION,
+            rank: 0,
+            world: 2,
+            tensors: Vec::new(),
+            specs: Vec::new(),
+            buffers: vec![tile(0, to), tile(1, from)],
+            instrs: Vec::new(),
+            keep: vec![1],
+            carries: vec![Carry {
+                from: TensorId(1),
+                from_buf: Some(1),
+                to: TensorId(0),
+                to_buf: Some(0),
+            }],
+        }
+    }
+
+    #[test]
+    fn a_carry_joins_tiles_of_one_region() {
+        let half = Region(vec![(0, 4)]);
+        assert!(check_carries(&carrying(half.clone(), half.clone())).is_ok());
+        // The negative control: the update replicated, the state split.
+        let err = check_carries(&carrying(Region(vec![(0, 8)]), half)).unwrap_err();
+        assert!(err.contains("must have the layout"), "{err}");
     }
 }

@@ -129,6 +129,7 @@ pub fn check_recorded(
 fn check_program(cm: &CostModel<'_>, d: &Decisions, p: &Program) -> Result<(), String> {
     let dig = digits(p.rank, cm.factors());
     buffers::check_declarations(cm, d, p, &dig)?;
+    buffers::check_carries(p)?;
     let mut w = Walk::new(cm, d, p, dig);
     for (k, ins) in p.instrs.iter().enumerate() {
         w.instr(k, ins)?;
