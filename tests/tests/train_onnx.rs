@@ -8,7 +8,8 @@
 //! `[B, 10]` (`softmax_cross_entropy`). The ids plan on int64 ids, the
 //! soft-label plan on the same labels written as dense one-hot floats, and
 //! the soft-label plan on the int64 ids (one-hot encoded by the feed) give
-//! the same loss at every step and the same held-out numbers; dense labels
+//! the same loss at every step (within f32 rounding: 1e-5 relative, the two
+//! graphs sum in different orders) and the same held-out accuracy; dense labels
 //! for the ids plan are an error naming the input and the fix. The held-out
 //! evaluation reports a real
 //! accuracy (≥ 0.8 after 150 steps; before the fix it printed 0 for every
@@ -35,7 +36,7 @@ use std::path::Path;
 use run_outputs_common::{model, node, plan_with, random, read_f32, save_outputs, write_f32};
 use safetensors::tensor::TensorView;
 use safetensors::Dtype;
-use tofu_tests::{data_cache, free_port, have_digits, launch_args, temp_dir, text, tofu};
+use tofu_tests::{data_cache, free_port, have_digits, launch_args, max_rel, temp_dir, text, tofu};
 
 /// Digits: `x` [1797, 64] in 0..1 and the class ids [1797].
 fn digits() -> (Vec<f32>, Vec<i64>) {
@@ -149,18 +150,15 @@ fn an_onnx_plan_trains_on_integer_labels_and_is_evaluated_held_out() {
     let with_ids = json_lines(&strs(&a_ids));
     let with_dense = json_lines(&strs(&a_dense));
     assert_eq!(losses(&with_ids).len(), 150);
-    assert_eq!(
-        losses(&with_ids),
-        losses(&with_dense),
-        "integer ids vs one-hot"
-    );
+    // Two graphs (`cross_entropy` on ids, `softmax_cross_entropy` on
+    // one-hot rows) whose kernels may sum in different orders: equal
+    // within f32 rounding, step for step.
+    let rel = max_rel(&losses(&with_ids), &losses(&with_dense));
+    assert!(rel <= 1e-5, "integer ids vs one-hot: {rel}");
     let soft_on_ids = json_lines(&strs(&train_steps(sp, &ids, "20")));
     let first = &losses(&with_dense)[..20];
-    assert_eq!(
-        losses(&soft_on_ids),
-        first,
-        "ids one-hot encoded by the feed"
-    );
+    let rel = max_rel(&losses(&soft_on_ids), first);
+    assert!(rel <= 1e-5, "ids one-hot encoded by the feed: {rel}");
     let wrong = tofu(&strs(&train_steps(p, &dense, "1")));
     let err = text(&wrong).1;
     assert!(
